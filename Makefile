@@ -1,0 +1,38 @@
+# The two commands of the quick start. Each creates .venv when missing and installs what it needs.
+#   make demo   the bank-marketing pilot on the bundled data
+#   make test   lint and the test suite (what CI runs)
+SHELL := /bin/bash
+PYTHON ?= python3
+VENV := .venv
+PY := $(VENV)/bin/python
+# torch is installed first and pinned: the CPU build of 2.13.0 (an unpinned torch pulls a multi-GB CUDA build).
+TORCH := torch==2.13.0
+STAMP := $(VENV)/.installed
+
+.PHONY: demo test lint install clean bench
+
+$(PY):
+	$(PYTHON) -m venv $(VENV)
+
+$(STAMP): pyproject.toml | $(PY)
+	$(PY) -m pip install --quiet --disable-pip-version-check "$(TORCH)"
+	$(PY) -m pip install --quiet --disable-pip-version-check -e ".[dev]"
+	touch $(STAMP)
+
+install: $(STAMP)
+
+demo: $(STAMP)
+	$(VENV)/bin/vsplit demo
+
+lint: $(STAMP)
+	$(PY) -m ruff check vsplit datasets tests benchmarks
+
+test: $(STAMP) lint
+	$(PY) -m pytest
+
+bench: $(STAMP)
+	$(PY) benchmarks/quality.py
+	$(PY) benchmarks/train_overhead.py
+
+clean:
+	rm -rf $(VENV) runs .pytest_cache

@@ -1,0 +1,1 @@
+"""Bundled data sets and their loaders (imported as ``vsplit.datasets``)."""

@@ -1,0 +1,81 @@
+"""The error tree of vsplit.
+
+Every error says what went wrong and what to do about it. Errors that cross a party boundary are reduced to an
+:class:`AbortCode` (see :mod:`vsplit.protocol.abort`): a peer never sees record IDs, values or tracebacks.
+
+    VsplitError
+    ├── ConfigError          bad configuration or arguments (names the key path)
+    ├── DataError            bad input data (names the column and the fix)
+    ├── AlignmentError       record alignment failed (no overlap, duplicates, ...)
+    ├── ProtocolError        a protocol was broken
+    │   └── RemoteAbort      the peer aborted with a code
+    ├── TransportError       the channel failed (timeouts, dropped peers, oversize frames)
+    │   └── AuthenticationError
+    └── CheckpointError      a checkpoint is missing, corrupt or belongs to another run
+
+Example:
+    >>> try:
+    ...     raise DataError("bank: column 'age' is missing; add it or remove it from the preset")
+    ... except VsplitError as exc:
+    ...     print(exc)
+    bank: column 'age' is missing; add it or remove it from the preset
+"""
+
+from __future__ import annotations
+
+
+class VsplitError(Exception):
+    """Base class of every error vsplit raises on purpose."""
+
+
+class ConfigError(VsplitError):
+    """A configuration value or argument is wrong."""
+
+
+class DataError(VsplitError):
+    """Input data is unusable as given."""
+
+
+class AlignmentError(VsplitError):
+    """The parties' records cannot be aligned."""
+
+
+class ProtocolError(VsplitError):
+    """A protocol rule was broken.
+
+    ``local`` tells whether this side broke it (a bug or misuse here) or the peer did.
+    """
+
+    def __init__(self, message: str, *, local: bool = False, code: int | None = None) -> None:
+        super().__init__(message)
+        self.local = local
+        self.code = code
+
+
+class RemoteAbort(ProtocolError):
+    """The peer stopped the protocol and sent only an abort code."""
+
+
+class TransportError(VsplitError):
+    """The channel failed: timeout, closed connection, oversize frame."""
+
+
+class AuthenticationError(TransportError):
+    """The peer could not prove it is the configured party."""
+
+
+class CheckpointError(VsplitError):
+    """A checkpoint is missing, corrupt, or belongs to another run or party."""
+
+
+__all__ = [
+    "AlignmentError",
+    "AuthenticationError",
+    "CheckpointError",
+    "ConfigError",
+    "DataError",
+    "ProtocolError",
+    "RemoteAbort",
+    "TransportError",
+    "VsplitError",
+]

@@ -1,0 +1,50 @@
+"""The interface every sans-IO protocol machine implements.
+
+A machine never touches sockets, threads or clocks. It is fed one decoded message at a time and answers with the
+messages to send; a pump (:mod:`vsplit.runtime.pump`) moves them over whatever channel joins the parties.
+
+Example:
+    >>> class Echo:
+    ...     done = False
+    ...     result = None
+    ...     def start(self):
+    ...         return []
+    ...     def receive(self, sender, msg):
+    ...         self.done = True
+    ...         return [Outgoing(sender, msg)]
+    >>> Echo().receive("bank", "hi")
+    [Outgoing(to='bank', message='hi')]
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Any, Protocol
+
+from vsplit.protocol.message import Message
+
+
+@dataclass(frozen=True)
+class Outgoing:
+    """A message to send, and the party to send it to."""
+
+    to: str
+    message: Message
+
+
+class Machine(Protocol):
+    """A sans-IO protocol participant."""
+
+    @property
+    def done(self) -> bool:
+        """True once the machine has finished and expects no more messages."""
+
+    @property
+    def result(self) -> Any:
+        """What the machine produced; valid once :attr:`done` is true."""
+
+    def start(self) -> list[Outgoing]:
+        """Messages to send before anything has been received."""
+
+    def receive(self, sender: str, msg: Message) -> list[Outgoing]:
+        """Take one message from ``sender``; return the messages to send in answer."""
