@@ -1,0 +1,178 @@
+"""Per-party preprocessing, fitted on that party's own training rows only.
+
+Each party turns its own table into two tensors for its bottom model: category codes (``0`` is reserved for
+categories not seen in training) and scaled numeric columns. Nothing about one party's columns is ever known to
+another party: the fitted state stays with the party that fitted it.
+
+Categorical columns are those of object, string, category or bool dtype unless listed explicitly. Numeric scaling is
+``"quantile"`` (rank-based map to a normal distribution: robust to the heavy tails of balances and durations) or
+``"standard"``. Missing values raise a :class:`~vsplit.errors.DataError` unless ``missing="impute"`` (the median for
+numbers plus a was-missing indicator column; an ``"<missing>"`` category for categories).
+
+Example:
+    >>> import pandas as pd
+    >>> df = pd.DataFrame({"job": ["a", "b", "a"], "balance": [1.0, 5.0, 3.0]})
+    >>> prep = TablePreprocessor().fit(df)
+    >>> cat, num = prep.transform(pd.DataFrame({"job": ["b", "zzz"], "balance": [3.0, 9.0]}))
+    >>> cat.tolist()  # "zzz" was never seen: code 0
+    [[2], [0]]
+    >>> prep.cardinalities, prep.n_numeric
+    ([3], 1)
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from dataclasses import dataclass, field
+
+import numpy as np
+import pandas as pd
+import torch
+from pandas.api import types as ptypes
+from sklearn.preprocessing import QuantileTransformer
+
+from vsplit.errors import ConfigError, DataError
+
+MISSING = "<missing>"
+
+
+def is_categorical(series: pd.Series) -> bool:
+    """True for columns treated as categories by default (strings, categoricals, booleans)."""
+    return bool(
+        ptypes.is_object_dtype(series)
+        or ptypes.is_string_dtype(series)
+        or isinstance(series.dtype, pd.CategoricalDtype)
+        or ptypes.is_bool_dtype(series)
+    )
+
+
+@dataclass
+class TablePreprocessor:
+    """Fits category codes and numeric scaling on one party's training rows.
+
+    Args:
+        categorical: columns to treat as categories; default: detect by dtype.
+        scaling: ``"quantile"`` or ``"standard"``.
+        missing: ``"error"`` (default) or ``"impute"``.
+        seed: seed of the quantile transformer's subsampling.
+    """
+
+    categorical: Sequence[str] | None = None
+    scaling: str = "quantile"
+    missing: str = "error"
+    seed: int = 0
+    columns_: list[str] = field(default_factory=list, init=False)
+    categorical_: list[str] = field(default_factory=list, init=False)
+    numeric_: list[str] = field(default_factory=list, init=False)
+    categories_: dict[str, dict[str, int]] = field(default_factory=dict, init=False)
+    imputed_: dict[str, float] = field(default_factory=dict, init=False)
+    _scaler: object | None = field(default=None, init=False, repr=False)
+
+    def __post_init__(self) -> None:
+        if self.scaling not in ("quantile", "standard"):
+            raise ConfigError(f"scaling must be 'quantile' or 'standard', got {self.scaling!r}")
+        if self.missing not in ("error", "impute"):
+            raise ConfigError(f"missing must be 'error' or 'impute', got {self.missing!r}")
+
+    # -- fitting ---------------------------------------------------------------------------------------------------
+    def fit(self, table: pd.DataFrame) -> TablePreprocessor:
+        """Learn codes and scaling from ``table`` (this party's training rows, feature columns only)."""
+        if table.shape[0] == 0:
+            raise DataError("cannot fit preprocessing on an empty table; give the party at least one training row")
+        self.columns_ = list(table.columns)
+        wanted = set(self.categorical) if self.categorical is not None else None
+        if wanted is not None and (unknown := wanted - set(self.columns_)):
+            raise DataError(f"categorical columns {sorted(unknown)} are not in the table; fix the column list")
+        self.categorical_ = [
+            c for c in self.columns_ if (c in wanted if wanted is not None else is_categorical(table[c]))
+        ]
+        self.numeric_ = [c for c in self.columns_ if c not in self.categorical_]
+        for column in self.numeric_:
+            if not ptypes.is_numeric_dtype(table[column]):
+                raise DataError(
+                    f"column {column!r} is neither numeric nor categorical ({table[column].dtype}); convert it"
+                )
+        self._check_missing(table)
+        for column in self.categorical_:
+            values = self._categorical_values(table[column])
+            self.categories_[column] = {v: i + 1 for i, v in enumerate(sorted(set(values)))}
+        numeric = self._numeric_matrix(table, fit=True)
+        if numeric.shape[1]:
+            if self.scaling == "quantile":
+                scaler = QuantileTransformer(
+                    n_quantiles=min(1000, len(table)), output_distribution="normal", random_state=self.seed
+                )
+                self._scaler = scaler.fit(numeric)
+            else:
+                mean, std = numeric.mean(0), numeric.std(0)
+                self._scaler = (mean, np.where(std > 0, std, 1.0))
+        return self
+
+    # -- transforming ----------------------------------------------------------------------------------------------
+    def transform(self, table: pd.DataFrame) -> tuple[torch.Tensor, torch.Tensor]:
+        """Return ``(cat, num)`` tensors for ``table``'s rows."""
+        if not self.columns_:
+            raise ConfigError("call fit() before transform()")
+        if missing := [c for c in self.columns_ if c not in table.columns]:
+            raise DataError(f"columns {missing} are missing; the table must have the columns it was fitted on")
+        self._check_missing(table)
+        codes = np.zeros((len(table), len(self.categorical_)), dtype=np.int64)
+        for j, column in enumerate(self.categorical_):
+            mapping = self.categories_[column]
+            codes[:, j] = [mapping.get(v, 0) for v in self._categorical_values(table[column])]
+        numeric = self._numeric_matrix(table, fit=False)
+        if numeric.shape[1]:
+            if self.scaling == "quantile":
+                numeric = self._scaler.transform(numeric)  # type: ignore[union-attr]
+            else:
+                mean, std = self._scaler  # type: ignore[misc]
+                numeric = (numeric - mean) / std
+        return torch.from_numpy(codes), torch.from_numpy(np.ascontiguousarray(numeric, dtype=np.float32))
+
+    @property
+    def cardinalities(self) -> list[int]:
+        """Number of codes per categorical column, including the unknown code 0."""
+        return [len(self.categories_[c]) + 1 for c in self.categorical_]
+
+    @property
+    def n_numeric(self) -> int:
+        """Width of the numeric tensor (numeric columns plus was-missing indicators)."""
+        return len(self.numeric_) + len(self.imputed_)
+
+    # -- helpers ---------------------------------------------------------------------------------------------------
+    def _check_missing(self, table: pd.DataFrame) -> None:
+        if self.missing == "impute":
+            return
+        counts = table[self.columns_].isna().sum()
+        bad = {c: int(n) for c, n in counts.items() if n}
+        if bad:
+            raise DataError(
+                f"missing values (NaN) in columns {bad}; clean them, or set missing='impute' to fill numbers with "
+                "the training median (plus an indicator column) and categories with a '<missing>' category"
+            )
+
+    def _categorical_values(self, series: pd.Series) -> list[str]:
+        filled = series.astype(object).where(series.notna(), MISSING)
+        return [str(v) for v in filled]
+
+    def _numeric_matrix(self, table: pd.DataFrame, *, fit: bool) -> np.ndarray:
+        if not self.numeric_:
+            return np.zeros((len(table), 0))
+        matrix = table[self.numeric_].to_numpy(dtype=np.float64, na_value=np.nan)
+        if self.missing != "impute":
+            return matrix
+        if fit:
+            medians = np.nanmedian(matrix, axis=0) if len(matrix) else np.zeros(matrix.shape[1])
+            self.imputed_ = {
+                c: float(0.0 if np.isnan(m) else m)
+                for c, m, has in zip(self.numeric_, medians, np.isnan(matrix).any(0), strict=True)
+                if has
+            }
+        flags = []
+        for j, column in enumerate(self.numeric_):
+            if column in self.imputed_:
+                holes = np.isnan(matrix[:, j])
+                flags.append(holes.astype(np.float64))
+                matrix[holes, j] = self.imputed_[column]
+        matrix = np.nan_to_num(matrix, nan=0.0)
+        return np.column_stack([matrix, *flags]) if flags else matrix

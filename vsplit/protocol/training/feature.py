@@ -1,0 +1,185 @@
+"""The feature party's side of split training.
+
+Theory of operation. The machine waits for the label party's :class:`TrainingPlan`, then for every batch of the
+shared schedule it runs its bottom model on its own rows, sends the embeddings, waits for their gradient, back-
+propagates it and steps its own optimizer. After each epoch it sends embeddings of the validation rows and waits for
+:class:`EpochEnd`, which says whether to keep this epoch's weights and whether to stop. At the end it restores the
+best weights. Its rows, its model and its optimizer never leave it; only embeddings do.
+"""
+
+from __future__ import annotations
+
+import copy
+from collections.abc import Sequence
+from typing import Any
+
+import numpy as np
+import torch
+from torch import nn
+
+from vsplit.errors import ProtocolError
+from vsplit.models.rng import PartyRng
+from vsplit.protocol.abort import AbortCode
+from vsplit.protocol.machine import Outgoing
+from vsplit.protocol.message import Message
+from vsplit.protocol.training.hooks import EmbeddingHook, LocalLoss, Observer, StepInfo
+from vsplit.protocol.training.messages import EVAL, TRAIN, Embeddings, EpochEnd, Gradients, TrainingPlan
+from vsplit.protocol.training.plan import Plan
+
+
+class FeatureTrainer:
+    """Trains one feature party's bottom model against a label party.
+
+    Args:
+        name: this party's name.
+        label_party: the label party's name (the only peer this machine talks to).
+        model: the bottom model, called as ``model(cat, num)``.
+        optimizer: optimizer over ``model``'s parameters.
+        inputs: ``(cat, num)`` tensors of this party's rows in the aligned order.
+        rng: this party's random stream (dropout).
+        embedding_hooks: transforms applied to embeddings before they are sent.
+        observers: callbacks that see each gradient received.
+        local_loss: an extra loss on this party's own embeddings.
+    """
+
+    def __init__(
+        self,
+        *,
+        name: str,
+        label_party: str,
+        model: nn.Module,
+        optimizer: torch.optim.Optimizer,
+        inputs: tuple[torch.Tensor, torch.Tensor],
+        rng: PartyRng,
+        embedding_hooks: Sequence[EmbeddingHook] = (),
+        observers: Sequence[Observer] = (),
+        local_loss: LocalLoss | None = None,
+    ) -> None:
+        self.name = name
+        self.label_party = label_party
+        self.model = model
+        self.optimizer = optimizer
+        self.cat, self.num = inputs
+        self.rng = rng
+        self.embedding_hooks = list(embedding_hooks)
+        self.observers = list(observers)
+        self.local_loss = local_loss
+        self.plan: Plan | None = None
+        self.epoch = 0
+        self.step = 0
+        self._batches: list[np.ndarray] = []
+        self._pending: torch.Tensor | None = None
+        self._pending_inputs: tuple[torch.Tensor, torch.Tensor] | None = None
+        self._best: dict[str, Any] | None = None
+        self._state = "wait_plan"
+        self.done = False
+        self.result: dict[str, Any] | None = None
+        self.epochs_run = 0
+
+    # -- machine interface -----------------------------------------------------------------------------------------
+    def start(self) -> list[Outgoing]:
+        return []
+
+    def receive(self, sender: str, msg: Message) -> list[Outgoing]:
+        if sender != self.label_party:
+            raise ProtocolError(f"{self.name}: unexpected message from {sender!r}")
+        if self._state == "wait_plan" and isinstance(msg, TrainingPlan):
+            return self._on_plan(msg)
+        if self._state == "wait_grad" and isinstance(msg, Gradients):
+            return self._on_gradients(msg)
+        if self._state == "wait_epoch_end" and isinstance(msg, EpochEnd):
+            return self._on_epoch_end(msg)
+        raise ProtocolError(f"{self.name}: {type(msg).__name__} not expected while in state {self._state}")
+
+    # -- transitions -----------------------------------------------------------------------------------------------
+    def _on_plan(self, msg: TrainingPlan) -> list[Outgoing]:
+        if len(msg.roles) != len(self.cat):
+            raise ProtocolError(
+                f"{self.name}: plan covers {len(msg.roles)} aligned rows, this party has {len(self.cat)}",
+                code=AbortCode.CONFIG_MISMATCH,
+            )
+        self.plan = Plan.from_message(msg)
+        if self.plan.start_epoch >= self.plan.epochs:
+            self._finish()
+            return []
+        return self._begin_epoch(self.plan.start_epoch)
+
+    def _begin_epoch(self, epoch: int) -> list[Outgoing]:
+        assert self.plan is not None
+        self.epoch, self.step = epoch, 0
+        self._batches = self.plan.batches(epoch)
+        self.model.train()
+        return self._send_batch()
+
+    def _send_batch(self) -> list[Outgoing]:
+        rows = self._batches[self.step]
+        inputs = (self.cat[rows], self.num[rows])
+        info = StepInfo(party=self.name, epoch=self.epoch, step=self.step, rows=rows)
+        with self.rng:
+            embeddings = self.model(*inputs)
+            for hook in self.embedding_hooks:
+                embeddings = hook(embeddings, info)
+        self._pending, self._pending_inputs = embeddings, inputs
+        self._state = "wait_grad"
+        values = embeddings.detach().numpy()
+        return [Outgoing(self.label_party, Embeddings(phase=TRAIN, epoch=self.epoch, step=self.step, values=values))]
+
+    def _on_gradients(self, msg: Gradients) -> list[Outgoing]:
+        assert self._pending is not None and self._pending_inputs is not None
+        if (msg.epoch, msg.step) != (self.epoch, self.step):
+            raise ProtocolError(
+                f"{self.name}: gradient for epoch {msg.epoch} step {msg.step}, expected {self.epoch}/{self.step}"
+            )
+        if msg.values.shape != tuple(self._pending.shape):
+            raise ProtocolError(f"{self.name}: gradient shape {msg.values.shape} != embeddings {tuple(self._pending.shape)}")
+        grad = torch.from_numpy(msg.values)
+        if not torch.isfinite(grad).all():
+            raise ProtocolError(f"{self.name}: received non-finite gradients")
+        info = StepInfo(party=self.name, epoch=self.epoch, step=self.step, rows=self._batches[self.step])
+        for observe in self.observers:
+            observe(grad, info)
+        self.optimizer.zero_grad(set_to_none=True)
+        with self.rng:
+            if self.local_loss is None:
+                self._pending.backward(grad)
+            else:
+                extra = self.local_loss(self._pending_inputs, self._pending)
+                torch.autograd.backward([self._pending, extra], [grad, torch.ones_like(extra)])
+        self.optimizer.step()
+        self._pending = self._pending_inputs = None
+        self.step += 1
+        if self.step < len(self._batches):
+            return self._send_batch()
+        return self._send_validation()
+
+    def _send_validation(self) -> list[Outgoing]:
+        assert self.plan is not None
+        self.model.eval()
+        out = []
+        with torch.no_grad(), self.rng:
+            for i, rows in enumerate(self.plan.eval_chunks()):
+                values = self.model(self.cat[rows], self.num[rows]).numpy()
+                out.append(Outgoing(self.label_party, Embeddings(phase=EVAL, epoch=self.epoch, step=i, values=values)))
+        self.model.train()
+        self._state = "wait_epoch_end"
+        return out
+
+    def _on_epoch_end(self, msg: EpochEnd) -> list[Outgoing]:
+        assert self.plan is not None
+        if msg.epoch != self.epoch:
+            raise ProtocolError(f"{self.name}: epoch end for {msg.epoch}, expected {self.epoch}")
+        self.epochs_run += 1
+        if msg.improved:
+            self._best = copy.deepcopy(self.model.state_dict())
+        if msg.stop or self.epoch + 1 >= self.plan.epochs:
+            self._finish()
+            return []
+        return self._begin_epoch(self.epoch + 1)
+
+    def _finish(self) -> None:
+        if self._best is not None:
+            self.model.load_state_dict(self._best)
+        self.model.eval()
+        self._state = "done"
+        self.done = True
+        self.result = {"epochs_run": self.epochs_run}

@@ -1,0 +1,56 @@
+"""Hooks that plug into training without the training machines importing them (defenses, attacks, monitors).
+
+A :class:`GradientHook` runs at the label party on the gradient it is about to send to one party; an
+:class:`EmbeddingHook` runs at a feature party on the embeddings it is about to send. Observers see what a party
+received. Every hook gets a :class:`StepInfo` telling where in training it is.
+
+Example:
+    >>> import torch
+    >>> class Halve:
+    ...     def __call__(self, values, info):
+    ...         return values / 2
+    >>> Halve()(torch.ones(2), StepInfo(party="partner", epoch=0, step=0, rows=None)).tolist()
+    [0.5, 0.5]
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Protocol
+
+import numpy as np
+import torch
+
+
+@dataclass(frozen=True)
+class StepInfo:
+    """Where a hook is called: the party concerned, epoch, step and the aligned row positions of the batch."""
+
+    party: str
+    epoch: int
+    step: int
+    rows: np.ndarray | None
+
+
+class GradientHook(Protocol):
+    """Transforms the gradient the label party sends to ``info.party`` (e.g. clipping and noise)."""
+
+    def __call__(self, values: torch.Tensor, info: StepInfo) -> torch.Tensor: ...
+
+
+class EmbeddingHook(Protocol):
+    """Transforms the embeddings a feature party sends (e.g. noise); runs inside the autograd graph."""
+
+    def __call__(self, values: torch.Tensor, info: StepInfo) -> torch.Tensor: ...
+
+
+class Observer(Protocol):
+    """Sees a tensor a party received (gradients at a feature party), for attacks and monitors."""
+
+    def __call__(self, values: torch.Tensor, info: StepInfo) -> None: ...
+
+
+class LocalLoss(Protocol):
+    """An extra loss term a feature party adds to its own bottom model (e.g. a NoPeek penalty)."""
+
+    def __call__(self, inputs: tuple[torch.Tensor, torch.Tensor], embeddings: torch.Tensor) -> torch.Tensor: ...

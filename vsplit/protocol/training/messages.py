@@ -1,0 +1,89 @@
+"""The messages of split training. Type codes 0x0100–0x01FF.
+
+Only four kinds cross the cut: the label party's plan (which aligned rows train and which validate, plus the shared
+schedule), each party's embeddings, the label party's gradients for those embeddings, and an end-of-epoch signal.
+No record ID, feature value or label is ever a field.
+
+Example:
+    >>> import numpy as np
+    >>> Embeddings(phase=TRAIN, epoch=0, step=0, values=np.zeros((2, 4), np.float32)).values.shape
+    (2, 4)
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+import numpy as np
+
+from vsplit.protocol.message import Message, message, require, require_array
+
+#: Embedding phases.
+TRAIN, EVAL, PREDICT = 0, 1, 2
+#: Row roles in a plan.
+ROLE_TRAIN, ROLE_VALID, ROLE_UNUSED = 0, 1, 2
+
+
+@message(0x0101)
+@dataclass(frozen=True)
+class TrainingPlan(Message):
+    """Label party -> feature party: the agreed schedule and each aligned row's role."""
+
+    epochs: int
+    batch_size: int
+    seed: int
+    eval_chunk: int
+    start_epoch: int
+    roles: np.ndarray
+
+    def __post_init__(self) -> None:
+        require(self.epochs >= 1, "epochs must be at least 1")
+        require(self.batch_size >= 1, "batch_size must be at least 1")
+        require(self.eval_chunk >= 1, "eval_chunk must be at least 1")
+        require(0 <= self.start_epoch <= self.epochs, "start_epoch out of range")
+        require(self.seed >= 0, "seed must be non-negative")
+        require_array("roles", self.roles, dtype="uint8", ndim=1)
+        require(bool((self.roles <= ROLE_UNUSED).all()), "roles must be 0 (train), 1 (valid) or 2 (unused)")
+
+
+@message(0x0102)
+@dataclass(frozen=True)
+class Embeddings(Message):
+    """Feature party -> label party: the bottom model's output for one batch or evaluation chunk."""
+
+    phase: int
+    epoch: int
+    step: int
+    values: np.ndarray
+
+    def __post_init__(self) -> None:
+        require(self.phase in (TRAIN, EVAL, PREDICT), f"unknown phase {self.phase}")
+        require(self.epoch >= 0 and self.step >= 0, "epoch and step must be non-negative")
+        require_array("values", self.values, dtype="float32", ndim=2)
+
+
+@message(0x0103)
+@dataclass(frozen=True)
+class Gradients(Message):
+    """Label party -> feature party: the loss gradient with respect to that party's embeddings."""
+
+    epoch: int
+    step: int
+    values: np.ndarray
+
+    def __post_init__(self) -> None:
+        require(self.epoch >= 0 and self.step >= 0, "epoch and step must be non-negative")
+        require_array("values", self.values, dtype="float32", ndim=2)
+
+
+@message(0x0104)
+@dataclass(frozen=True)
+class EpochEnd(Message):
+    """Label party -> feature party: validation done; keep this epoch's weights if ``improved``; stop if ``stop``."""
+
+    epoch: int
+    improved: bool
+    stop: bool
+
+    def __post_init__(self) -> None:
+        require(self.epoch >= 0, "epoch must be non-negative")
