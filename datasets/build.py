@@ -1,7 +1,7 @@
 """Rebuild the bundled Parquet files from the raw CSVs (maintainers only, run by hand).
 
-Nothing in vsplit calls this module at run time and no test reads the raw CSVs: the Parquet files it writes are
-committed. Run it from the repository root with the folder that holds the raw copies::
+Nothing in vsplit calls this module at run time and no test reads the raw CSVs: the Parquet files it writes
+are committed. Run it from the repository root with the folder that holds the raw copies::
 
     python -m vsplit.datasets.build --source /work/shared/datasets
 
@@ -91,14 +91,14 @@ def label_balance(df: pd.DataFrame, *, label: str, positive: str | int) -> tuple
 def _whole_numbers_to_int(df: pd.DataFrame, where: str) -> pd.DataFrame:
     """Store float columns that only hold whole numbers as int64.
 
-    UCI_Credit_Card.csv writes some amounts in scientific notation (``5e+05``), so pandas reads those columns as
-    float; every value is a whole number, as in UCI's original spreadsheet.
+    UCI_Credit_Card.csv writes some amounts in scientific notation (``5e+05``), so pandas reads those columns
+    as float; every value is a whole number, as in UCI's original spreadsheet.
     """
     out = df.copy()
     for column in out.select_dtypes("float").columns:
         values = out[column]
         if values.isna().any() or not (values == values.round()).all() or values.abs().max() >= 2**53:
-            raise DataError(f"{where}: column {column!r} holds non-whole numbers; keep it as float in build.py")
+            raise DataError(f"{where}: column {column!r} holds non-whole numbers; keep it float in build.py")
         out[column] = values.astype("int64")
     return out
 
@@ -178,8 +178,9 @@ def main(argv: list[str] | None = None) -> None:
     parser.add_argument("--source", type=Path, required=True, help="folder holding the raw CSV copies")
     args = parser.parse_args(argv)
     for name, df in build(args.source).items():
-        positives, rows, percent = label_balance(df, label=SOURCES[name].label, positive=SOURCES[name].positive)
-        print(f"{name}: {rows} x {df.shape[1]}, {positives} positive ({percent} %) -> {SOURCES[name].target}")
+        spec = SOURCES[name]
+        positives, rows, percent = label_balance(df, label=spec.label, positive=spec.positive)
+        print(f"{name}: {rows} x {df.shape[1]}, {positives} positive ({percent} %) -> {spec.target}")
 
 
 if __name__ == "__main__":

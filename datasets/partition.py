@@ -4,9 +4,9 @@ Theory of operation: every source row is one customer, who gets a random 10-digi
 number). The label party knows every customer and holds the label. Every other party knows a random
 ``overlap`` share of those customers plus ``extra * n`` people the label party has never seen: their IDs are
 fresh and their feature values are whole rows of that party's columns copied from randomly chosen real
-customers, so only a private set intersection can tell them apart. Each party keeps its rows in its own random
-order. All randomness comes from ``seed``: one stream draws the IDs, and each party has its own stream keyed by
-its name, so the result does not depend on the order of ``columns``.
+customers, so only a private set intersection can tell them apart. Each party keeps its rows in its own
+random order. All randomness comes from ``seed``: one stream draws the IDs, and each party has its own stream
+keyed by its name, so the result does not depend on the order of ``columns``.
 """
 
 from __future__ import annotations
@@ -51,11 +51,11 @@ def partition(
             so that the two hold different customers.
 
     Returns:
-        Party name -> table (in the order of ``columns``): the ID column (strings), then the party's own columns,
-        rows in the party's own order, index 0..len-1.
+        Party name -> table (in the order of ``columns``): the ID column (strings), then the party's own
+        columns, rows in the party's own order, index 0..len-1.
 
     Raises:
-        ConfigError: a bad argument (unknown party, shared column, label misplaced, overlap out of range, ...).
+        ConfigError: a bad argument (unknown party, shared column, misplaced label, overlap out of range...).
         DataError: ``df`` is empty, lacks a column, or is too small for the requested overlap.
 
     Example:
@@ -119,9 +119,10 @@ def _number(name: str, value: object, *, low: float, high: float, low_open: bool
     if isinstance(value, bool) or not isinstance(value, numbers.Real) or math.isnan(value):
         raise ConfigError(f"{name} must be a number, got {value!r}")
     too_low = value <= low if low_open else value < low
-    if too_low or value > high:
-        bounds = f"{'(' if low_open else '['}{low}, {high}]" if math.isfinite(high) else f">= {low}"
-        raise ConfigError(f"{name} must be in {bounds}, got {value}")
+    if too_low or value > high or math.isinf(value):
+        opening = "(" if low_open else "["
+        bounds = f"finite and >= {low}" if math.isinf(high) else f"in {opening}{low}, {high}]"
+        raise ConfigError(f"{name} must be {bounds}, got {value}")
     return float(value)
 
 
@@ -143,6 +144,8 @@ def _check(
                           "add it to columns or fix the name")
     owner: dict[str, str] = {}
     for party, party_columns in columns.items():
+        if not isinstance(party, str) or not party:
+            raise ConfigError(f"party names must be non-empty strings, got {party!r}; rename it in columns")
         if isinstance(party_columns, str) or not party_columns:
             raise ConfigError(f"columns[{party!r}] must be a non-empty list of column names")
         for column in party_columns:

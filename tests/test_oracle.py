@@ -88,7 +88,7 @@ def test_split_training_equals_centralized_training(kind, n_parties, merge):
     assert len(plan.batches(0)) == N_STEPS
     train_centralized(names, data, ref_bottoms, ref_top, labels, kind, plan)
     # training moved the weights, and both runs moved them identically
-    assert not all(torch.equal(a, b) for a, b in zip(before, top.parameters()))
+    assert not all(torch.equal(a, b) for a, b in zip(before, top.parameters(), strict=True))
     for name in names:
         for a, b in zip(bottoms[name].parameters(), ref_bottoms[name].parameters(), strict=True):
             assert torch.allclose(a, b, atol=1e-6), name

@@ -158,7 +158,7 @@ class TablePreprocessor:
     def _numeric_matrix(self, table: pd.DataFrame, *, fit: bool) -> np.ndarray:
         if not self.numeric_:
             return np.zeros((len(table), 0))
-        matrix = table[self.numeric_].to_numpy(dtype=np.float64, na_value=np.nan)
+        matrix = table[self.numeric_].to_numpy(dtype=np.float64, na_value=np.nan, copy=True)
         if self.missing != "impute":
             return matrix
         if fit:

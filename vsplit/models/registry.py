@@ -40,7 +40,8 @@ class Registry(Generic[T]):
         try:
             return self._items[name]
         except KeyError:
-            raise ConfigError(f"unknown {self.kind} {name!r}; choose one of: {', '.join(sorted(self._items))}") from None
+            valid = ", ".join(sorted(self._items))
+            raise ConfigError(f"unknown {self.kind} {name!r}; choose one of: {valid}") from None
 
     def names(self) -> list[str]:
         return sorted(self._items)

@@ -76,10 +76,13 @@ class Pump:
         """Check and decode one frame from ``peer``, feed it to the current machine, send the answers."""
         header = codec.decode_header(frame)
         if header.session != self.session:
-            raise ProtocolError(f"{self.me}: frame from {peer!r} belongs to another session; both sides must use the same run id")
+            raise ProtocolError(
+                f"{self.me}: frame from {peer!r} belongs to another session; both sides must use the same run id"
+            )
         if header.seq != self._recv_seq[peer]:
             raise ProtocolError(
-                f"{self.me}: frame {header.seq} from {peer!r} out of order (expected {self._recv_seq[peer]}): replayed or lost"
+                f"{self.me}: frame {header.seq} from {peer!r} out of order "
+                f"(expected {self._recv_seq[peer]}): replayed or lost"
             )
         _, msg = codec.decode(frame)
         self._recv_seq[peer] += 1

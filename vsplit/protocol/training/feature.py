@@ -131,7 +131,8 @@ class FeatureTrainer:
                 f"{self.name}: gradient for epoch {msg.epoch} step {msg.step}, expected {self.epoch}/{self.step}"
             )
         if msg.values.shape != tuple(self._pending.shape):
-            raise ProtocolError(f"{self.name}: gradient shape {msg.values.shape} != embeddings {tuple(self._pending.shape)}")
+            shape = tuple(self._pending.shape)
+            raise ProtocolError(f"{self.name}: gradient shape {msg.values.shape} != embeddings {shape}")
         grad = torch.from_numpy(msg.values)
         if not torch.isfinite(grad).all():
             raise ProtocolError(f"{self.name}: received non-finite gradients")

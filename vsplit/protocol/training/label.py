@@ -127,7 +127,8 @@ class LabelTrainer:
             raise ProtocolError(f"{self.name}: {type(msg).__name__} from {sender!r} not expected now")
         width = self.remote[sender]
         if msg.values.shape[1] != width:
-            raise ProtocolError(f"{self.name}: {sender!r} sent embeddings of width {msg.values.shape[1]}, expected {width}")
+            got = msg.values.shape[1]
+            raise ProtocolError(f"{self.name}: {sender!r} sent embeddings of width {got}, expected {width}")
         self._inbox[sender].append(msg)
         return self._advance()
 
@@ -157,7 +158,8 @@ class LabelTrainer:
                 want = (phase, self.epoch, self.step if phase == TRAIN else i)
                 if (msg.phase, msg.epoch, msg.step) != want:
                     raise ProtocolError(
-                        f"{self.name}: {party!r} sent phase/epoch/step {(msg.phase, msg.epoch, msg.step)}, expected {want}"
+                        f"{self.name}: {party!r} sent phase/epoch/step "
+                        f"{(msg.phase, msg.epoch, msg.step)}, expected {want}"
                     )
         return got
 

@@ -1,0 +1,28 @@
+"""Shared fixtures: small seeded vertical data sets built in memory."""
+
+from __future__ import annotations
+
+import numpy as np
+import pandas as pd
+import pytest
+
+
+def make_views(n: int = 600, *, seed: int = 0, overlap: float = 0.9) -> dict[str, pd.DataFrame]:
+    """A bank (age, job, label) and a partner (spend, channel) whose columns both predict the label."""
+    rng = np.random.default_rng(seed)
+    ids = np.array([f"C{v:07d}" for v in rng.choice(10**7, size=n, replace=False)], dtype=object)
+    age = rng.integers(18, 80, size=n)
+    job = rng.choice(["admin", "tech", "retired", "student"], size=n)
+    spend = rng.lognormal(3, 1, size=n)
+    channel = rng.choice(["web", "branch", "phone"], size=n)
+    logit = 0.04 * (age - 45) + (job == "retired") * 1.0 + 1.5 * (np.log(spend) - 3) + (channel == "web") * 1.0 - 1.5
+    y = rng.random(n) < 1 / (1 + np.exp(-logit))
+    bank = pd.DataFrame({"customer_id": ids, "age": age, "job": job, "y": np.where(y, "yes", "no")})
+    keep = rng.random(n) < overlap
+    partner = pd.DataFrame({"customer_id": ids[keep], "spend": spend[keep], "channel": channel[keep]})
+    return {"bank": bank, "partner": partner.sample(frac=1.0, random_state=seed).reset_index(drop=True)}
+
+
+@pytest.fixture
+def views() -> dict[str, pd.DataFrame]:
+    return make_views()

@@ -1,0 +1,31 @@
+"""Optimizers by name, so configs can say ``optimizer = "adam"``.
+
+Example:
+    >>> import torch
+    >>> make_optimizer("sgd", [torch.nn.Parameter(torch.zeros(1))], lr=0.1).__class__.__name__
+    'SGD'
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterable
+
+import torch
+
+from vsplit.models.registry import Registry
+
+OPTIMIZERS: Registry[type[torch.optim.Optimizer]] = Registry("optimizer")
+OPTIMIZERS.register("adam")(torch.optim.Adam)
+OPTIMIZERS.register("adamw")(torch.optim.AdamW)
+OPTIMIZERS.register("sgd")(torch.optim.SGD)
+
+
+def make_optimizer(
+    name: str, params: Iterable[torch.nn.Parameter], *, lr: float, weight_decay: float = 0.0
+) -> torch.optim.Optimizer:
+    """Build optimizer ``name`` over ``params``."""
+    cls = OPTIMIZERS.get(name)
+    kwargs = {"lr": lr, "weight_decay": weight_decay}
+    if cls is torch.optim.SGD:
+        kwargs["momentum"] = 0.9
+    return cls(list(params), **kwargs)

@@ -1,0 +1,41 @@
+"""Progress bars for training, with tqdm: one bar per epoch with the loss, and the validation AUC after it.
+
+Example:
+    >>> bar = TqdmProgress(disable=True)
+    >>> bar.on_step(0, 0, 2, 0.7); bar.on_step(0, 1, 2, 0.6); bar.on_epoch({"epoch": 0, "val_auc": 0.8})
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+from tqdm.auto import tqdm
+
+
+class TqdmProgress:
+    """A training callback that draws a tqdm bar per epoch on the label party."""
+
+    def __init__(self, *, disable: bool = False, desc: str = "epoch", leave: bool = True) -> None:
+        self.disable, self.desc, self.leave = disable, desc, leave
+        self._bar: Any = None
+        self._epoch = -1
+
+    def on_step(self, epoch: int, step: int, steps: int, loss: float) -> None:
+        if epoch != self._epoch:
+            self.close()
+            self._bar = tqdm(total=steps, desc=f"{self.desc} {epoch + 1}", disable=self.disable, leave=self.leave)
+            self._epoch = epoch
+        self._bar.update(1)
+        if step % 10 == 0 or step + 1 == steps:
+            self._bar.set_postfix(loss=f"{loss:.4f}", refresh=False)
+
+    def on_epoch(self, record: dict[str, Any]) -> None:
+        if self._bar is not None and "val_auc" in record:
+            self._bar.set_postfix(loss=f"{record['train_loss']:.4f}" if "train_loss" in record else None,
+                                  val_auc=f"{record['val_auc']:.4f}")
+        self.close()
+
+    def close(self) -> None:
+        if self._bar is not None:
+            self._bar.close()
+            self._bar = None
