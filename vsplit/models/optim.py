@@ -25,7 +25,9 @@ def make_optimizer(
 ) -> torch.optim.Optimizer:
     """Build optimizer ``name`` over ``params``."""
     cls = OPTIMIZERS.get(name)
-    kwargs = {"lr": lr, "weight_decay": weight_decay}
+    kwargs: dict[str, object] = {"lr": lr, "weight_decay": weight_decay}
     if cls is torch.optim.SGD:
         kwargs["momentum"] = 0.9
+    else:
+        kwargs["fused"] = True  # one fused kernel per step instead of a Python loop over parameters
     return cls(list(params), **kwargs)

@@ -134,7 +134,7 @@ class FeatureTrainer:
             shape = tuple(self._pending.shape)
             raise ProtocolError(f"{self.name}: gradient shape {msg.values.shape} != embeddings {shape}")
         grad = torch.from_numpy(msg.values)
-        if not torch.isfinite(grad).all():
+        if not np.isfinite(msg.values).all():
             raise ProtocolError(f"{self.name}: received non-finite gradients")
         info = StepInfo(party=self.name, epoch=self.epoch, step=self.step, rows=self._batches[self.step])
         for observe in self.observers:
@@ -159,7 +159,11 @@ class FeatureTrainer:
         out = []
         with torch.no_grad(), self.rng:
             for i, rows in enumerate(self.plan.eval_chunks()):
-                values = self.model(self.cat[rows], self.num[rows]).numpy()
+                values = self.model(self.cat[rows], self.num[rows])
+                info = StepInfo(party=self.name, epoch=self.epoch, step=i, rows=rows, training=False)
+                for hook in self.embedding_hooks:
+                    values = hook(values, info)
+                values = values.numpy()
                 out.append(Outgoing(self.label_party, Embeddings(phase=EVAL, epoch=self.epoch, step=i, values=values)))
         self.model.train()
         self._state = "wait_epoch_end"

@@ -1,8 +1,10 @@
 """Hooks that plug into training without the training machines importing them (defenses, attacks, monitors).
 
 A :class:`GradientHook` runs at the label party on the gradient it is about to send to one party; an
-:class:`EmbeddingHook` runs at a feature party on the embeddings it is about to send. Observers see what a party
-received. Every hook gets a :class:`StepInfo` telling where in training it is.
+:class:`EmbeddingHook` runs at a feature party on the embeddings it is about to send: training batches (inside the
+autograd graph) and also validation and scoring chunks (``info.training`` is False there, under ``no_grad``), so a
+transform such as clipping is the same at training and at scoring. Observers see what a party received. Every hook
+gets a :class:`StepInfo` telling where in training it is.
 
 Example:
     >>> import torch
@@ -24,12 +26,18 @@ import torch
 
 @dataclass(frozen=True)
 class StepInfo:
-    """Where a hook is called: the party concerned, epoch, step and the aligned row positions of the batch."""
+    """Where a hook is called: the party concerned, epoch, step and the aligned row positions of the batch.
+
+    ``training`` is False for validation and scoring embeddings. ``labels`` holds the batch's training labels, and is
+    set only for gradient hooks, which run at the label party (e.g. a defense that adds class-dependent noise).
+    """
 
     party: str
     epoch: int
     step: int
     rows: np.ndarray | None
+    training: bool = True
+    labels: torch.Tensor | None = None
 
 
 class GradientHook(Protocol):
@@ -39,7 +47,11 @@ class GradientHook(Protocol):
 
 
 class EmbeddingHook(Protocol):
-    """Transforms the embeddings a feature party sends (e.g. noise); runs inside the autograd graph."""
+    """Transforms the embeddings a feature party sends (e.g. noise); in training it runs inside the autograd graph.
+
+    It also sees validation and scoring embeddings with ``info.training`` False: return them unchanged there unless
+    the transform must hold at scoring as well (clipping does; training-time noise does not).
+    """
 
     def __call__(self, values: torch.Tensor, info: StepInfo) -> torch.Tensor: ...
 

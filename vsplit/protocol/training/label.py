@@ -169,10 +169,9 @@ class LabelTrainer:
         for party, msg in received.items():
             if msg.values.shape[0] != len(rows):
                 raise ProtocolError(f"{self.name}: {party!r} sent {msg.values.shape[0]} rows, batch has {len(rows)}")
-            leaf = torch.from_numpy(msg.values)
-            if not torch.isfinite(leaf).all():
+            if not np.isfinite(msg.values).all():
                 raise ProtocolError(f"{self.name}: {party!r} sent non-finite embeddings")
-            leaves[party] = leaf.requires_grad_()
+            leaves[party] = torch.from_numpy(msg.values).requires_grad_()
         with self.rng:
             embeddings = {name: model(cat[rows], num[rows]) for name, (model, (cat, num)) in self.local.items()}
             logits = self.top({**embeddings, **leaves})
@@ -184,7 +183,7 @@ class LabelTrainer:
         for party, leaf in leaves.items():
             grad = leaf.grad
             assert grad is not None
-            info = StepInfo(party=party, epoch=self.epoch, step=self.step, rows=rows)
+            info = StepInfo(party=party, epoch=self.epoch, step=self.step, rows=rows, labels=self.labels[rows])
             for hook in self.gradient_hooks:
                 grad = hook(grad, info)
             values = np.ascontiguousarray(grad.detach().numpy(), dtype=np.float32)
