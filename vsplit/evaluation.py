@@ -24,7 +24,9 @@ def shared_test_views(test: Mapping[str, pd.DataFrame], *, label_party: str, id_
     shared = set(test[label_party][id_column].astype(str))
     for table in test.values():
         shared &= set(table[id_column].astype(str))
-    return {name: table[table[id_column].astype(str).isin(shared)].reset_index(drop=True) for name, table in test.items()}
+    return {
+        name: table[table[id_column].astype(str).isin(shared)].reset_index(drop=True) for name, table in test.items()
+    }
 
 
 def compare(preset: Any, *, modes: tuple[str, ...] = BASELINES, **params: Any) -> dict[str, dict[str, float]]:
