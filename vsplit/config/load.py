@@ -1,0 +1,233 @@
+"""Load and validate a party config: every problem is reported at once, each naming its key path.
+
+Example:
+    >>> import tempfile, pathlib
+    >>> folder = pathlib.Path(tempfile.mkdtemp())
+    >>> _ = (folder / "party.toml").write_text('''
+    ... [party]
+    ... name = "partner"
+    ... role = "feature"
+    ... [data]
+    ... path = "partner.csv"
+    ... label = "y"
+    ... [train]
+    ... epochs = "five"
+    ... ''')
+    >>> load_config(folder / "party.toml", check_files=False)  # doctest: +ELLIPSIS
+    Traceback (most recent call last):
+    ...
+    vsplit.errors.ConfigError: .../party.toml has 3 problems:
+      - network: missing section (needs key, cert, peers)
+      - train.epochs: expected an integer, got 'five'
+      - data.label: only the label party holds labels; remove it from this feature party's config
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import sys
+import types
+from pathlib import Path
+from typing import Any, Union, get_args, get_origin, get_type_hints
+
+from vsplit.config.schema import PartyConfig
+from vsplit.errors import ConfigError
+
+if sys.version_info >= (3, 11):
+    import tomllib
+else:  # pragma: no cover
+    import tomli as tomllib
+
+ROLES = ("label", "feature")
+
+
+def load_config(
+    path: str | Path, *, overrides: list[str] | tuple[str, ...] = (), check_files: bool = True
+) -> PartyConfig:
+    """Read ``path``, apply ``--set key.path=value`` overrides, validate everything, return the typed config."""
+    path = Path(path)
+    if not path.is_file():
+        raise ConfigError(f"config file {path} not found; pass --config with the path to your party.toml")
+    try:
+        raw = tomllib.loads(path.read_text())
+    except tomllib.TOMLDecodeError as exc:
+        raise ConfigError(f"{path}: not valid TOML ({exc})") from None
+    for item in overrides:
+        apply_override(raw, item)
+    errors: list[str] = []
+    config = _build(PartyConfig, {**raw, "source": str(path)}, "", errors)
+    if config is not None:
+        errors += _cross_checks(config, path.parent, check_files=check_files)
+    elif "party" in raw and isinstance(raw.get("data"), dict) and raw["data"].get("label") is not None:
+        if isinstance(raw["party"], dict) and raw["party"].get("role") == "feature":
+            errors.append(_LABEL_ON_FEATURE)
+    if errors:
+        listing = "\n".join(f"  - {e}" for e in errors)
+        raise ConfigError(f"{path} has {len(errors)} problem{'s' if len(errors) > 1 else ''}:\n{listing}")
+    assert config is not None
+    return config
+
+
+_LABEL_ON_FEATURE = "data.label: only the label party holds labels; remove it from this feature party's config"
+
+
+def apply_override(raw: dict[str, Any], item: str) -> None:
+    """Apply one ``dotted.key=value`` override; the value is parsed as TOML (bare words as strings).
+
+    >>> raw = {}
+    >>> apply_override(raw, "train.epochs=5"); apply_override(raw, "party.name=bank")
+    >>> raw
+    {'train': {'epochs': 5}, 'party': {'name': 'bank'}}
+    """
+    if "=" not in item:
+        raise ConfigError(f"--set {item!r}: expected KEY=VALUE, e.g. --set train.epochs=5")
+    key, text = item.split("=", 1)
+    try:
+        value = tomllib.loads(f"v = {text}")["v"]
+    except tomllib.TOMLDecodeError:
+        value = text
+    node = raw
+    parts = key.strip().split(".")
+    for part in parts[:-1]:
+        node = node.setdefault(part, {})
+        if not isinstance(node, dict):
+            raise ConfigError(f"--set {item!r}: {part!r} is not a section")
+    node[parts[-1]] = value
+
+
+def resolve(config: PartyConfig, relative: str) -> Path:
+    """A path from the config, relative to the config file's folder."""
+    return (Path(config.source).parent / relative).resolve()
+
+
+# -- building the typed tree ---------------------------------------------------------------------------------------
+def _build(cls: type, raw: Any, prefix: str, errors: list[str]) -> Any:
+    if not isinstance(raw, dict):
+        errors.append(f"{prefix or 'config'}: expected a table, got {type(raw).__name__}")
+        return None
+    hints = get_type_hints(cls)
+    fields = {f.name: f for f in dataclasses.fields(cls)}
+    for key in raw:
+        if key not in fields:
+            valid = ", ".join(sorted(f for f in fields if f != "source"))
+            errors.append(f"{prefix}{key}: unknown key; valid keys here: {valid}")
+    values = {}
+    ok = True
+    for name, spec in fields.items():
+        where = f"{prefix}{name}"
+        if name not in raw:
+            required = spec.default is dataclasses.MISSING and spec.default_factory is dataclasses.MISSING
+            if required:
+                kind = hints[name]
+                if dataclasses.is_dataclass(kind):
+                    needs = [f.name for f in dataclasses.fields(kind) if f.default is dataclasses.MISSING
+                             and f.default_factory is dataclasses.MISSING]
+                    errors.append(f"{where}: missing section (needs {', '.join(needs)})")
+                else:
+                    errors.append(f"{where}: missing (required)")
+                ok = False
+            continue
+        value = _coerce(raw[name], hints[name], where, errors)
+        if value is _INVALID:
+            ok = False
+        else:
+            values[name] = value
+    return cls(**values) if ok else None
+
+
+_INVALID = object()
+
+
+def _coerce(value: Any, hint: Any, where: str, errors: list[str]) -> Any:
+    if dataclasses.is_dataclass(hint):
+        built = _build(hint, value, f"{where}.", errors)
+        return _INVALID if built is None else built
+    origin, args = get_origin(hint), get_args(hint)
+    if origin in (Union, types.UnionType):
+        if value is None and type(None) in args:
+            return None
+        options = [a for a in args if a is not type(None)]
+        for option in options:
+            trial: list[str] = []
+            result = _coerce(value, option, where, trial)
+            if not trial:
+                return result
+        errors.append(f"{where}: expected {' or '.join(_name(o) for o in options)}, got {value!r}")
+        return _INVALID
+    if origin is tuple:
+        if not isinstance(value, list):
+            errors.append(f"{where}: expected a list, got {value!r}")
+            return _INVALID
+        items = [_coerce(v, args[0], f"{where}[{i}]", errors) for i, v in enumerate(value)]
+        return _INVALID if _INVALID in items else tuple(items)
+    if origin is dict:
+        if not isinstance(value, dict):
+            errors.append(f"{where}: expected a table of name = value, got {value!r}")
+            return _INVALID
+        items = {k: _coerce(v, args[1], f"{where}.{k}", errors) for k, v in value.items()}
+        return _INVALID if _INVALID in items.values() else items
+    if hint is float and type(value) is int:
+        return float(value)
+    if hint in (str, int, float, bool) and type(value) is hint:
+        return value
+    errors.append(f"{where}: expected {_name(hint)}, got {value!r}")
+    return _INVALID
+
+
+def _name(hint: Any) -> str:
+    return {str: "a string", int: "an integer", float: "a number", bool: "true or false"}.get(hint, str(hint))
+
+
+# -- rules between keys --------------------------------------------------------------------------------------------
+def _cross_checks(config: PartyConfig, folder: Path, *, check_files: bool) -> list[str]:
+    errors = []
+    party, data, net = config.party, config.data, config.network
+    if party.role not in ROLES:
+        errors.append(f"party.role: must be 'label' or 'feature', got {party.role!r}")
+    if party.role == "label" and not data.label:
+        errors.append("data.label: the label party must name its label column")
+    if party.role == "feature" and data.label is not None:
+        errors.append(_LABEL_ON_FEATURE)
+    if party.role == "label" and not net.listen:
+        errors.append("network.listen: the label party listens for its partners; set e.g. listen = \"0.0.0.0:7700\"")
+    if party.role == "feature" and not net.dial:
+        errors.append("network.dial: a feature party dials the label party; set e.g. dial = \"bank.example:7700\"")
+    if party.name in net.peers:
+        errors.append(f"network.peers.{party.name}: a party cannot be its own peer")
+    if not net.peers:
+        errors.append("network.peers: name at least one peer and the path to its certificate")
+    if party.role == "feature" and len(net.peers) != 1:
+        errors.append("network.peers: a feature party talks to exactly one peer, the label party")
+    for key, allowed in (("train.optimizer", ("adam", "adamw", "sgd")), ("model.merge", ("concat", "sum", "mean")),
+                         ("psi.duplicates", ("error", "first")), ("psi.reveal", ("both", "label_party")),
+                         ("data.missing", ("error", "impute")), ("data.scaling", ("quantile", "standard"))):
+        section, name = key.split(".")
+        value = getattr(getattr(config, section), name)
+        if value not in allowed:
+            errors.append(f"{key}: must be one of {', '.join(allowed)}; got {value!r}")
+    train = config.train
+    for key, value, low in (("train.epochs", train.epochs, 1), ("train.batch_size", train.batch_size, 1),
+                            ("model.embedding_width", config.model.embedding_width, 1)):
+        if value < low:
+            errors.append(f"{key}: must be at least {low}, got {value}")
+    if not 0 <= train.validation_fraction < 1:
+        errors.append(f"train.validation_fraction: must be in [0, 1), got {train.validation_fraction}")
+    if check_files:
+        if not (folder / data.path).is_file():
+            errors.append(f"data.path: {folder / data.path} not found; point it at this party's CSV or Parquet file")
+        for key, file in (("network.key", net.key), ("network.cert", net.cert)):
+            if not (folder / file).is_file():
+                errors.append(
+                    f"{key}: {folder / file} not found; run `vsplit keys new --party {party.name} --out "
+                    f"{(folder / file).parent}`"
+                )
+        for peer, file in net.peers.items():
+            if not (folder / file).is_file():
+                errors.append(
+                    f"network.peers.{peer}: certificate not found at {folder / file}; ask {peer} for its certificate "
+                    f"(they create it with `vsplit keys new --party {peer}`) and check its fingerprint out of band"
+                )
+    return errors
+
+
+__all__ = ["apply_override", "load_config", "resolve"]
