@@ -7,7 +7,7 @@ import pytest
 
 import vsplit.estimator as estimator_module
 from vsplit.estimator import SplitClassifier
-from vsplit.protocol.training.messages import Embeddings, EpochEnd, Gradients, TrainingPlan
+from vsplit.protocol.training.messages import Embeddings, EpochEnd, Gradients, Ready, TrainingPlan
 from vsplit.runtime import inprocess
 
 
@@ -45,7 +45,9 @@ def test_frames_hold_no_raw_values_ids_or_labels(views, frames):
     aligned_labels = labels_in_order[clf.rows_["bank"]]
 
     kinds = {(s, type(m)) for s, _, m, _ in frames}
-    assert kinds == {("partner", Embeddings), ("bank", TrainingPlan), ("bank", Gradients), ("bank", EpochEnd)}
+    assert kinds == {
+        ("partner", Ready), ("partner", Embeddings), ("bank", TrainingPlan), ("bank", Gradients), ("bank", EpochEnd)
+    }
     for sender, _, _msg, frame in frames:
         for marker in id_bytes[:: max(1, len(id_bytes) // 200)]:
             assert marker not in frame, f"{sender} sent a customer ID"

@@ -19,7 +19,7 @@ Example:
 
 from __future__ import annotations
 
-from collections.abc import Mapping
+from collections.abc import Mapping, Sequence
 
 import numpy as np
 import torch
@@ -28,6 +28,7 @@ from torch import nn
 from vsplit.errors import ProtocolError
 from vsplit.protocol.machine import Outgoing
 from vsplit.protocol.message import Message
+from vsplit.protocol.training.hooks import EmbeddingHook, StepInfo
 from vsplit.protocol.training.messages import PREDICT, Embeddings
 
 Inputs = tuple[torch.Tensor, torch.Tensor]
@@ -39,10 +40,23 @@ def chunks(n_rows: int, chunk: int) -> list[slice]:
 
 
 class FeatureScorer:
-    """Sends this party's embeddings of every aligned row to the label party, then is done."""
+    """Sends this party's embeddings of every aligned row to the label party, then is done.
 
-    def __init__(self, *, name: str, label_party: str, model: nn.Module, inputs: Inputs, chunk: int = 8192) -> None:
+    ``embedding_hooks`` are the party's training-time hooks; they see each chunk with ``info.training`` False.
+    """
+
+    def __init__(
+        self,
+        *,
+        name: str,
+        label_party: str,
+        model: nn.Module,
+        inputs: Inputs,
+        chunk: int = 8192,
+        embedding_hooks: Sequence[EmbeddingHook] = (),
+    ) -> None:
         self.name, self.label_party, self.model, self.inputs, self.chunk = name, label_party, model, inputs, chunk
+        self.embedding_hooks = list(embedding_hooks)
         self.done = False
         self.result = None
 
@@ -52,8 +66,12 @@ class FeatureScorer:
         out = []
         with torch.no_grad():
             for i, rows in enumerate(chunks(len(cat), self.chunk)):
-                values = self.model(cat[rows], num[rows]).numpy()
-                out.append(Outgoing(self.label_party, Embeddings(phase=PREDICT, epoch=0, step=i, values=values)))
+                values = self.model(cat[rows], num[rows])
+                info = StepInfo(party=self.name, epoch=0, step=i, rows=None, training=False)
+                for hook in self.embedding_hooks:
+                    values = hook(values, info)
+                message = Embeddings(phase=PREDICT, epoch=0, step=i, values=values.numpy())
+                out.append(Outgoing(self.label_party, message))
         self.done = True
         return out
 

@@ -10,7 +10,7 @@ best weights. Its rows, its model and its optimizer never leave it; only embeddi
 from __future__ import annotations
 
 import copy
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from typing import Any
 
 import numpy as np
@@ -23,7 +23,7 @@ from vsplit.protocol.abort import AbortCode
 from vsplit.protocol.machine import Outgoing
 from vsplit.protocol.message import Message
 from vsplit.protocol.training.hooks import EmbeddingHook, LocalLoss, Observer, StepInfo
-from vsplit.protocol.training.messages import EVAL, TRAIN, Embeddings, EpochEnd, Gradients, TrainingPlan
+from vsplit.protocol.training.messages import EVAL, TRAIN, Embeddings, EpochEnd, Gradients, Ready, TrainingPlan
 from vsplit.protocol.training.plan import Plan
 
 
@@ -40,6 +40,9 @@ class FeatureTrainer:
         embedding_hooks: transforms applied to embeddings before they are sent.
         observers: callbacks that see each gradient received.
         local_loss: an extra loss on this party's own embeddings.
+        resume_epoch: the last epoch this party has a checkpoint of (-1: none); told to the label party.
+        restore: returns this party's saved state of a given epoch (see :meth:`state`), for resuming.
+        on_epoch_end: receives :meth:`state` after every epoch, to write a checkpoint.
     """
 
     def __init__(
@@ -54,6 +57,9 @@ class FeatureTrainer:
         embedding_hooks: Sequence[EmbeddingHook] = (),
         observers: Sequence[Observer] = (),
         local_loss: LocalLoss | None = None,
+        resume_epoch: int = -1,
+        restore: Callable[[int], dict[str, Any]] | None = None,
+        on_epoch_end: Callable[[dict[str, Any]], None] | None = None,
     ) -> None:
         self.name = name
         self.label_party = label_party
@@ -75,10 +81,13 @@ class FeatureTrainer:
         self.done = False
         self.result: dict[str, Any] | None = None
         self.epochs_run = 0
+        self.resume_epoch = resume_epoch
+        self.restore = restore
+        self.on_epoch_end = on_epoch_end
 
     # -- machine interface -----------------------------------------------------------------------------------------
     def start(self) -> list[Outgoing]:
-        return []
+        return [Outgoing(self.label_party, Ready(resume_epoch=self.resume_epoch))]
 
     def receive(self, sender: str, msg: Message) -> list[Outgoing]:
         if sender != self.label_party:
@@ -99,6 +108,14 @@ class FeatureTrainer:
                 code=AbortCode.CONFIG_MISMATCH,
             )
         self.plan = Plan.from_message(msg)
+        if self.plan.start_epoch > 0:
+            if self.restore is None or self.plan.start_epoch - 1 > self.resume_epoch:
+                raise ProtocolError(
+                    f"{self.name}: asked to resume after epoch {self.plan.start_epoch - 1}, which this party has no "
+                    "checkpoint of",
+                    code=AbortCode.CONFIG_MISMATCH,
+                )
+            self.load_state(self.restore(self.plan.start_epoch - 1))
         if self.plan.start_epoch >= self.plan.epochs:
             self._finish()
             return []
@@ -176,10 +193,33 @@ class FeatureTrainer:
         self.epochs_run += 1
         if msg.improved:
             self._best = copy.deepcopy(self.model.state_dict())
+        if self.on_epoch_end is not None:
+            self.on_epoch_end(self.state())
         if msg.stop or self.epoch + 1 >= self.plan.epochs:
             self._finish()
             return []
         return self._begin_epoch(self.epoch + 1)
+
+    # -- checkpoints -----------------------------------------------------------------------------------------------
+    def state(self) -> dict[str, Any]:
+        """Everything needed to continue after the current epoch: weights, optimizer, RNG, best weights."""
+        return {
+            "epoch": self.epoch,
+            "epochs_run": self.epochs_run,
+            "model": self.model.state_dict(),
+            "optimizer": self.optimizer.state_dict(),
+            "rng": self.rng.state,
+            "best": self._best,
+        }
+
+    def load_state(self, state: dict[str, Any]) -> None:
+        """Continue from a :meth:`state` saved after epoch ``state["epoch"]``."""
+        self.model.load_state_dict(state["model"])
+        self.optimizer.load_state_dict(state["optimizer"])
+        self.rng.state = state["rng"]
+        self._best = state["best"]
+        self.epochs_run = state["epochs_run"]
+        self.epoch = state["epoch"]
 
     def _finish(self) -> None:
         if self._best is not None:

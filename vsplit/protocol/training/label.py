@@ -14,9 +14,10 @@ With no feature parties at all the same machine trains a model alone: that is ho
 from __future__ import annotations
 
 import copy
+import dataclasses
 import math
 from collections import deque
-from collections.abc import Mapping, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any, Protocol
 
@@ -30,7 +31,7 @@ from vsplit.models.rng import PartyRng
 from vsplit.protocol.machine import Outgoing
 from vsplit.protocol.message import Message
 from vsplit.protocol.training.hooks import GradientHook, StepInfo
-from vsplit.protocol.training.messages import EVAL, TRAIN, Embeddings, EpochEnd, Gradients
+from vsplit.protocol.training.messages import EVAL, TRAIN, Embeddings, EpochEnd, Gradients, Ready
 from vsplit.protocol.training.plan import Plan
 
 Inputs = tuple[torch.Tensor, torch.Tensor]
@@ -69,6 +70,12 @@ class LabelTrainer:
         gradient_hooks: transforms applied to each party's gradient before it is sent.
         patience: epochs without validation improvement before stopping (``None``: never stop early).
         callbacks: progress reporting.
+        resume_epoch: the last epoch this party has a checkpoint of (-1: none).
+        restore: returns this party's saved state of a given epoch (see :meth:`state`), for resuming.
+        on_epoch_end: receives :meth:`state` after every epoch, to write a checkpoint.
+
+    Training starts once every feature party has said :class:`Ready`; it resumes after the last epoch that every
+    party has a checkpoint of.
     """
 
     def __init__(
@@ -85,6 +92,9 @@ class LabelTrainer:
         gradient_hooks: Sequence[GradientHook] = (),
         patience: int | None = 3,
         callbacks: Sequence[TrainingCallback] = (),
+        resume_epoch: int = -1,
+        restore: Callable[[int], dict[str, Any]] | None = None,
+        on_epoch_end: Callable[[dict[str, Any]], None] | None = None,
     ) -> None:
         if len(labels) != len(plan.roles):
             raise ProtocolError(f"{name}: {len(labels)} labels for {len(plan.roles)} aligned rows", local=True)
@@ -101,29 +111,50 @@ class LabelTrainer:
         self.callbacks = list(callbacks)
         self.result = TrainingResult()
         self.done = False
-        self.epoch = plan.start_epoch
+        self.epoch = 0
         self.step = 0
-        self._batches = plan.batches(self.epoch) if self.epoch < plan.epochs else []
+        self.resume_epoch = resume_epoch
+        self.restore = restore
+        self.on_epoch_end = on_epoch_end
+        self._batches: list[np.ndarray] = []
         self._chunks = plan.eval_chunks()
         self._inbox: dict[str, deque[Embeddings]] = {p: deque() for p in self.remote}
+        self._ready: dict[str, int] = {}
+        self._started = False
         self._losses: list[float] = []
         self._best_state: dict[str, Any] | None = None
         self._since_best = 0
 
     # -- machine interface -----------------------------------------------------------------------------------------
     def start(self) -> list[Outgoing]:
+        return self._begin() if not self.remote else []
+
+    def _begin(self) -> list[Outgoing]:
+        """Everyone is ready: pick the epoch to start from, tell the plan, and train."""
+        self._started = True
+        last_common = min([self.resume_epoch, *self._ready.values()])
+        if last_common >= 0:
+            if self.restore is None:
+                raise ProtocolError(f"{self.name}: resuming needs a restore function", local=True)
+            self.load_state(self.restore(last_common))
+        self.plan = dataclasses.replace(self.plan, start_epoch=min(last_common + 1, self.plan.epochs))
         plan_msg = self.plan.to_message()
         out = [Outgoing(party, plan_msg) for party in self.remote]
-        if self.epoch >= self.plan.epochs:
+        self.epoch = self.plan.start_epoch
+        if self.epoch >= self.plan.epochs or self.result.stopped_early:
             self._finish()
             return out
+        self._batches = self.plan.batches(self.epoch)
         self._set_train(True)
         return out + self._advance()
 
     def receive(self, sender: str, msg: Message) -> list[Outgoing]:
         if sender not in self.remote:
             raise ProtocolError(f"{self.name}: message from unknown party {sender!r}")
-        if not isinstance(msg, Embeddings) or self.done:
+        if isinstance(msg, Ready) and not self._started and sender not in self._ready:
+            self._ready[sender] = msg.resume_epoch
+            return self._begin() if len(self._ready) == len(self.remote) else []
+        if not isinstance(msg, Embeddings) or self.done or not self._started:
             raise ProtocolError(f"{self.name}: {type(msg).__name__} from {sender!r} not expected now")
         width = self.remote[sender]
         if msg.values.shape[1] != width:
@@ -224,6 +255,9 @@ class LabelTrainer:
         out = [Outgoing(p, EpochEnd(epoch=self.epoch, improved=improved, stop=last)) for p in self.remote]
         if last:
             self.result.stopped_early = stop and self.epoch + 1 < self.plan.epochs
+        if self.on_epoch_end is not None:
+            self.on_epoch_end(self.state())
+        if last:
             self._finish()
         else:
             self.epoch += 1
@@ -245,6 +279,37 @@ class LabelTrainer:
                 parts.append(self.top(embeddings))
         self._set_train(True)
         return torch.cat(parts)
+
+    # -- checkpoints -----------------------------------------------------------------------------------------------
+    def state(self) -> dict[str, Any]:
+        """Everything needed to continue after the current epoch."""
+        return {
+            "epoch": self.epoch,
+            "modules": {k: m.state_dict() for k, m in self._modules().items()},
+            "optimizer": self.optimizer.state_dict(),
+            "rng": self.rng.state,
+            "best": self._best_state,
+            "since_best": self._since_best,
+            "history": self.result.history,
+            "best_epoch": self.result.best_epoch,
+            "best_score": self.result.best_score,
+            "stopped_early": self.result.stopped_early,
+        }
+
+    def load_state(self, state: dict[str, Any]) -> None:
+        """Continue from a :meth:`state` saved after epoch ``state["epoch"]``."""
+        for key, module in self._modules().items():
+            module.load_state_dict(state["modules"][key])
+        self.optimizer.load_state_dict(state["optimizer"])
+        self.rng.state = state["rng"]
+        self._best_state = state["best"]
+        self._since_best = state["since_best"]
+        self.result = TrainingResult(
+            history=list(state["history"]),
+            best_epoch=state["best_epoch"],
+            best_score=state["best_score"],
+            stopped_early=state["stopped_early"],
+        )
 
     # -- state -----------------------------------------------------------------------------------------------------
     def _modules(self) -> dict[str, nn.Module]:

@@ -87,3 +87,15 @@ class EpochEnd(Message):
 
     def __post_init__(self) -> None:
         require(self.epoch >= 0, "epoch must be non-negative")
+
+
+@message(0x0105)
+@dataclass(frozen=True)
+class Ready(Message):
+    """Feature party -> label party, first: ready to train; ``resume_epoch`` is the last epoch it has a checkpoint
+    of (-1: none). The label party resumes everyone from the oldest epoch all parties have."""
+
+    resume_epoch: int
+
+    def __post_init__(self) -> None:
+        require(self.resume_epoch >= -1, "resume_epoch must be -1 or more")
