@@ -117,8 +117,8 @@ def decode(frame: bytes | bytearray | memoryview) -> tuple[Header, Message]:
         raise ProtocolError("frame header declares more metadata than the frame holds")
     view = memoryview(frame)
     try:
-        meta = json.loads(bytes(view[HEADER_SIZE : HEADER_SIZE + meta_len]))
-    except (UnicodeDecodeError, json.JSONDecodeError, RecursionError) as exc:
+        meta = json.loads(bytes(view[HEADER_SIZE : HEADER_SIZE + meta_len]), parse_constant=_no_constant)
+    except (ValueError, RecursionError) as exc:  # ValueError: also over-long int literals, NaN/Infinity
         raise ProtocolError(f"frame metadata is not valid JSON ({exc.__class__.__name__})") from None
     if not isinstance(meta, dict) or set(meta) != {"f", "a"}:
         raise ProtocolError("frame metadata has the wrong layout")
@@ -137,9 +137,11 @@ def decode(frame: bytes | bytearray | memoryview) -> tuple[Header, Message]:
             raise ProtocolError(f"{cls.__name__}: field {name!r} missing")
         value = scalars[name]
         if kind is float and type(value) is int:
-            value = float(value)
+            value = float(value) if abs(value) <= _MAX_FLOAT_INT else math.inf
         if type(value) is not kind:
             raise ProtocolError(f"{cls.__name__}: field {name!r} must be {kind.__name__}")
+        if kind is float and not math.isfinite(value):
+            raise ProtocolError(f"{cls.__name__}: field {name!r} must be a finite number")
         values[name] = value
     if len(scalars) != len(expected) - len(array_names):
         raise ProtocolError(f"{cls.__name__}: unexpected fields in frame")
@@ -155,6 +157,13 @@ def decode(frame: bytes | bytearray | memoryview) -> tuple[Header, Message]:
         raise
     except (TypeError, ValueError) as exc:
         raise ProtocolError(f"{cls.__name__}: invalid field values ({exc})") from None
+
+
+_MAX_FLOAT_INT = int(np.finfo(np.float64).max)
+
+
+def _no_constant(name: str) -> float:
+    raise ValueError(f"{name} is not allowed on the wire")
 
 
 def _read_array(

@@ -1,0 +1,228 @@
+"""Open the mutual-TLS channels of one party: the label party listens, its partners dial.
+
+Why the label party listens. In vertical split learning the label party is the hub: it holds the labels and the
+top model, and every partner exchanges messages with it and with nobody else. Letting the hub listen means one
+inbound port to open, on one machine, at the one organization that runs the session; the partners (often
+banks or insurers with strict firewalls) only need an outbound connection, which their networks usually allow.
+
+Both sides are bounded by a deadline. A dialer retries with exponential backoff while the hub is not up yet
+(connection refused, unreachable), but gives up at once when authentication fails: retrying cannot fix a wrong
+certificate. The listener accepts connections until every configured partner is connected; a rejected
+connection (wrong certificate, plaintext, ...) is logged with its reason and does not stop the listener, so a
+stranger cannot break a session by connecting first.
+
+Example (two parties in one process, on an ephemeral port):
+    >>> import tempfile, threading
+    >>> from pathlib import Path
+    >>> from vsplit.transport.identity import create_identity, write_identity
+    >>> out = Path(tempfile.mkdtemp())
+    >>> bank, insurer = (write_identity(create_identity(p), out) for p in ("bank", "insurer"))
+    >>> hub = Listener(Credentials.load("bank", own_cert=bank.cert_path, own_key=bank.key_path,
+    ...                                 peers={"insurer": insurer.cert_path}), address=("127.0.0.1", 0))
+    >>> accepted = {}
+    >>> thread = threading.Thread(target=lambda: accepted.update(hub.accept_all(deadline_s=10)))
+    >>> thread.start()
+    >>> partner = open_channels("insurer", role="dial", address=hub.address, own_cert=insurer.cert_path,
+    ...                         own_key=insurer.key_path, peers={"bank": bank.cert_path}, deadline_s=10)
+    >>> thread.join()
+    >>> partner["bank"].send(b"hello bank")
+    >>> bytes(accepted["insurer"].recv(timeout=5))
+    b'hello bank'
+    >>> for channel in (*partner.values(), *accepted.values()):
+    ...     channel.close()
+"""
+
+from __future__ import annotations
+
+import logging
+import random
+import socket
+import time
+from collections.abc import Mapping
+from pathlib import Path
+from typing import Literal
+
+from vsplit.errors import AuthenticationError, ConfigError, TransportError
+from vsplit.transport.pinning import Credentials
+from vsplit.transport.stream import ChannelOptions
+from vsplit.transport.tls import TlsChannel, accept_session, connect_session
+
+log = logging.getLogger(__name__)
+
+#: Default time to wait until every peer is connected.
+DEFAULT_DEADLINE_S = 120.0
+_BACKOFF_START_S, _BACKOFF_MAX_S = 0.05, 2.0
+
+
+def open_channels(
+    me: str,
+    *,
+    role: Literal["listen", "dial"],
+    address: tuple[str, int],
+    own_cert: str | Path,
+    own_key: str | Path,
+    peers: Mapping[str, str | Path],
+    deadline_s: float = DEFAULT_DEADLINE_S,
+    options: ChannelOptions | None = None,
+) -> dict[str, TlsChannel]:
+    """Connect party ``me`` to its ``peers`` (party name -> pinned certificate) over mutual TLS.
+
+    ``role="listen"`` (the label party) binds ``address`` and waits until every peer has connected;
+    ``role="dial"`` (a partner) connects to the one peer in ``peers`` at ``address``, retrying until
+    ``deadline_s``. Returns one authenticated channel per peer name.
+    """
+    credentials = Credentials.load(me, own_cert=own_cert, own_key=own_key, peers=peers)
+    options = options if options is not None else ChannelOptions()
+    if role == "listen":
+        with Listener(credentials, address=address, options=options) as listener:
+            return listener.accept_all(deadline_s=deadline_s)
+    if role == "dial":
+        if len(credentials.pins) != 1:
+            raise ConfigError(
+                f"{me}: a dialing party connects to exactly one peer (the label party), got {sorted(credentials.pins)}"
+            )
+        (hub,) = credentials.pins
+        return {hub: dial(credentials, peer=hub, address=address, deadline_s=deadline_s, options=options)}
+    raise ConfigError(f"{me}: role must be 'listen' or 'dial', got {role!r}")
+
+
+def dial(
+    credentials: Credentials,
+    *,
+    peer: str,
+    address: tuple[str, int],
+    deadline_s: float = DEFAULT_DEADLINE_S,
+    options: ChannelOptions | None = None,
+) -> TlsChannel:
+    """Connect to ``peer`` at ``address``, retrying with backoff until ``deadline_s`` while it is not up."""
+    options = options if options is not None else ChannelOptions()
+    if peer not in credentials.pins:
+        raise ConfigError(f"{credentials.party}: no certificate pinned for {peer!r}")
+    who = f"{peer!r} at {_show(address)}"
+    deadline = time.monotonic() + deadline_s
+    pause = _BACKOFF_START_S
+    while True:
+        left = deadline - time.monotonic()
+        try:
+            sock = socket.create_connection(address, timeout=max(0.01, min(left, options.handshake_timeout_s)))
+        except OSError as exc:
+            if left <= pause:
+                raise TransportError(
+                    f"{credentials.party}: could not reach {who} within {deadline_s} s ({exc.strerror or exc}); "
+                    "is it running? check the address, the port and the firewalls"
+                ) from None
+            log.info("%s: %s not reachable yet (%s); retrying in %.2f s", credentials.party, who, exc, pause)
+            time.sleep(pause * random.uniform(0.8, 1.2))  # jitter: partners do not retry in lockstep
+            pause = min(pause * 2, _BACKOFF_MAX_S)
+            continue
+        _tune(sock)
+        try:
+            return connect_session(sock, credentials, peer=peer, who=who, options=options)
+        except BaseException:
+            sock.close()
+            raise
+
+
+class Listener:
+    """The label party's listening socket; :meth:`accept_all` returns a channel per configured partner.
+
+    The label party listens because it is the hub every partner talks to: one inbound port at the organization
+    that runs the session, and only outbound connections for the partners (see the module docstring).
+    Use it directly (instead of :func:`open_channels`) to learn the bound port when ``address`` has port 0.
+    Handshakes run one at a time, each bounded by ``options.handshake_timeout_s``, so a client that stalls
+    can delay the others by at most that long.
+    """
+
+    def __init__(
+        self, credentials: Credentials, *, address: tuple[str, int], options: ChannelOptions | None = None
+    ) -> None:
+        self.credentials = credentials
+        self.options = options if options is not None else ChannelOptions()
+        #: Why each refused connection was refused, in order.
+        self.rejections: list[AuthenticationError | TransportError] = []
+        try:
+            self._sock = socket.create_server(address, backlog=16)
+        except OSError as exc:
+            raise TransportError(
+                f"{credentials.party}: cannot listen on {_show(address)} ({exc.strerror or exc}); "
+                "is another process using the port?"
+            ) from None
+        self.address: tuple[str, int] = self._sock.getsockname()[:2]
+
+    def accept_one(self, *, timeout_s: float, taken: frozenset[str] = frozenset()) -> TlsChannel:
+        """Accept and authenticate one connection; raise :class:`AuthenticationError` saying why if refused."""
+        self._sock.settimeout(max(timeout_s, 0.001))
+        try:
+            conn, addr = self._sock.accept()
+        except TimeoutError:
+            raise TransportError(f"{self.credentials.party}: no connection within {timeout_s:.1f} s") from None
+        _tune(conn)
+        try:
+            return accept_session(
+                conn, self.credentials, who=f"connection from {_show(addr)}", options=self.options, taken=taken
+            )
+        except BaseException:
+            conn.close()
+            raise
+
+    def accept_all(self, *, deadline_s: float = DEFAULT_DEADLINE_S) -> dict[str, TlsChannel]:
+        """Accept connections until every pinned partner is connected; refused ones are logged and skipped."""
+        deadline = time.monotonic() + deadline_s
+        channels: dict[str, TlsChannel] = {}
+        wanted = set(self.credentials.pins)
+        try:
+            while set(channels) != wanted:
+                left = deadline - time.monotonic()
+                if left <= 0:
+                    raise self._timed_out(sorted(wanted - set(channels)), deadline_s)
+                try:
+                    channel = self.accept_one(timeout_s=left, taken=frozenset(channels))
+                except AuthenticationError as exc:
+                    log.warning("%s: refused a connection: %s", self.credentials.party, exc)
+                    self.rejections.append(exc)
+                    continue
+                except TransportError as exc:
+                    if time.monotonic() < deadline:
+                        log.warning("%s: a connection failed: %s", self.credentials.party, exc)
+                        self.rejections.append(exc)
+                    continue
+                log.info("%s: %s connected (%s)", self.credentials.party, channel.peer, channel.peer_fingerprint)
+                channels[channel.peer] = channel
+        except BaseException:
+            for channel in channels.values():
+                channel.close()
+            raise
+        finally:
+            self.close()
+        return channels
+
+    def _timed_out(self, missing: list[str], deadline_s: float) -> TransportError:
+        text = f"{self.credentials.party}: partners {missing} did not connect within {deadline_s} s"
+        if not self.rejections:
+            return TransportError(text + "; are they running, and is this port reachable from their networks?")
+        last = self.rejections[-1]
+        refused_auth = any(isinstance(r, AuthenticationError) for r in self.rejections)
+        kind = AuthenticationError if refused_auth else TransportError
+        return kind(f"{text}; refused {len(self.rejections)} connection(s), the last because: {last}")
+
+    def close(self) -> None:
+        """Stop listening (channels already accepted stay open)."""
+        self._sock.close()
+
+    def __enter__(self) -> Listener:
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.close()
+
+
+def _tune(sock: socket.socket) -> None:
+    sock.setsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY, 1)  # frames are sent whole; do not wait for more
+
+
+def _show(address: tuple) -> str:
+    host, port = address[0], address[1]
+    return f"[{host}]:{port}" if ":" in str(host) else f"{host}:{port}"
+
+
+__all__ = ["DEFAULT_DEADLINE_S", "Listener", "dial", "open_channels"]

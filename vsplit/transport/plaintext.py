@@ -1,0 +1,76 @@
+"""A plaintext stream channel, for tests only.
+
+vsplit never sends party data unencrypted. This module exists so tests can exercise the stream machinery and
+show what an eavesdropper would see without TLS (the wire-tap test uses it as its positive control). It refuses
+to run unless the environment variable ``VSPLIT_ALLOW_PLAINTEXT_FOR_TESTS`` is ``1``, and it warns loudly even
+then. A real party rejects a plaintext client: see :mod:`vsplit.transport.tls`.
+
+Example:
+    >>> import os, socket, warnings
+    >>> a, b = socket.socketpair()
+    >>> insecure_plaintext_channel_for_tests(a, peer="bank")
+    Traceback (most recent call last):
+    ...
+    vsplit.errors.ConfigError: plaintext channels are for tests only; set VSPLIT_ALLOW_PLAINTEXT_FOR_TESTS=1 in a \
+test, and use `open_channels` (mutual TLS) everywhere else
+    >>> a.close(); b.close()
+"""
+
+from __future__ import annotations
+
+import logging
+import os
+import socket
+import warnings
+
+from vsplit.errors import ConfigError
+from vsplit.transport.stream import ChannelOptions, StreamChannel
+
+log = logging.getLogger(__name__)
+
+#: The environment variable that must be ``1`` before a plaintext channel is built.
+ALLOW_ENV = "VSPLIT_ALLOW_PLAINTEXT_FOR_TESTS"
+
+
+class InsecureTransportWarning(UserWarning):
+    """A channel without encryption or authentication was built."""
+
+
+class _PlainLayer:
+    """The identity record layer: wire bytes are the plaintext."""
+
+    closes_explicitly = False
+
+    def seal(self, data: bytes | memoryview) -> bytes:
+        return bytes(data)
+
+    def open(self, data: bytes) -> tuple[list[bytes], bool]:
+        return [data], False
+
+    def pending(self) -> bool:
+        return False
+
+    def goodbye(self) -> bytes:
+        return b""
+
+
+def insecure_plaintext_channel_for_tests(
+    sock: socket.socket, *, peer: str, options: ChannelOptions | None = None
+) -> StreamChannel:
+    """Wrap a connected socket in an UNENCRYPTED, UNAUTHENTICATED channel; tests only.
+
+    Raises :class:`ConfigError` unless ``VSPLIT_ALLOW_PLAINTEXT_FOR_TESTS=1``; warns with
+    :class:`InsecureTransportWarning` and logs an error whenever it runs.
+    """
+    if os.environ.get(ALLOW_ENV) != "1":
+        raise ConfigError(
+            f"plaintext channels are for tests only; set {ALLOW_ENV}=1 in a test, "
+            "and use `open_channels` (mutual TLS) everywhere else"
+        )
+    text = f"INSECURE: plaintext channel to {peer!r}: no encryption, no authentication (tests only)"
+    warnings.warn(text, InsecureTransportWarning, stacklevel=2)
+    log.error(text)
+    return StreamChannel(sock, _PlainLayer(), peer=peer, options=options)
+
+
+__all__ = ["ALLOW_ENV", "InsecureTransportWarning", "insecure_plaintext_channel_for_tests"]
