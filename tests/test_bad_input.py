@@ -66,7 +66,7 @@ def test_duplicate_customer_ids(views):
 
 def test_no_shared_customers(views):
     partner = views["partner"].assign(customer_id=[f"X{i}" for i in range(len(views["partner"]))])
-    with pytest.raises(AlignmentError, match="share no customers"):
+    with pytest.raises(AlignmentError, match="no customer is shared by all parties"):
         fit(dict(views, partner=partner))
 
 

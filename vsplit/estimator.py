@@ -37,7 +37,8 @@ from vsplit.models.seeds import derive_seed
 from vsplit.party import FeatureParty, LabelParty, ModelSettings
 from vsplit.protocol.training import Plan
 from vsplit.protocol.training.hooks import EmbeddingHook, GradientHook, LocalLoss, Observer
-from vsplit.runtime.alignment import plain_join
+from vsplit.psi import PsiConfig, align_in_process
+from vsplit.runtime.alignment import canonical_rows, plain_join
 from vsplit.runtime.inprocess import connect, run_machines
 from vsplit.runtime.progress import TqdmProgress
 
@@ -50,7 +51,8 @@ class TrainingHooks:
 
     Attributes:
         gradient_hooks: at the label party, on each gradient before it is sent (defenses).
-        embedding_hooks: per feature party, on its embeddings before they are sent (defenses).
+        embedding_hooks: per feature party, on its embeddings before they are sent (defenses); also at validation
+            and scoring, with ``info.training`` False.
         observers: per feature party, callbacks that see each gradient it received (attacks, monitors).
         local_losses: per feature party, an extra loss on its own embeddings (e.g. NoPeek).
         label_transform: at the label party, maps the aligned training labels (e.g. randomized response).
@@ -79,6 +81,8 @@ class SplitClassifier:
         models: bottom models of your own, per party, called as ``model(cat, num)``.
         scaling, missing: preprocessing options (see :class:`~vsplit.data.preprocess.TablePreprocessor`).
         random_state: the one seed every random choice derives from.
+        alignment: ``"psi"`` (default: private set intersection, even in one process) or ``"join"`` (a plain join
+            of the raw IDs, for data that already sits together).
         progress: show a progress bar per epoch.
         hooks: defenses, attacks and monitors plugged into training (see :class:`TrainingHooks`).
     """
@@ -108,6 +112,7 @@ class SplitClassifier:
         scaling: str = "quantile",
         missing: str = "error",
         random_state: int = 0,
+        alignment: str = "psi",
         progress: bool = False,
         hooks: TrainingHooks | None = None,
     ) -> None:
@@ -133,6 +138,7 @@ class SplitClassifier:
         self.scaling = scaling
         self.missing = missing
         self.random_state = random_state
+        self.alignment = alignment
         self.progress = progress
         self.hooks = hooks
 
@@ -186,7 +192,7 @@ class SplitClassifier:
         }
         if self.mode == "label_party_only" and not self.label_party_.has_features:
             raise DataError(f"{self.label_party}: has no feature columns, so there is no label-party-only model")
-        self.rows_ = plain_join(self._ids())  # stands in for PSI inside one process
+        self.rows_ = self._align(self._ids())
         label_rows = self.rows_[self.label_party]
         roles = self.label_party_.make_roles(
             label_rows, validation_fraction=self.validation_fraction, seed=self.random_state
@@ -278,7 +284,7 @@ class SplitClassifier:
                 raise DataError(f"scoring needs party {name!r}'s table as well (the model was trained with it)")
             prepared[name] = party.prepare(views[name])
         used = [self.label_party] if self.mode == "label_party_only" else list(prepared)
-        rows = plain_join({n: prepared[n][0] for n in used})
+        rows = self._align({n: prepared[n][0] for n in used}, store=False)
         label_rows = rows[self.label_party]
 
         def pick(inputs, r):
@@ -288,7 +294,11 @@ class SplitClassifier:
         remote, extra_local = {}, {}
         if self.mode == "split":
             for name, party in self.feature_parties_.items():
-                machines[name] = party.scorer(pick(prepared[name][1], rows[name]), label_party=self.label_party)
+                machines[name] = party.scorer(
+                    pick(prepared[name][1], rows[name]),
+                    label_party=self.label_party,
+                    embedding_hooks=(self.hooks or TrainingHooks()).embedding_hooks.get(name, ()),
+                )
                 remote[name] = self.embedding_width
         elif self.mode == "centralized":
             extra_local = {n: (p.model, pick(prepared[n][1], rows[n])) for n, p in self.feature_parties_.items()}
@@ -323,6 +333,22 @@ class SplitClassifier:
             parties.update({n: p.ids for n, p in self.feature_parties_.items()})
         return parties
 
+    def _align(self, ids: dict[str, np.ndarray], *, store: bool = True) -> dict[str, np.ndarray]:
+        """Each party's rows of the customers all share, in sorted-ID order: by PSI (default) or a plain join."""
+        if len(ids) == 1:
+            ((name, own),) = ids.items()
+            return {name: np.argsort(own, kind="stable")}
+        if self.alignment == "join":
+            return plain_join(ids)
+        out = align_in_process({n: list(v) for n, v in ids.items()}, label_party=self.label_party,
+                               config=PsiConfig(context=f"vsplit-estimator-{self.random_state}"))
+        if store:
+            stats = out[self.label_party].stats
+            self.psi_stats_ = {"sizes": {self.label_party: stats.size, **stats.peer_sizes},
+                               "intersection": stats.intersection, "seconds": stats.seconds,
+                               "bytes_sent": {n: a.stats.bytes_sent for n, a in out.items()}}
+        return {n: canonical_rows(a) for n, a in out.items()}
+
     def _session(self, what: str) -> bytes:
         return hashlib.sha256(f"vsplit-{what}-{self.random_state}".encode()).digest()[:16]
 
@@ -335,5 +361,7 @@ class SplitClassifier:
             raise ConfigError("split training needs at least two parties' views")
         if not 0 <= self.validation_fraction < 1:
             raise ConfigError(f"validation_fraction must be in [0, 1), got {self.validation_fraction}")
+        if self.alignment not in ("psi", "join"):
+            raise ConfigError(f"alignment must be 'psi' or 'join', got {self.alignment!r}")
         if self.epochs < 1 or self.batch_size < 1:
             raise ConfigError("epochs and batch_size must be at least 1")

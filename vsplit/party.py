@@ -166,9 +166,13 @@ class FeatureParty(_Party):
             **hooks,  # type: ignore[arg-type]
         )
 
-    def scorer(self, inputs: Inputs, *, label_party: str, chunk: int = 8192) -> FeatureScorer:
+    def scorer(self, inputs: Inputs, *, label_party: str, chunk: int = 8192, **hooks: object) -> FeatureScorer:
+        """The machine that sends this party's embeddings for scoring (``hooks``: its ``embedding_hooks``)."""
         assert self.model is not None
-        return FeatureScorer(name=self.name, label_party=label_party, model=self.model, inputs=inputs, chunk=chunk)
+        return FeatureScorer(
+            name=self.name, label_party=label_party, model=self.model, inputs=inputs, chunk=chunk,
+            **hooks,  # type: ignore[arg-type]
+        )
 
 
 class LabelParty(_Party):
@@ -208,6 +212,7 @@ class LabelParty(_Party):
         self.positive_label = positive_label if positive_label is not None else detect_positive(table[label], label)
         self.labels = binarise(table[label], self.positive_label, label)
         self.top: TopModel | None = None
+        self.top_widths: dict[str, int] = {}
 
     def local_parts(self, rows: np.ndarray) -> dict[str, tuple[nn.Module, Inputs]]:
         """This party's own bottom and its inputs for aligned ``rows`` (empty if it has no features)."""
@@ -217,6 +222,7 @@ class LabelParty(_Party):
         """Create the top model for embeddings of the given widths (a fresh one each call)."""
         with PartyRng(derive_seed(self.seed, self.name, "top")):
             self.top = TopModel(widths=widths, merge=self.settings.merge, hidden=self.settings.top_hidden)
+        self.top_widths = dict(widths)
         return self.top
 
     def trainer(

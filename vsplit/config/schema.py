@@ -40,8 +40,8 @@ class DataSection:
     positive_label: str | int | bool | None = None
     missing: str = "error"
     scaling: str = "quantile"
-    #: a separate table to score with ``vsplit predict`` (IDs plus this party's columns)
-    score_path: str | None = None
+    #: a held-out table (same columns) the pilot scores after training
+    test_path: str | None = None
 
 
 @dataclass(frozen=True)
@@ -65,6 +65,8 @@ class TrainSection:
     seed: int = 0
     validation_fraction: float = 0.1
     patience: int | None = 3
+    #: torch threads of this party's process; 1 avoids two parties on one machine fighting over cores
+    threads: int = 1
 
 
 @dataclass(frozen=True)

@@ -139,6 +139,57 @@ class TablePreprocessor:
         """Width of the numeric tensor (numeric columns plus was-missing indicators)."""
         return len(self.numeric_) + len(self.imputed_)
 
+    # -- saving ----------------------------------------------------------------------------------------------------
+    def state(self) -> dict[str, object]:
+        """The fitted state as plain lists, dicts and arrays (no pickle): see :meth:`from_state`.
+
+        >>> import pandas as pd
+        >>> prep = TablePreprocessor().fit(pd.DataFrame({"job": ["a", "b"], "x": [1.0, 2.0]}))
+        >>> again = TablePreprocessor.from_state(prep.state())
+        >>> bool((again.transform(pd.DataFrame({"job": ["b"], "x": [1.5]}))[1]
+        ...       == prep.transform(pd.DataFrame({"job": ["b"], "x": [1.5]}))[1]).all())
+        True
+        """
+        scaler: dict[str, object] = {}
+        if isinstance(self._scaler, QuantileTransformer):
+            scaler = {"quantiles": self._scaler.quantiles_, "references": self._scaler.references_}
+        elif self._scaler is not None:
+            scaler = {"mean": self._scaler[0], "std": self._scaler[1]}
+        return {
+            "scaling": self.scaling,
+            "missing": self.missing,
+            "seed": self.seed,
+            "columns": list(self.columns_),
+            "categorical": list(self.categorical_),
+            "numeric": list(self.numeric_),
+            "categories": {c: list(m) for c, m in self.categories_.items()},
+            "imputed": dict(self.imputed_),
+            "scaler": scaler,
+        }
+
+    @classmethod
+    def from_state(cls, state: dict) -> TablePreprocessor:
+        """Rebuild a fitted preprocessor from :meth:`state`."""
+        prep = cls(categorical=list(state["categorical"]), scaling=state["scaling"], missing=state["missing"],
+                   seed=int(state["seed"]))
+        prep.columns_ = list(state["columns"])
+        prep.categorical_ = list(state["categorical"])
+        prep.numeric_ = list(state["numeric"])
+        prep.categories_ = {c: {v: i + 1 for i, v in enumerate(values)} for c, values in state["categories"].items()}
+        prep.imputed_ = {c: float(v) for c, v in state["imputed"].items()}
+        scaler = state["scaler"]
+        if "quantiles" in scaler:
+            quantiles = np.asarray(scaler["quantiles"], dtype=np.float64)
+            qt = QuantileTransformer(n_quantiles=len(quantiles), output_distribution="normal", random_state=prep.seed)
+            qt.quantiles_ = quantiles
+            qt.references_ = np.asarray(scaler["references"], dtype=np.float64)
+            qt.n_quantiles_ = len(quantiles)
+            qt.n_features_in_ = quantiles.shape[1]
+            prep._scaler = qt
+        elif "mean" in scaler:
+            prep._scaler = (np.asarray(scaler["mean"]), np.asarray(scaler["std"]))
+        return prep
+
     # -- helpers ---------------------------------------------------------------------------------------------------
     def _check_missing(self, table: pd.DataFrame) -> None:
         if self.missing == "impute":

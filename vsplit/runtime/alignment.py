@@ -14,10 +14,24 @@ Example:
 from __future__ import annotations
 
 from collections.abc import Mapping
+from typing import Any
 
 import numpy as np
 
 from vsplit.errors import AlignmentError
+
+
+def canonical_rows(alignment: Any) -> np.ndarray:
+    """A PSI alignment's rows in sorted-ID order, so every run over the same data uses the same order.
+
+    The order PSI agrees on depends on the session's random keys; sorting by the (normalised) ID, which both
+    parties learn in ``reveal="both"`` mode, makes training reproducible across runs and runtimes. Without IDs
+    (the partner in ``reveal="label_party"`` mode) the label party's order is kept as told.
+    """
+    if alignment.ids is None:
+        return np.asarray(alignment.rows, dtype=np.int64)
+    order = np.argsort(np.asarray(alignment.ids, dtype=object), kind="stable")
+    return np.asarray(alignment.rows, dtype=np.int64)[order]
 
 
 def plain_join(ids: Mapping[str, np.ndarray]) -> dict[str, np.ndarray]:

@@ -1,0 +1,97 @@
+"""What crosses the wire in PSI: never a raw ID or an unsalted hash of one, and only what each reveal mode allows."""
+
+from __future__ import annotations
+
+import hashlib
+
+import numpy as np
+import pytest
+
+from vsplit.psi import PsiConfig, align_in_process, curve
+from vsplit.psi.handshake import session_salt
+from vsplit.psi.ids import IdPolicy
+from vsplit.psi.messages import Ack, Blinded, Doubled, Hello, Selected
+
+BANK = [f"customer-{i:05d}@bank.example" for i in range(0, 60)]
+SHOP = [f"customer-{i:05d}@bank.example" for i in range(30, 90)]
+
+
+def forbidden_forms(value: str) -> list[bytes]:
+    """Every encoding of ``value`` an eavesdropper could match without the session's secrets."""
+    raw = value.encode()
+    out = [raw, value.encode("utf-16-le")]
+    for algo in (hashlib.sha256, hashlib.sha512):
+        digest = algo(raw).digest()
+        out += [digest, digest[:32], digest.hex().encode(), algo(raw).hexdigest().upper().encode()]
+    return out
+
+
+class Recorder:
+    def __init__(self) -> None:
+        self.frames: list[tuple[str, str, object, bytes]] = []
+
+    def __call__(self, sender: str, to: str, msg: object, frame: bytes) -> None:
+        self.frames.append((sender, to, msg, bytes(frame)))
+
+    def kinds(self, sender: str) -> set[str]:
+        return {type(m).__name__ for s, _, m, _ in self.frames if s == sender}
+
+
+@pytest.mark.parametrize("reveal", ["both", "label_party"])
+def test_no_raw_id_or_unsalted_hash_in_any_frame(reveal: str) -> None:
+    tap = Recorder()
+    out = align_in_process(
+        {"bank": BANK, "shop": SHOP}, label_party="bank", config=PsiConfig(reveal=reveal), taps=[tap]
+    )
+    assert out["bank"].size == 30
+    wire = b"".join(frame for *_, frame in tap.frames)
+    for value in {*BANK, *SHOP}:
+        for form in forbidden_forms(value):
+            assert form not in wire, f"{value!r} leaked"
+    # Not even the salted hashes travel: only blinded values do.
+    hellos = {s: m for s, _, m, _ in tap.frames if isinstance(m, Hello)}
+    salt = session_salt(label_hello=hellos["bank"], partner_hello=hellos["shop"])
+    salted = curve.hash_to_u([v.encode() for v in {*BANK, *SHOP}], salt=salt, label=PsiConfig().label)
+    for row in salted:
+        assert row.tobytes() not in wire
+
+
+def test_values_from_two_sessions_over_the_same_ids_never_repeat() -> None:
+    ids = [f"c{i}" for i in range(64)]
+    sent = []
+    for _ in range(2):
+        tap = Recorder()
+        align_in_process({"bank": ids, "shop": ids}, label_party="bank", taps=[tap])
+        sent.append({bytes(p) for *_, m, _ in tap.frames if isinstance(m, (Blinded, Doubled)) for p in m.points})
+    assert not sent[0] & sent[1]  # fresh scalars and salts: sessions cannot be linked
+
+
+def test_each_party_sends_in_a_fresh_random_order() -> None:
+    from vsplit.psi.prepare import prepare_ids
+    from vsplit.psi.sources import as_source
+
+    ready = prepare_ids(as_source([f"c{i}" for i in range(200)]), policy=IdPolicy(), salt=bytes(32), label=b"L")
+    assert sorted(ready.send_rows.tolist()) == list(range(200))
+    assert ready.send_rows.tolist() != list(range(200))
+    again = prepare_ids(as_source([f"c{i}" for i in range(200)]), policy=IdPolicy(), salt=bytes(32), label=b"L")
+    assert again.send_rows.tolist() != ready.send_rows.tolist()  # not predictable: a fresh seed each time
+
+
+def test_under_label_party_reveal_the_partner_never_receives_its_double_blinded_values() -> None:
+    tap = Recorder()
+    out = align_in_process(
+        {"bank": BANK, "shop": SHOP}, label_party="bank", config=PsiConfig(reveal="label_party"), taps=[tap]
+    )
+    assert tap.kinds("bank") == {"Hello", "Blinded", "Ack", "Selected"}
+    assert tap.kinds("shop") == {"Hello", "Blinded", "Doubled"}
+    selected = np.concatenate([m.positions for s, _, m, _ in tap.frames if isinstance(m, Selected)])
+    assert selected.dtype == np.int64 and len(selected) == out["shop"].size == 30  # positions, not IDs
+
+
+def test_under_both_reveal_both_sides_return_double_blinded_values_and_nothing_else() -> None:
+    tap = Recorder()
+    align_in_process({"bank": BANK, "shop": SHOP}, label_party="bank", taps=[tap])
+    assert tap.kinds("bank") == tap.kinds("shop") == {"Hello", "Blinded", "Doubled"}
+    kinds = {type(m) for *_, m, _ in tap.frames}
+    assert Ack not in kinds and Selected not in kinds
+    assert all(len(m.points) <= PsiConfig().chunk for *_, m, _ in tap.frames if isinstance(m, Blinded))

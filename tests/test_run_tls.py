@@ -1,0 +1,49 @@
+"""Two OS processes train the bank-marketing model over mutual TLS and reach the in-process parameters."""
+
+from __future__ import annotations
+
+import numpy as np
+import pytest
+import torch
+from _pilot_support import free_port, start, wait_all, write_configs
+
+from vsplit.datasets import preset
+from vsplit.estimator import SplitClassifier
+from vsplit.pilot.prepare import prepare_preset
+from vsplit.runtime.checkpoint import load_checkpoint
+
+EPOCHS = 2
+
+
+@pytest.fixture(scope="module")
+def bank_marketing():
+    return preset("bank_marketing", seed=0)
+
+
+def test_two_processes_over_tls_reach_the_in_process_parameters(tmp_path, bank_marketing):
+    prepare_preset(bank_marketing, tmp_path)
+    configs = write_configs(tmp_path, port=free_port(), run_id="tls-equals-inprocess",
+                            extra=f"[train]\nepochs = {EPOCHS}\n")
+    logs = {p: tmp_path / f"{p}.log" for p in configs}
+    procs = {p: start(["run", "--config", str(c), "--quiet"], log=logs[p]) for p, c in configs.items()}
+    wait_all(procs, logs, timeout=240)
+
+    clf = SplitClassifier(label_party="bank", label="y", positive_label="yes", epochs=EPOCHS, random_state=0)
+    clf.fit(bank_marketing.train)
+
+    runs = tmp_path / "runs" / "tls-equals-inprocess"
+    bank = load_checkpoint(runs / "bank" / "model.npz", run_id="tls-equals-inprocess", party="bank")
+    partner = load_checkpoint(runs / "partner" / "model.npz", run_id="tls-equals-inprocess", party="partner")
+    expected = {
+        "bank bottom": (bank["bottom"], clf.label_party_.model.state_dict()),
+        "top": (bank["top"], clf.label_party_.top.state_dict()),
+        "partner bottom": (partner["bottom"], clf.feature_parties_["partner"].model.state_dict()),
+    }
+    for what, (got, want) in expected.items():
+        assert got.keys() == want.keys(), what
+        for key in want:
+            assert torch.equal(got[key], want[key]), f"{what}: {key} differs"
+    # the partner's saved part holds nothing of the bank's, and the other way round
+    assert "top" not in partner and "label" not in partner
+    assert set(bank["top_widths"]) == {"bank", "partner"}
+    assert np.isfinite(bank["bottom"]["mlp.0.weight"].numpy()).all()

@@ -1,0 +1,55 @@
+"""Read a party's own table from a Parquet or CSV file, keeping the configured columns.
+
+Example:
+    >>> import tempfile, pathlib, pandas as pd
+    >>> path = pathlib.Path(tempfile.mkdtemp()) / "partner.csv"
+    >>> pd.DataFrame({"customer_id": [1, 2], "spend": [3.0, 4.0], "junk": [0, 0]}).to_csv(path, index=False)
+    >>> table = read_table(path, id_column="customer_id", features=["spend"])
+    >>> list(table.columns), table["customer_id"].tolist()
+    (['customer_id', 'spend'], ['1', '2'])
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from pathlib import Path
+
+import pandas as pd
+
+from vsplit.errors import DataError
+
+
+def read_table(
+    path: str | Path,
+    *,
+    id_column: str,
+    features: Sequence[str] | None = None,
+    label: str | None = None,
+) -> pd.DataFrame:
+    """The ID column (as strings), the feature columns (default: all others) and the label, from ``path``."""
+    path = Path(path)
+    if not path.is_file():
+        raise DataError(f"data file {path} not found; check data.path in the party config")
+    suffix = path.suffix.lower()
+    if suffix in (".parquet", ".pq"):
+        table = pd.read_parquet(path)
+    elif suffix in (".csv", ".txt") or path.name.endswith(".csv.gz"):
+        table = pd.read_csv(path, dtype={id_column: str}, sep=_delimiter(path))
+    else:
+        raise DataError(f"{path}: unknown file type {suffix!r}; use .parquet or .csv")
+    wanted = [id_column, *(features if features is not None else []), *([label] if label else [])]
+    if missing := [c for c in wanted if c not in table.columns]:
+        raise DataError(f"{path}: columns {missing} not found (it has {list(table.columns)}); fix data.* in the config")
+    if features is not None:
+        table = table[list(dict.fromkeys(wanted))]
+    table = table.copy()
+    table[id_column] = table[id_column].astype(str)
+    return table
+
+
+def _delimiter(path: Path) -> str:
+    """The delimiter of a CSV file: the one of ``,;\t|`` that occurs most in its header line."""
+    opener = __import__("gzip").open if path.name.endswith(".gz") else open
+    with opener(path, "rt", encoding="utf-8", errors="replace") as handle:
+        header = handle.readline()
+    return max(",;\t|", key=header.count) if any(c in header for c in ",;\t|") else ","

@@ -1,0 +1,234 @@
+"""One pair's ECDH-PSI exchange seen from one side: the engine inside the party machines.
+
+Theory of operation. After both :class:`Hello` messages, each side hashes its IDs under the shared salt, shuffles
+them and streams them blinded with its own fresh scalar, ``window`` chunks ahead. The peer blinds each chunk once
+more and answers in the same order: with the values (:class:`Doubled`) if the sender may learn the overlap, else
+with a bare :class:`Ack`. Every answer lets the sender stream one more chunk, so memory and in-flight data stay
+bounded however large the sets are. A side that learns the overlap matches the double-blinded values of the peer's
+chunks against those of its own: as soon as its own are complete, chunk by chunk, keeping only the matches, so the
+smaller side of an unbalanced pair never stores the larger side's values. Equal double-blinded values are the same
+ID; the exchange ends with, for each match, the value, this side's row and the position in the peer's sent order.
+
+The exchange raises :class:`ProtocolError` (with an abort code) when the peer breaks the protocol, and lets
+:class:`DataError` and :class:`AlignmentError` from this side's own IDs through; the party machines turn them into
+abort codes.
+"""
+
+from __future__ import annotations
+
+import numpy as np
+
+from vsplit.errors import AlignmentError, ProtocolError
+from vsplit.protocol.abort import AbortCode
+from vsplit.protocol.message import Message
+from vsplit.psi import curve
+from vsplit.psi.config import PsiConfig
+from vsplit.psi.handshake import check_hello, make_hello, session_salt
+from vsplit.psi.ids import IdPolicy
+from vsplit.psi.index import PointIndex
+from vsplit.psi.messages import Ack, Blinded, Doubled, Hello
+from vsplit.psi.parallel import Backend
+from vsplit.psi.prepare import PreparedIds, prepare_ids
+from vsplit.psi.sources import IdSource
+
+
+class NothingToAlign(AlignmentError):
+    """This side has no IDs, so the intersection is empty before anything is sent."""
+
+
+def violation(text: str) -> ProtocolError:
+    """A :class:`ProtocolError` blaming the peer, with abort code PROTOCOL_VIOLATION."""
+    return ProtocolError(text, code=AbortCode.PROTOCOL_VIOLATION)
+
+
+class PairExchange:
+    """The exchange with one peer. ``role`` is this side's: ``"label"`` or ``"partner"``.
+
+    ``parties`` goes into the Hello: the label party's party count, or 0 for a partner that follows the label.
+    """
+
+    def __init__(
+        self,
+        *,
+        peer: str,
+        role: str,
+        source: IdSource,
+        policy: IdPolicy,
+        config: PsiConfig,
+        backend: Backend,
+        parties: int,
+    ) -> None:
+        self.peer = peer
+        self.role = role
+        self.learns = config.reveal == "both" or role == "label"
+        self.peer_learns = config.reveal == "both" or role == "partner"
+        self.hello = make_hello(config, role=role, parties=parties, normalisation=policy.spec)
+        self.peer_hello: Hello | None = None
+        self._source, self._policy, self._config, self._backend = source, policy, config, backend
+        self._scalar = curve.new_scalar()
+        self.prepared: PreparedIds | None = None
+        self._hashed: np.ndarray | None = None
+        self._own_chunks = 0
+        self._sent = 0
+        self._answered = 0
+        self._own_doubles: np.ndarray | None = None
+        self._index: PointIndex | None = None
+        self.peer_total: int | None = None
+        self._peer_seen = 0
+        self._peer_offset = 0
+        self._pending: list[tuple[int, np.ndarray]] = []
+        self._found: list[tuple[np.ndarray, np.ndarray, np.ndarray]] = []
+        self.points_sent = 0
+        self.points_received = 0
+        self.complete = False
+        #: After completion, when this side learns: double-blinded values of the matches (k, 32), this side's
+        #: positions in its sent order, its rows, and the positions in the peer's sent order.
+        self.match_values = np.zeros((0, 32), np.uint8)
+        self.match_own = np.zeros(0, np.int64)
+        self.match_rows = np.zeros(0, np.int64)
+        self.match_peer = np.zeros(0, np.int64)
+
+    @property
+    def size(self) -> int:
+        """Points this side sends (its distinct IDs); 0 before the handshake."""
+        return 0 if self.prepared is None else len(self.prepared.send_rows)
+
+    # -- dispatch --------------------------------------------------------------------------------------------------
+    def receive(self, msg: Message) -> list[Message]:
+        """Take one message from the peer; return the messages to send back."""
+        if isinstance(msg, Hello):
+            return self._on_hello(msg)
+        if self.prepared is None:
+            raise violation(f"{type(msg).__name__} arrived before the peer's Hello")
+        if self.complete:
+            raise violation(f"{type(msg).__name__} arrived after the exchange was complete")
+        if isinstance(msg, Blinded):
+            out = self._on_blinded(msg)
+        elif isinstance(msg, (Doubled, Ack)):
+            out = self._on_answer(msg)
+        else:
+            raise violation(f"unexpected {type(msg).__name__} during the exchange")
+        self._check_complete()
+        return out
+
+    # -- handshake -------------------------------------------------------------------------------------------------
+    def _on_hello(self, hello: Hello) -> list[Message]:
+        if self.peer_hello is not None:
+            raise violation("a second Hello in one session")
+        check_hello(self.hello, hello)
+        self.peer_hello = hello
+        label_hello, partner_hello = (self.hello, hello) if self.role == "label" else (hello, self.hello)
+        salt = session_salt(label_hello=label_hello, partner_hello=partner_hello)
+        self.prepared = prepare_ids(self._source, policy=self._policy, salt=salt, label=self._config.label)
+        self._hashed = self.prepared.hashed
+        n = len(self.prepared.send_rows)
+        if n == 0:
+            raise NothingToAlign(
+                f"{self._source.name}: no IDs to align ({self.prepared.rows_read} rows read), so no customer is "
+                "shared; check the ID column"
+            )
+        self._own_chunks = -(-n // self._config.chunk)
+        if self.learns:
+            self._own_doubles = np.empty((n, curve.POINT_BYTES), dtype=np.uint8)
+        return [self._next_own() for _ in range(min(self._config.window, self._own_chunks))]
+
+    # -- own chunks ------------------------------------------------------------------------------------------------
+    def _chunk_slice(self, index: int) -> slice:
+        return slice(index * self._config.chunk, (index + 1) * self._config.chunk)
+
+    def _next_own(self) -> Blinded:
+        assert self.prepared is not None and self._hashed is not None
+        index = self._sent
+        rows = self.prepared.send_rows[self._chunk_slice(index)]
+        points = self._backend.blind(self._hashed[rows], scalar=self._scalar)
+        self._sent += 1
+        if self._sent == self._own_chunks:
+            self._hashed = self.prepared.hashed = None  # type: ignore[assignment]  # free the hashes early
+        self.points_sent += len(points)
+        return Blinded(index=index, total=len(self.prepared.send_rows), points=points)
+
+    def _on_answer(self, msg: Doubled | Ack) -> list[Message]:
+        if msg.index != self._answered or msg.index >= self._sent:
+            raise violation(f"answer to chunk {msg.index} out of order (expected {self._answered})")
+        if isinstance(msg, Doubled):
+            if not self.learns:
+                raise violation("the peer returned double-blinded values this side agreed not to learn")
+            assert self.prepared is not None and self._own_doubles is not None
+            target = self._own_doubles[self._chunk_slice(msg.index)]
+            if len(msg.points) != len(target):
+                raise violation(f"Doubled chunk {msg.index} has {len(msg.points)} points, {len(target)} were sent")
+            target[...] = msg.points
+            self.points_received += len(msg.points)
+        elif self.learns:
+            raise violation("the peer withheld double-blinded values this side must learn")
+        self._answered += 1
+        if self._answered == self._own_chunks and self.learns:
+            assert self._own_doubles is not None
+            self._index = PointIndex(self._own_doubles)
+            for offset, values in self._pending:
+                self._match(offset, values)
+            self._pending = []
+        return [self._next_own()] if self._sent < self._own_chunks else []
+
+    # -- peer chunks -----------------------------------------------------------------------------------------------
+    def _on_blinded(self, msg: Blinded) -> list[Message]:
+        if msg.index != self._peer_seen:
+            raise violation(f"Blinded chunk {msg.index} out of order (expected {self._peer_seen})")
+        if self.peer_total is None:
+            self.peer_total = msg.total
+        elif msg.total != self.peer_total:
+            raise violation("the peer changed its announced set size mid-stream")
+        k = len(msg.points)
+        if self._peer_offset + k > msg.total:
+            raise violation(f"Blinded chunk {msg.index} of {k} points does not fit the announced {msg.total}")
+        try:
+            doubles = self._backend.blind(msg.points, scalar=self._scalar)
+        except curve.LowOrderPoint as exc:
+            raise violation(f"{exc} (chunk {msg.index})") from None
+        if self.learns:
+            self._match(self._peer_offset, doubles)
+        self._peer_seen += 1
+        self._peer_offset += k
+        self.points_received += k
+        if self.peer_learns:
+            self.points_sent += k
+            return [Doubled(index=msg.index, points=doubles)]
+        return [Ack(index=msg.index)]
+
+    def _match(self, offset: int, values: np.ndarray) -> None:
+        if self._index is None:
+            self._pending.append((offset, values))
+            return
+        own = self._index.find(values)
+        hit = np.flatnonzero(own >= 0)
+        if hit.size:
+            self._found.append((values[hit], own[hit], offset + hit))
+
+    # -- completion ------------------------------------------------------------------------------------------------
+    def _check_complete(self) -> None:
+        if self._answered < self._own_chunks or self.peer_total is None or self._peer_offset < self.peer_total:
+            return
+        self.complete = True
+        self._own_doubles = None
+        self._index = None
+        if not self.learns or not self._found:
+            self._found = []
+            return
+        assert self.prepared is not None
+        values, own, peer = (np.concatenate(parts) for parts in zip(*self._found, strict=True))
+        self._found = []
+        if len(np.unique(own)) != len(own):
+            raise violation("the peer sent the same point twice")
+        self.match_values, self.match_own, self.match_peer = values, own, peer
+        self.match_rows = self.prepared.send_rows[own]
+
+
+def agreed_order(values: np.ndarray) -> np.ndarray:
+    """The agreed order of matches: ascending by double-blinded value, which both sides of a pair can compute.
+
+    >>> agreed_order(np.array([[2] * 32, [1] * 32], np.uint8)).tolist()
+    [1, 0]
+    """
+    if len(values) == 0:
+        return np.zeros(0, np.int64)
+    return np.argsort(np.ascontiguousarray(values).view(f"V{curve.POINT_BYTES}").ravel(), kind="stable")

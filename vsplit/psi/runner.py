@@ -1,0 +1,113 @@
+"""Front doors: align parties in one process, or run one party over a pump (one party per process or host).
+
+Both fill what a bare machine cannot know: the wall-clock seconds and the bytes the party's pump sent.
+
+Example:
+    >>> out = align_in_process({"bank": ["a", "b", "c"], "shop": ["b", "c", "d"], "telco": ["c", "b"]},
+    ...                        label_party="bank")
+    >>> out["bank"].ids == out["shop"].ids == out["telco"].ids
+    True
+    >>> sorted(out["shop"].ids), out["shop"].stats.intersection
+    (['b', 'c'], 2)
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import os
+import time
+from collections.abc import Iterable, Mapping, Sequence
+
+from vsplit.errors import ConfigError, RemoteAbort
+from vsplit.protocol.machine import Machine
+from vsplit.psi.alignment import Alignment
+from vsplit.psi.config import PsiConfig
+from vsplit.psi.ids import IdPolicy
+from vsplit.psi.label import LabelParty
+from vsplit.psi.parallel import Backend
+from vsplit.psi.partner import Partner
+from vsplit.psi.party import PartyMachine
+from vsplit.psi.sources import IdSource
+from vsplit.runtime.inprocess import connect, run_machines
+from vsplit.runtime.pump import Pump, Tap
+
+
+def psi_machines(
+    tables: Mapping[str, Sequence[object] | IdSource],
+    *,
+    label_party: str,
+    config: PsiConfig | None = None,
+    policies: Mapping[str, IdPolicy] | None = None,
+    backend: Backend | None = None,
+) -> dict[str, PartyMachine]:
+    """One PSI machine per party: a :class:`LabelParty` for ``label_party``, a :class:`Partner` for every other."""
+    if label_party not in tables:
+        raise ConfigError(f"psi label_party: {label_party!r} is not one of the parties {sorted(tables)}")
+    if len(tables) < 2:
+        raise ConfigError("psi: at least two parties are needed")
+    policies = policies or {}
+    config = config if config is not None else PsiConfig()
+    partners = [name for name in tables if name != label_party]
+    machines: dict[str, PartyMachine] = {
+        label_party: LabelParty(
+            tables[label_party],
+            partners=partners,
+            config=config,
+            policy=policies.get(label_party, IdPolicy()),
+            backend=backend,
+        )
+    }
+    for name in partners:
+        machines[name] = Partner(
+            tables[name],
+            label_party=label_party,
+            config=config,
+            policy=policies.get(name, IdPolicy()),
+            backend=backend,
+            parties=len(tables),
+        )
+    return machines
+
+
+def align_in_process(
+    tables: Mapping[str, Sequence[object] | IdSource],
+    *,
+    label_party: str,
+    config: PsiConfig | None = None,
+    policies: Mapping[str, IdPolicy] | None = None,
+    backend: Backend | None = None,
+    taps: Iterable[Tap] = (),
+) -> dict[str, Alignment]:
+    """Align all parties' IDs in this process over in-memory channels; return each party's :class:`Alignment`.
+
+    Frames still pass through the codec (``taps`` see every one). If a party fails on its own data, its detailed
+    local error is raised (e.g. :class:`AlignmentError` for no overlap) rather than the peers' abort.
+    """
+    machines = psi_machines(tables, label_party=label_party, config=config, policies=policies, backend=backend)
+    links = [(label_party, name) for name in machines if name != label_party]
+    pumps = connect(list(machines), session=os.urandom(16), links=links, taps=taps)
+    began = time.perf_counter()
+    try:
+        run_machines(pumps, dict(machines))
+    except RemoteAbort as abort:
+        local = next((m.error for m in machines.values() if m.error is not None), None)
+        if local is not None:
+            raise local from abort
+        raise
+    failed = next((m.error for m in machines.values() if m.error is not None), None)
+    if failed is not None:
+        raise failed
+    seconds = time.perf_counter() - began
+    return {name: _with_io(m.result, seconds, pumps[name]) for name, m in machines.items()}
+
+
+def run_party(pump: Pump, machine: Machine) -> Alignment:
+    """Run one party's PSI machine to completion over ``pump`` (blocking); return its :class:`Alignment`."""
+    began = time.perf_counter()
+    result = pump.run(machine)
+    return _with_io(result, time.perf_counter() - began, pump)
+
+
+def _with_io(result: Alignment, seconds: float, pump: Pump) -> Alignment:
+    stats = dataclasses.replace(result.stats, seconds=seconds, bytes_sent=pump.stats.total("sent"))
+    return dataclasses.replace(result, stats=stats)

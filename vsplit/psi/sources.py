@@ -1,0 +1,138 @@
+"""Where a party's IDs come from: an in-memory sequence, or a column of a Parquet or CSV file read in batches.
+
+A source yields raw ID values in row order, batch by batch, and may be read more than once (the label party hashes
+its IDs once per partner, under each pair's own salt). File sources never hold the whole column, so a party with
+10 million IDs keeps only their 32-byte hashes, not 10 million Python strings.
+
+Example:
+    >>> src = as_source(["a", "b", "c"])
+    >>> [list(batch) for batch in src.batches(2)]
+    [['a', 'b'], ['c']]
+    >>> src.values_at([2, 0])
+    ['c', 'a']
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterator, Sequence
+from pathlib import Path
+from typing import Protocol, runtime_checkable
+
+from vsplit.errors import DataError
+
+
+@runtime_checkable
+class IdSource(Protocol):
+    """A re-readable column of raw ID values in row order."""
+
+    name: str
+
+    def batches(self, size: int) -> Iterator[Sequence[object]]:
+        """Yield the values in row order, at most ``size`` at a time."""
+
+    def size_hint(self) -> int | None:
+        """The number of rows if known without reading them, else ``None``."""
+
+    def values_at(self, rows: Sequence[int]) -> list[object] | None:
+        """The raw values at ``rows``, or ``None`` if this source does not keep them in memory."""
+
+
+class SequenceIds:
+    """IDs held in memory: a list, tuple, NumPy array or pandas Series (converted to a list once)."""
+
+    def __init__(self, values: Sequence[object], *, name: str = "ids") -> None:
+        self.values = values.tolist() if hasattr(values, "tolist") else list(values)
+        self.name = name
+
+    def batches(self, size: int) -> Iterator[Sequence[object]]:
+        for start in range(0, len(self.values), size):
+            yield self.values[start : start + size]
+
+    def size_hint(self) -> int | None:
+        return len(self.values)
+
+    def values_at(self, rows: Sequence[int]) -> list[object] | None:
+        values = self.values
+        return [values[r] for r in rows]
+
+
+class ParquetIds:
+    """One column of a Parquet file, streamed with ``pyarrow`` in record batches.
+
+    Args:
+        path: the Parquet file.
+        column: the ID column's name.
+    """
+
+    def __init__(self, path: str | Path, *, column: str) -> None:
+        import pyarrow.parquet as pq
+
+        self.path = Path(path)
+        self.column = column
+        self.name = f"{self.path.name}:{column}"
+        if not self.path.exists():
+            raise DataError(f"{self.path}: no such file; check the path of the ID table")
+        names = pq.read_schema(self.path).names
+        if column not in names:
+            raise DataError(f"{self.path}: no column {column!r}; the columns are {', '.join(names)}")
+
+    def batches(self, size: int) -> Iterator[Sequence[object]]:
+        import pyarrow.parquet as pq
+
+        with pq.ParquetFile(self.path) as reader:
+            for batch in reader.iter_batches(batch_size=size, columns=[self.column]):
+                yield batch.column(0).to_pylist()
+
+    def size_hint(self) -> int | None:
+        import pyarrow.parquet as pq
+
+        return pq.ParquetFile(self.path).metadata.num_rows
+
+    def values_at(self, rows: Sequence[int]) -> list[object] | None:
+        return None
+
+
+class CsvIds:
+    """One column of a CSV file, read with pandas in chunks. Values are read as text (``"00123"`` stays so).
+
+    Args:
+        path: the CSV file (with a header row).
+        column: the ID column's name.
+    """
+
+    def __init__(self, path: str | Path, *, column: str) -> None:
+        import pandas as pd
+
+        self.path = Path(path)
+        self.column = column
+        self.name = f"{self.path.name}:{column}"
+        if not self.path.exists():
+            raise DataError(f"{self.path}: no such file; check the path of the ID table")
+        names = list(pd.read_csv(self.path, nrows=0).columns)
+        if column not in names:
+            raise DataError(f"{self.path}: no column {column!r}; the columns are {', '.join(names)}")
+
+    def batches(self, size: int) -> Iterator[Sequence[object]]:
+        import pandas as pd
+
+        chunks = pd.read_csv(
+            self.path, usecols=[self.column], dtype={self.column: str}, keep_default_na=False, chunksize=size
+        )
+        with chunks as reader:
+            for chunk in reader:
+                yield chunk[self.column].tolist()
+
+    def size_hint(self) -> int | None:
+        return None
+
+    def values_at(self, rows: Sequence[int]) -> list[object] | None:
+        return None
+
+
+def as_source(ids: Sequence[object] | IdSource, *, name: str = "ids") -> IdSource:
+    """Wrap ``ids`` as an :class:`IdSource` unless it already is one."""
+    if isinstance(ids, IdSource):
+        return ids
+    if isinstance(ids, (str, bytes)):
+        raise DataError(f"{name}: IDs must be a sequence of values, not one {type(ids).__name__}")
+    return SequenceIds(ids, name=name)

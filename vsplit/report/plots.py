@@ -1,0 +1,101 @@
+"""The report's plots, with matplotlib (headless Agg backend), each written atomically as a PNG.
+
+ROC curve, KS curve (cumulative share of positives and negatives by score), loss and validation AUC per epoch,
+and split training next to its baselines.
+
+Example:
+    >>> import tempfile, pathlib, numpy as np
+    >>> folder = pathlib.Path(tempfile.mkdtemp())
+    >>> y = np.array([0, 0, 1, 1]); p = np.array([0.1, 0.6, 0.4, 0.9])
+    >>> names = write_plots(folder, y=y, proba=p, history=[{"epoch": 0, "train_loss": 0.5, "val_auc": 0.7}],
+    ...                     aucs={"split": 0.75, "bank alone": 0.6})
+    >>> sorted(names)
+    ['auc_comparison', 'history', 'ks', 'roc']
+"""
+
+from __future__ import annotations
+
+import io
+from collections.abc import Mapping, Sequence
+from pathlib import Path
+from typing import Any
+
+import matplotlib
+
+matplotlib.use("Agg")
+import matplotlib.pyplot as plt
+import numpy as np
+from sklearn.metrics import roc_curve
+
+from vsplit.runtime.atomic import write_atomic
+
+
+def _save(fig: Any, path: Path) -> None:
+    buffer = io.BytesIO()
+    fig.savefig(buffer, format="png", dpi=110, bbox_inches="tight")
+    plt.close(fig)
+    write_atomic(path, buffer.getvalue())
+
+
+def write_plots(
+    folder: Path,
+    *,
+    y: np.ndarray,
+    proba: np.ndarray,
+    history: Sequence[Mapping[str, Any]],
+    aucs: Mapping[str, float],
+) -> dict[str, str]:
+    """Write the four plots into ``folder``; return ``{plot name: file name}``."""
+    folder.mkdir(parents=True, exist_ok=True)
+    files = {"roc": "roc.png", "ks": "ks.png", "history": "history.png", "auc_comparison": "auc_comparison.png"}
+
+    fpr, tpr, _ = roc_curve(y, proba)
+    fig, ax = plt.subplots(figsize=(4.5, 4.5))
+    ax.plot(fpr, tpr, label=f"split (AUC {aucs.get('split', float('nan')):.3f})")
+    ax.plot([0, 1], [0, 1], linestyle="--", color="grey", linewidth=1)
+    ax.set(xlabel="false positive rate", ylabel="true positive rate", title="ROC curve (test)")
+    ax.legend(loc="lower right")
+    _save(fig, folder / files["roc"])
+
+    order = np.argsort(-proba)
+    positives = np.cumsum(y[order] == 1) / max(1, int((y == 1).sum()))
+    negatives = np.cumsum(y[order] == 0) / max(1, int((y == 0).sum()))
+    share = np.arange(1, len(y) + 1) / len(y)
+    gap = positives - negatives
+    at = int(np.argmax(gap))
+    fig, ax = plt.subplots(figsize=(4.5, 4.5))
+    ax.plot(share, positives, label="positives")
+    ax.plot(share, negatives, label="negatives")
+    ax.vlines(share[at], negatives[at], positives[at], colors="black", linestyles=":", label=f"KS {gap[at]:.3f}")
+    ax.set(xlabel="share of customers, highest score first", ylabel="cumulative share", title="KS curve (test)")
+    ax.legend(loc="lower right")
+    _save(fig, folder / files["ks"])
+
+    epochs = [h["epoch"] + 1 for h in history]
+    fig, ax = plt.subplots(figsize=(6, 3.5))
+    ax.plot(epochs, [h.get("train_loss", np.nan) for h in history], marker="o", label="train loss")
+    if any("val_loss" in h for h in history):
+        ax.plot(epochs, [h.get("val_loss", np.nan) for h in history], marker="o", label="validation loss")
+    ax.set(xlabel="epoch", ylabel="log loss", title="training")
+    if any("val_auc" in h for h in history):
+        twin = ax.twinx()
+        twin.plot(epochs, [h.get("val_auc", np.nan) for h in history], marker="s", color="tab:green",
+                  label="validation AUC")
+        twin.set_ylabel("validation AUC")
+        twin.legend(loc="center right")
+    ax.legend(loc="upper right")
+    _save(fig, folder / files["history"])
+
+    plot_auc_comparison(folder / files["auc_comparison"], aucs)
+    return files
+
+
+def plot_auc_comparison(path: Path, aucs: Mapping[str, float]) -> None:
+    """A bar per model: split training next to its baselines."""
+    fig, ax = plt.subplots(figsize=(6, 3))
+    names = [n.replace("_", " ") for n in aucs]
+    values = list(aucs.values())
+    bars = ax.barh(names, values, color=["tab:blue" if n == "split" else "tab:grey" for n in names])
+    ax.bar_label(bars, labels=[f"{v:.4f}" for v in values], padding=3)
+    ax.set(xlim=(0.5, 1.0), xlabel="test ROC AUC", title="split training vs. baselines")
+    _save(fig, path)

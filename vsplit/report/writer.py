@@ -1,0 +1,103 @@
+"""Write a run's reports: the label party's full one and a feature party's own.
+
+``report.json`` is machine-readable (it validates against ``schema.json`` next to this module); ``report.md`` is the
+human version with the plots, for managers and risk officers. Both are written atomically.
+
+Example:
+    >>> import tempfile, pathlib
+    >>> folder = pathlib.Path(tempfile.mkdtemp())
+    >>> path = write_partner_report(folder, {"run_id": "r", "party": "partner", "communication": {
+    ...     "sent": {"Embeddings": {"frames": 3, "bytes": 300}}, "received": {}}, "seconds": {"train": 1.0}})
+    >>> "Embeddings" in path.read_text()
+    True
+"""
+
+from __future__ import annotations
+
+import json
+from importlib import resources
+from pathlib import Path
+from typing import Any
+
+from vsplit.runtime.atomic import write_atomic
+
+SCHEMA = "vsplit-report-1"
+METRICS = ("auc", "ks", "accuracy", "f1", "log_loss")
+
+
+def schema() -> dict[str, Any]:
+    """The JSON schema of the label party's ``report.json``."""
+    return json.loads(resources.files("vsplit.report").joinpath("schema.json").read_text())
+
+
+def _json(path: Path, payload: dict[str, Any]) -> None:
+    write_atomic(path, (json.dumps(payload, indent=2, sort_keys=False) + "\n").encode())
+
+
+def _traffic_table(direction: str, traffic: dict[str, dict[str, int]]) -> list[str]:
+    lines = [f"| {direction} | frames | bytes |", "| --- | ---: | ---: |"]
+    for kind, t in sorted(traffic.items()):
+        lines.append(f"| {kind} | {t['frames']:,} | {t['bytes']:,} |")
+    return lines
+
+
+def write_label_report(folder: Path, report: dict[str, Any]) -> Path:
+    """Write ``report.json`` and ``report.md`` for the label party; return the Markdown path."""
+    report = {"schema": SCHEMA, **report}
+    _json(folder / "report.json", report)
+    m = report["metrics"]
+    rows = [("split (all parties)", m)]
+    rows += [(name.replace("_", " "), b) for name, b in report["baselines"].items()]
+    lines = [
+        f"# vsplit run `{report['run_id']}`: report of {report['party']} (label party)",
+        "",
+        f"Created {report['created']}. Test metrics on the {m.get('n_scored', '?')} test customers every party knows.",
+        "",
+        "| model | " + " | ".join(METRICS) + " |",
+        "| --- | " + " | ".join("---:" for _ in METRICS) + " |",
+    ]
+    lines += [f"| {name} | " + " | ".join(f"{v[k]:.4f}" for k in METRICS) + " |" for name, v in rows]
+    psi = report["psi"]["train"]
+    lines += [
+        "",
+        "## Record alignment (PSI)",
+        "",
+        f"Training: {psi['size']:,} customers here, peers {psi.get('peer_sizes', {})}, "
+        f"{psi['intersection']:,} shared.",
+    ]
+    if "test" in report["psi"]:
+        t = report["psi"]["test"]
+        lines.append(f"Test: {t['size']:,} customers here, {t['intersection']:,} shared with every partner.")
+    lines += ["", "## Training", "", f"Best epoch: {report.get('best_epoch')}.", "",
+              "| epoch | train loss | validation loss | validation AUC |", "| ---: | ---: | ---: | ---: |"]
+    for h in report["history"]:
+        lines.append(f"| {h['epoch'] + 1} | {h['train_loss']:.4f} | {h.get('val_loss', float('nan')):.4f} | "
+                     f"{h.get('val_auc', float('nan')):.4f} |")
+    lines += ["", "## What crossed the wire", ""]
+    for party, comm in report["communication"].items():
+        lines += [f"### {party}", ""]
+        lines += [*_traffic_table("sent", comm["sent"]), "", *_traffic_table("received", comm["received"]), ""]
+    lines += ["## Time", "", "| phase | seconds |", "| --- | ---: |"]
+    lines += [f"| {k} | {v:.2f} |" for k, v in report["seconds"].items()]
+    lines += ["", "## Plots", ""]
+    lines += [f"![{name}]({file})" for name, file in report["plots"].items()]
+    hashes = ", ".join(f"{p} `{h[:12]}`" for p, h in report["config_hashes"].items())
+    lines += ["", f"Config hashes (SHA-256): {hashes}"]
+    path = folder / "report.md"
+    write_atomic(path, ("\n".join(lines) + "\n").encode())
+    return path
+
+
+def write_partner_report(folder: Path, report: dict[str, Any]) -> Path:
+    """Write a feature party's own ``report.json`` and ``report.md``: what it sent and received."""
+    report = {"schema": SCHEMA + "-partner", **report}
+    _json(folder / "report.json", report)
+    comm = report["communication"]
+    lines = [f"# vsplit run `{report['run_id']}`: report of {report['party']}", "",
+             "This party sent only embeddings of its own rows (and PSI's blinded points); it received only gradients "
+             "of those embeddings, the training plan and end-of-epoch signals.", ""]
+    lines += [*_traffic_table("sent", comm["sent"]), "", *_traffic_table("received", comm["received"]), ""]
+    lines += ["| phase | seconds |", "| --- | ---: |"] + [f"| {k} | {v:.2f} |" for k, v in report["seconds"].items()]
+    path = folder / "report.md"
+    write_atomic(path, ("\n".join(lines) + "\n").encode())
+    return path
