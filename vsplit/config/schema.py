@@ -92,6 +92,8 @@ class NetworkSection:
 class OutputSection:
     dir: str = "runs"
     run_id: str = "vsplit-run"
+    #: label party: also train the label-party-only baseline for the report
+    baselines: bool = True
 
 
 @dataclass(frozen=True)

@@ -146,6 +146,7 @@ class PartyNode:
     def run(self, channels: Mapping[str, Channel] | None = None) -> NodeResult:
         """PSI, training and (if configured) test scoring, as one party; returns what this party learned."""
         started = time.perf_counter()
+        checkpointing = self._checkpointing()  # before connecting: a bad --resume fails at once
         channels = dict(channels) if channels is not None else self.open_channels()
         seconds = {"connect": time.perf_counter() - started}
         pump = Pump(self.name, channels, session=session_id(self.config.output.run_id),
@@ -156,7 +157,7 @@ class PartyNode:
             alignment = run_party(pump, self.psi_machine(self.party.ids))
             seconds["psi"] = time.perf_counter() - phase
             phase = time.perf_counter()
-            result = self._train(pump, canonical_rows(alignment))
+            result = self._train(pump, canonical_rows(alignment), checkpointing)
             seconds["train"] = time.perf_counter() - phase
             self.save_model()
             if self.config.data.test_path is not None:
@@ -177,9 +178,10 @@ class PartyNode:
             if isinstance(self.party, LabelParty):
                 result.test = evaluate_labels(self.party, scored.table, scored.rows, scored.proba)
                 result.test["n_scored"] = len(scored.rows)
-                phase = time.perf_counter()
-                result.baselines = {"label_party_only": self.label_party_only(scored.table, scored.rows)}
-                seconds["baseline"] = time.perf_counter() - phase
+                if self.config.output.baselines:
+                    phase = time.perf_counter()
+                    result.baselines = {"label_party_only": self.label_party_only(scored.table, scored.rows)}
+                    seconds["baseline"] = time.perf_counter() - phase
         result.seconds = {k: round(v, 3) for k, v in seconds.items()}
         self._write_json("result.json", result.__dict__)
         self.write_report(result, scored)
@@ -230,9 +232,9 @@ class PartyNode:
             return PsiLabelParty(list(ids), partners=self.peers, config=config, policy=policy)
         return Partner(list(ids), label_party=self.peers[0], config=config, policy=policy)
 
-    def _train(self, pump: Pump, rows: np.ndarray) -> NodeResult:
+    def _train(self, pump: Pump, rows: np.ndarray, checkpointing: tuple[int, Any, Any]) -> NodeResult:
         callbacks = [TqdmProgress(desc=f"{self.name} epoch", disable=not self.progress)]
-        last, restore, save = self._checkpointing()
+        last, restore, save = checkpointing
         if isinstance(self.party, LabelParty):
             t = self.config.train
             roles = self.party.make_roles(rows, validation_fraction=t.validation_fraction, seed=t.seed)

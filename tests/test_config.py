@@ -1,0 +1,104 @@
+"""Config errors: each a clear message naming the key, all reported at once."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import pytest
+
+from vsplit.cli.main import main
+from vsplit.config import load_config
+from vsplit.errors import ConfigError
+
+REPO = Path(__file__).resolve().parents[1]
+
+
+def write(folder: Path, text: str) -> Path:
+    path = folder / "party.toml"
+    path.write_text(text)
+    (folder / "partner.csv").write_text("customer_id,x\n1,2\n")
+    (folder / "keys").mkdir(exist_ok=True)
+    for name in ("partner.key", "partner.pem", "bank.pem"):
+        (folder / "keys" / name).write_text("-")
+    return path
+
+
+PARTNER = """
+[party]
+name = "partner"
+role = "feature"
+[data]
+path = "partner.csv"
+[network]
+dial = "127.0.0.1:7700"
+key = "keys/partner.key"
+cert = "keys/partner.pem"
+peers = { bank = "keys/bank.pem" }
+"""
+
+
+def test_minimal_partner_config_loads_with_defaults(tmp_path):
+    config = load_config(write(tmp_path, PARTNER))
+    assert config.train.epochs == 20 and config.model.embedding_width == 16 and config.output.dir == "runs"
+
+
+def test_missing_config_file_names_the_path(tmp_path):
+    with pytest.raises(ConfigError, match=r"config file .*nope\.toml not found; pass --config"):
+        load_config(tmp_path / "nope.toml")
+
+
+def test_unknown_key_is_named_with_the_valid_ones(tmp_path):
+    path = write(tmp_path, PARTNER + "[train]\nepoch = 5\n")
+    with pytest.raises(ConfigError, match=r"train\.epoch: unknown key; valid keys here: batch_size, epochs"):
+        load_config(path)
+
+
+def test_wrong_type_is_named(tmp_path):
+    path = write(tmp_path, PARTNER + "[train]\nepochs = \"five\"\nlr = \"fast\"\n")
+    with pytest.raises(ConfigError) as err:
+        load_config(path)
+    text = str(err.value)
+    assert "2 problems" in text  # all at once
+    assert "train.epochs: expected an integer, got 'five'" in text and "train.lr: expected a number" in text
+
+
+def test_peer_certificate_missing_names_the_peer_and_the_fix(tmp_path):
+    path = write(tmp_path, PARTNER)
+    (tmp_path / "keys" / "bank.pem").unlink()
+    with pytest.raises(ConfigError, match=r"network\.peers\.bank: certificate not found at .*bank\.pem; ask bank"):
+        load_config(path)
+
+
+def test_label_column_configured_on_the_partner(tmp_path):
+    path = write(tmp_path, PARTNER.replace('path = "partner.csv"', 'path = "partner.csv"\nlabel = "y"'))
+    with pytest.raises(ConfigError, match=r"data\.label: only the label party holds labels"):
+        load_config(path)
+
+
+def test_dotted_override_and_bad_override(tmp_path):
+    path = write(tmp_path, PARTNER)
+    assert load_config(path, overrides=["train.epochs=5", "train.lr=0.01"]).train.epochs == 5
+    with pytest.raises(ConfigError, match=r"train\.epochs: expected an integer, got 'many'"):
+        load_config(path, overrides=["train.epochs=many"])
+    with pytest.raises(ConfigError, match="expected KEY=VALUE"):
+        load_config(path, overrides=["train.epochs"])
+
+
+def test_cli_reports_config_errors_with_exit_code_1(tmp_path, capsys):
+    path = write(tmp_path, PARTNER + "[train]\nbatch_size = 0\n")
+    assert main(["train", "--config", str(path)]) == 1
+    assert "train.batch_size: must be at least 1" in capsys.readouterr().err
+
+
+def test_example_party_configs_are_valid():
+    for party in ("bank", "partner"):
+        config = load_config(REPO / "parties" / party / "party.toml", check_files=False)
+        assert config.party.name == party
+
+
+@pytest.mark.parametrize("command", ["keys", "psi", "train", "run", "predict", "report", "pilot", "demo"])
+def test_every_command_has_help_with_an_example(command, capsys):
+    with pytest.raises(SystemExit) as exit_:
+        main([command, "--help"])
+    assert exit_.value.code == 0
+    assert "Example" in capsys.readouterr().out
