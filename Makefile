@@ -22,7 +22,7 @@ $(STAMP): pyproject.toml | $(PY)
 install: $(STAMP)
 
 demo: $(STAMP)
-	$(VENV)/bin/vsplit demo
+	$(VENV)/bin/vsplit pilot bank-marketing
 
 lint: $(STAMP)
 	$(PY) -m ruff check vsplit datasets tests benchmarks

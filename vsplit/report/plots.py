@@ -25,6 +25,7 @@ import matplotlib
 matplotlib.use("Agg")
 import matplotlib.pyplot as plt
 import numpy as np
+from matplotlib.ticker import MaxNLocator
 from sklearn.metrics import roc_curve
 
 from vsplit.runtime.atomic import write_atomic
@@ -77,13 +78,16 @@ def write_plots(
     if any("val_loss" in h for h in history):
         ax.plot(epochs, [h.get("val_loss", np.nan) for h in history], marker="o", label="validation loss")
     ax.set(xlabel="epoch", ylabel="log loss", title="training")
+    ax.xaxis.set_major_locator(MaxNLocator(integer=True))
+    handles, labels = ax.get_legend_handles_labels()
     if any("val_auc" in h for h in history):
         twin = ax.twinx()
         twin.plot(epochs, [h.get("val_auc", np.nan) for h in history], marker="s", color="tab:green",
                   label="validation AUC")
         twin.set_ylabel("validation AUC")
-        twin.legend(loc="center right")
-    ax.legend(loc="upper right")
+        more_handles, more_labels = twin.get_legend_handles_labels()
+        handles, labels = handles + more_handles, labels + more_labels
+    ax.legend(handles, labels, loc="upper center", bbox_to_anchor=(0.5, -0.18), ncol=3, frameon=False)
     _save(fig, folder / files["history"])
 
     plot_auc_comparison(folder / files["auc_comparison"], aucs)
