@@ -21,47 +21,24 @@ import torch
 
 from vsplit.datasets import preset
 from vsplit.estimator import SplitClassifier
-
-
-class EpochTimer:
-    def __init__(self) -> None:
-        self.marks: list[float] = []
-
-    def on_step(self, epoch: int, step: int, steps: int, loss: float) -> None:
-        if step == 0:
-            self.marks.append(time.perf_counter())
-
-    def on_epoch(self, record: dict) -> None:
-        self.marks.append(time.perf_counter())
+from vsplit.runtime.progress import EpochClock
 
 
 def epoch_times(data, mode: str, *, batch_size: int, epochs: int) -> list[float]:
-    timer = EpochTimer()
-    clf = SplitClassifier(
+    clock = EpochClock()
+    SplitClassifier(
         label_party=data.label_party, label=data.label, positive_label=data.positive_label, mode=mode,
         batch_size=batch_size, epochs=epochs, validation_fraction=0.0, patience=None, random_state=0,
-    )
-    from vsplit.party import LabelParty
-
-    original = LabelParty.trainer
-
-    def with_timer(self, *args, **kwargs):
-        kwargs["callbacks"] = [*kwargs.get("callbacks", []), timer]
-        return original(self, *args, **kwargs)
-
-    LabelParty.trainer = with_timer
-    try:
-        clf.fit(data.train)
-    finally:
-        LabelParty.trainer = original
-    # marks: start of epoch 0, end of 0 (= after EpochEnd), start of 1, ...: pair them up
-    return [timer.marks[i + 1] - timer.marks[i] for i in range(0, len(timer.marks) - 1, 2)]
+        alignment="join", callbacks=[clock],
+    ).fit(data.train)
+    return clock.seconds
 
 
 def bare_pytorch_epoch(data, *, batch_size: int) -> float:
     """One epoch of a plain PyTorch loop over the same unsplit network, for reference."""
     clf = SplitClassifier(label_party=data.label_party, label=data.label, positive_label=data.positive_label,
-                          mode="centralized", epochs=1, validation_fraction=0.0, patience=None, random_state=0)
+                          mode="centralized", epochs=1, validation_fraction=0.0, patience=None, random_state=0,
+                          alignment="join")
     clf.fit(data.train)
     bank = clf.label_party_
     rows = clf.rows_

@@ -9,6 +9,10 @@ Keys:
                     embedding batch, divided by the tensor's own bytes; counted by the channel on the raw socket,
                     which the wire-tap test checks against a TCP proxy. Target <= 1.01.
   tls_roundtrip_ms  median time to send a 128 KiB frame over mutual TLS on 127.0.0.1 and get 128 KiB back.
+  tls_epoch_s, inprocess_epoch_s, ratio
+                    seconds per training epoch of the bank-marketing preset at batch 1024: bank and partner as two
+                    processes over mutual TLS on 127.0.0.1, and both in one process; target ratio <= 1.6.
+  *_batch256        the same at batch 256.
 
 Run: .venv/bin/python benchmarks/transport.py
 """
@@ -97,7 +101,72 @@ def measure_tls_roundtrip(*, size: int = 128 * 1024, rounds: int = 200, warmup: 
     return {"tls_roundtrip_ms": round(statistics.median(times) * 1000, 3)}
 
 
-MEASUREMENTS: list[Callable[[], dict[str, float]]] = [measure_framing_overhead, measure_tls_roundtrip]
+def measure_tls_epoch(*, batch_size: int = 1024, epochs: int = 12) -> dict[str, float]:
+    """Seconds per training epoch, bank-marketing preset: two processes over mutual TLS vs. one process.
+
+    Both use one torch thread per party (as party processes do by default, ``train.threads``), the same seeds and
+    batches; no validation rows, so only training steps are timed. Medians over epochs 2.. (the first warms up).
+    """
+    import os
+    import subprocess
+
+    import torch
+
+    from vsplit.datasets import preset
+    from vsplit.estimator import SplitClassifier
+    from vsplit.pilot.orchestrate import free_port
+    from vsplit.pilot.prepare import prepare_preset
+    from vsplit.runtime.progress import EpochClock
+
+    data = preset("bank_marketing", seed=0)
+    settings = [f"train.batch_size={batch_size}", f"train.epochs={epochs}", "train.validation_fraction=0.0",
+                "output.baselines=false", "data.test_path=\"\""]
+    with tempfile.TemporaryDirectory() as tmp:
+        root = Path(tmp)
+        prepare_preset(data, root)
+        port = free_port()
+        from vsplit.pilot.configs import write_missing_configs
+
+        configs = write_missing_configs(root, label=data.label, positive_label=data.positive_label)
+        procs = []
+        for party, path in configs.items():
+            address = f"network.listen=127.0.0.1:{port}" if party == "bank" else f"network.dial=127.0.0.1:{port}"
+            args = [sys.executable, "-m", "vsplit.cli.main", "train", "--config", str(path), "--quiet",
+                    "--set", "output.run_id=bench", "--set", address]
+            args += [x for s in settings for x in ("--set", s)]
+            procs.append(subprocess.Popen(args, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE,
+                                          env=dict(os.environ, PYTHONUNBUFFERED="1")))
+        for proc in procs:
+            _, err = proc.communicate(timeout=900)
+            if proc.returncode:
+                raise RuntimeError(f"party process failed: {err.decode()[-2000:]}")
+        result = json.loads((root / "runs" / "bench" / "bank" / "result.json").read_text())
+    tls = result["epoch_seconds"][1:]
+    threads = torch.get_num_threads()
+    torch.set_num_threads(1)
+    try:
+        clock = EpochClock()
+        SplitClassifier(label_party="bank", label=data.label, positive_label=data.positive_label,
+                        batch_size=batch_size, epochs=epochs, validation_fraction=0.0, patience=None,
+                        random_state=0, alignment="join", callbacks=[clock]).fit(data.train)
+    finally:
+        torch.set_num_threads(threads)
+    inprocess = clock.seconds[1:]
+    t, i = statistics.median(tls), statistics.median(inprocess)
+    return {"tls_epoch_s": round(t, 4), "inprocess_epoch_s": round(i, 4), "ratio": round(t / i, 3),
+            "epoch_batch_size": batch_size}
+
+
+def measure_tls_epoch_256() -> dict[str, float]:
+    """The same at batch 256, for the record (SecretFlow's simulation mode took 5 to 10 s per epoch there)."""
+    out = measure_tls_epoch(batch_size=256, epochs=6)
+    return {"tls_epoch_s_batch256": out["tls_epoch_s"], "inprocess_epoch_s_batch256": out["inprocess_epoch_s"],
+            "ratio_batch256": out["ratio"]}
+
+
+MEASUREMENTS: list[Callable[[], dict[str, float]]] = [
+    measure_framing_overhead, measure_tls_roundtrip, measure_tls_epoch, measure_tls_epoch_256,
+]
 
 
 def main(argv: list[str] | None = None) -> int:

@@ -85,6 +85,8 @@ class SplitClassifier:
             of the raw IDs, for data that already sits together).
         progress: show a progress bar per epoch.
         hooks: defenses, attacks and monitors plugged into training (see :class:`TrainingHooks`).
+        callbacks: objects with ``on_step(epoch, step, steps, loss)`` and/or ``on_epoch(record)``, told about
+            training progress at the label party (e.g. :class:`~vsplit.runtime.progress.EpochClock`).
     """
 
     def __init__(
@@ -115,6 +117,7 @@ class SplitClassifier:
         alignment: str = "psi",
         progress: bool = False,
         hooks: TrainingHooks | None = None,
+        callbacks: Sequence[Any] = (),
     ) -> None:
         self.label_party = label_party
         self.label = label
@@ -141,6 +144,7 @@ class SplitClassifier:
         self.alignment = alignment
         self.progress = progress
         self.hooks = hooks
+        self.callbacks = callbacks
 
     # -- scikit-learn conventions ----------------------------------------------------------------------------------
     def get_params(self, deep: bool = True) -> dict[str, Any]:
@@ -203,7 +207,7 @@ class SplitClassifier:
             seed=derive_seed(self.random_state, "schedule") % 2**31,
             roles=roles,
         )
-        callbacks = [TqdmProgress(desc=self.mode)] if self.progress else []
+        callbacks = [*([TqdmProgress(desc=self.mode)] if self.progress else []), *self.callbacks]
         hooks = self.hooks or TrainingHooks()
         machines: dict[str, Any] = {}
         remote = {}

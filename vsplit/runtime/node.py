@@ -37,7 +37,7 @@ from vsplit.psi import LabelParty as PsiLabelParty
 from vsplit.runtime.alignment import canonical_rows
 from vsplit.runtime.atomic import write_atomic
 from vsplit.runtime.checkpoint import load_checkpoint, save_checkpoint
-from vsplit.runtime.progress import TqdmProgress
+from vsplit.runtime.progress import EpochClock, TqdmProgress
 from vsplit.runtime.pump import Pump
 from vsplit.transport.channel import Channel
 
@@ -69,6 +69,7 @@ class NodeResult:
     psi: dict[str, Any]
     history: list[dict[str, Any]] = field(default_factory=list)
     best_epoch: int | None = None
+    epoch_seconds: list[float] = field(default_factory=list)
     test: dict[str, Any] | None = None
     baselines: dict[str, Any] = field(default_factory=dict)
     seconds: dict[str, float] = field(default_factory=dict)
@@ -160,10 +161,10 @@ class PartyNode:
             result = self._train(pump, canonical_rows(alignment), checkpointing)
             seconds["train"] = time.perf_counter() - phase
             self.save_model()
-            if self.config.data.test_path is not None:
+            if self.config.data.test_path:  # "" (e.g. --set data.test_path="") means none
                 phase = time.perf_counter()
                 data = self.config.data
-                assert data.test_path is not None
+                assert data.test_path
                 test = read_table(resolve(self.config, data.test_path), id_column=data.id_column,
                                   features=data.features, label=data.label)
                 scored = self.score(pump, test)
@@ -233,7 +234,8 @@ class PartyNode:
         return Partner(list(ids), label_party=self.peers[0], config=config, policy=policy)
 
     def _train(self, pump: Pump, rows: np.ndarray, checkpointing: tuple[int, Any, Any]) -> NodeResult:
-        callbacks = [TqdmProgress(desc=f"{self.name} epoch", disable=not self.progress)]
+        clock = EpochClock()
+        callbacks = [TqdmProgress(desc=f"{self.name} epoch", disable=not self.progress), clock]
         last, restore, save = checkpointing
         if isinstance(self.party, LabelParty):
             t = self.config.train
@@ -246,7 +248,7 @@ class PartyNode:
                                          resume_epoch=last, restore=restore, on_epoch_end=save)
             training = pump.run(trainer)
             return NodeResult(party=self.name, role=self.role, psi={}, history=training.history,
-                              best_epoch=training.best_epoch)
+                              best_epoch=training.best_epoch, epoch_seconds=[round(s, 4) for s in clock.seconds])
         trainer = self.party.trainer(rows, label_party=self.peers[0], resume_epoch=last, restore=restore,
                                      on_epoch_end=save)
         pump.run(trainer)

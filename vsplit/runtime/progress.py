@@ -7,6 +7,7 @@ Example:
 
 from __future__ import annotations
 
+import time
 from typing import Any
 
 from tqdm.auto import tqdm
@@ -39,3 +40,26 @@ class TqdmProgress:
         if self._bar is not None:
             self._bar.close()
             self._bar = None
+
+
+class EpochClock:
+    """A training callback that records the wall-clock seconds of each epoch (steps and validation).
+
+    >>> clock = EpochClock()
+    >>> clock.on_step(0, 0, 1, 0.5); clock.on_epoch({"epoch": 0})
+    >>> len(clock.seconds)
+    1
+    """
+
+    def __init__(self) -> None:
+        self.seconds: list[float] = []
+        self._start: float | None = None
+
+    def on_step(self, epoch: int, step: int, steps: int, loss: float) -> None:
+        if step == 0:
+            self._start = time.perf_counter()
+
+    def on_epoch(self, record: dict[str, Any]) -> None:
+        if self._start is not None:
+            self.seconds.append(time.perf_counter() - self._start)
+            self._start = None
