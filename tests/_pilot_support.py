@@ -8,6 +8,8 @@ import subprocess
 import sys
 from pathlib import Path
 
+from vsplit.pilot.configs import write_missing_configs
+
 REPO = Path(__file__).resolve().parents[1]
 
 
@@ -17,52 +19,15 @@ def free_port() -> int:
         return s.getsockname()[1]
 
 
-def write_configs(root: Path, *, port: int, run_id: str, extra: str = "", bank_extra: str = "") -> dict[str, Path]:
-    """party.toml for a bank (label) and a partner (feature) laid out by vsplit.pilot.prepare."""
-    bank = root / "bank" / "party.toml"
-    bank.write_text(f"""
-[party]
-name = "bank"
-role = "label"
-[data]
-path = "data/train.parquet"
-test_path = "data/test.parquet"
-label = "y"
-positive_label = "yes"
-[network]
-listen = "127.0.0.1:{port}"
-key = "keys/bank.key"
-cert = "keys/bank.pem"
-peers = {{ partner = "keys/peers/partner.pem" }}
-connect_timeout_s = 60
-read_timeout_s = 60
-[output]
-dir = "../runs"
-run_id = "{run_id}"
-{extra}
-{bank_extra}
-""")
-    partner = root / "partner" / "party.toml"
-    partner.write_text(f"""
-[party]
-name = "partner"
-role = "feature"
-[data]
-path = "data/train.parquet"
-test_path = "data/test.parquet"
-[network]
-dial = "127.0.0.1:{port}"
-key = "keys/partner.key"
-cert = "keys/partner.pem"
-peers = {{ bank = "keys/peers/bank.pem" }}
-connect_timeout_s = 60
-read_timeout_s = 60
-[output]
-dir = "../runs"
-run_id = "{run_id}"
-{extra}
-""")
-    return {"bank": bank, "partner": partner}
+def write_configs(root: Path, *, port: int, run_id: str, extra: str = "") -> dict[str, Path]:
+    """The pilot's party.toml files for a bank and a partner, on ``port``, with ``extra`` TOML appended."""
+    paths = write_missing_configs(root, label="y", positive_label="yes")
+    for path in paths.values():
+        text = path.read_text().replace("127.0.0.1:7700", f"127.0.0.1:{port}")
+        text = text.replace('run_id = "pilot"', f'run_id = "{run_id}"')
+        text = text.replace("[network]\n", "[network]\nconnect_timeout_s = 60\nread_timeout_s = 60\n")
+        path.write_text(text + extra)
+    return paths
 
 
 def start(args: list[str], *, log: Path) -> subprocess.Popen:

@@ -22,8 +22,7 @@ def test_partner_killed_mid_epoch_then_both_resume_to_the_uninterrupted_result(t
     data = preset("secretflow_bank")
     prepare_preset(data, tmp_path)
     port = free_port()
-    configs = write_configs(tmp_path, port=port, run_id="resume", extra=SETTINGS,
-                            )
+    configs = write_configs(tmp_path, port=port, run_id="resume", extra=SETTINGS)
     logs = {p: tmp_path / f"{p}-1.log" for p in configs}
     procs = {p: start(["train", "--config", str(c), "--quiet", "--set", "output.baselines=false"], log=logs[p])
              for p, c in configs.items()}
