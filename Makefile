@@ -25,7 +25,7 @@ demo: $(STAMP)
 	$(VENV)/bin/vsplit pilot bank-marketing
 
 lint: $(STAMP)
-	$(PY) -m ruff check vsplit datasets tests benchmarks
+	$(PY) -m ruff check vsplit datasets tests benchmarks tutorials
 
 test: $(STAMP) lint
 	$(PY) -m pytest

@@ -1,0 +1,169 @@
+"""The tutorials run, and they say what their runs show: tutorials/bank_marketing.py and two_party_demo.ipynb.
+
+Each claim the tutorial text makes about its figures is asserted here on the figures of a fresh run.
+"""
+
+from __future__ import annotations
+
+import functools
+import json
+import re
+import subprocess
+import sys
+from pathlib import Path
+
+import nbformat
+import pytest
+from jupyter_client import KernelManager
+from jupyter_client.kernelspec import KernelSpecManager
+from nbclient import NotebookClient
+
+from vsplit.datasets import preset
+
+TUTORIALS = Path(__file__).resolve().parents[1] / "tutorials"
+PNG_MAGIC = b"\x89PNG\r\n\x1a\n"
+# The script trains five models and runs the two-process pilot; the notebook trains two.
+pytestmark = pytest.mark.timeout(900)
+
+
+@functools.cache
+def bank_customers_the_partner_knows(split: str) -> int:
+    """Counted from the preset's tables, which only a test holding both parties' data can do."""
+    tables = getattr(preset("bank_marketing", seed=0), split)
+    return len(set(tables["bank"].customer_id) & set(tables["partner"].customer_id))
+
+
+# -- the bank-marketing script ------------------------------------------------------------------------------------
+@pytest.fixture(scope="module")
+def script(tmp_path_factory):
+    out = tmp_path_factory.mktemp("bank_marketing")
+    done = subprocess.run([sys.executable, str(TUTORIALS / "bank_marketing.py"), "--out", str(out)],
+                          cwd=out, capture_output=True, text=True, timeout=850)
+    assert done.returncode == 0, done.stdout[-2000:] + done.stderr[-4000:]
+    return {"figures": json.loads((out / "figures.json").read_text()), "stdout": done.stdout, "out": out}
+
+
+def test_split_model_beats_the_bank_alone_by_a_wide_margin(script):
+    metrics = script["figures"]["metrics"]
+    assert metrics["split"]["auc"] - metrics["label_party_only"]["auc"] >= 0.15
+    # without the leaking column the gain is smaller but still there
+    assert metrics["split_no_duration"]["auc"] - metrics["label_party_only"]["auc"] >= 0.05
+    assert metrics["split_no_duration"]["auc"] < metrics["split"]["auc"]
+
+
+def test_split_model_is_the_model_trained_on_pooled_data(script):
+    metrics = script["figures"]["metrics"]
+    assert metrics["split"]["auc"] == pytest.approx(metrics["centralized"]["auc"], abs=1e-6)
+
+
+def test_duration_alone_ranks_subscribers_better_than_the_realistic_model(script):
+    figures = script["figures"]
+    assert figures["data"]["duration_auc"] > figures["metrics"]["split_no_duration"]["auc"]
+
+
+def test_psi_finds_exactly_the_customers_both_parties_know(script):
+    psi = script["figures"]["psi"]
+    train, test = bank_customers_the_partner_knows("train"), bank_customers_the_partner_knows("test")
+    assert psi["train"]["intersection"] == train == 30743  # 85 % of the bank's 36,168 training customers
+    assert psi["test"]["intersection"] == test == 7687
+    assert psi["test"]["bank_learns_partner_size"] == 8591 and psi["test"]["partner_learns_bank_size"] == 9043
+
+
+def test_keys_are_checked_by_fingerprint_and_an_impostor_is_refused(script):
+    keys = script["figures"]["keys"]
+    assert keys["fingerprint_checked"] and keys["pinned_accepted"]
+    assert "not pinned here" in keys["impostor_refused"]
+    assert keys["fingerprints"]["bank"] in script["stdout"]
+
+
+def test_only_embeddings_and_gradients_cross_the_cut(script):
+    wire = script["figures"]["communication"]
+    assert set(wire["training_sent"]["partner"]) == {"Embeddings", "Ready"}
+    assert set(wire["training_sent"]["bank"]) == {"Gradients", "TrainingPlan", "EpochEnd"}
+    # 16 float32 numbers per customer and epoch, plus a little framing
+    assert 64 <= wire["embedding_bytes_per_customer_epoch"] < 66
+    assert wire["psi_intersection"] == bank_customers_the_partner_knows("train")
+
+
+def test_customers_the_partner_does_not_know_are_not_scored(script):
+    prediction = script["figures"]["prediction"]
+    unknown = 9043 - bank_customers_the_partner_knows("test")
+    assert prediction["unscored"] == unknown and prediction["scored"] == 9043 - unknown
+    assert f"{unknown} of 9043 customers" in prediction["warning"]
+
+
+def test_two_process_pilot_trains_the_same_model(script):
+    figures = script["figures"]
+    pilot = figures["pilot"]
+    assert pilot["auc"] == pytest.approx(figures["metrics"]["split"]["auc"], abs=1e-6)
+    assert pilot["psi_train_intersection"] == bank_customers_the_partner_knows("train")
+    assert Path(pilot["report"]).is_file()
+
+
+def test_secretflow_setting_reaches_their_quoted_auc(script):
+    sf = script["figures"]["secretflow_bank"]
+    assert sf["split"]["auc"] >= 0.88
+    assert sf["split"]["n_scored"] == 905  # their 20 % test split
+    assert sf["quoted"]["auc"] == 0.845 and sf["quoted"]["source"] == "SecretFlow bank-marketing SL tutorial"
+
+
+def test_script_draws_its_plot(script):
+    data = (script["out"] / "bank_marketing.png").read_bytes()
+    assert data.startswith(PNG_MAGIC) and len(data) > 20_000
+
+
+def test_code_shown_in_the_tutorial_is_the_code_that_runs():
+    """Each line of the Python blocks in bank_marketing.md is a line of bank_marketing.py."""
+    text = (TUTORIALS / "bank_marketing.md").read_text()
+    script_lines = {line.strip() for line in (TUTORIALS / "bank_marketing.py").read_text().splitlines()}
+    blocks = re.findall(r"```python\n(.*?)```", text, flags=re.S)
+    assert blocks
+    missing = [line for block in blocks for line in block.splitlines() if line.strip() not in script_lines]
+    assert not missing, missing
+
+
+# -- the notebook -------------------------------------------------------------------------------------------------
+def kernel_of_this_python(folder: Path) -> KernelManager:
+    """A kernel that runs this interpreter (the venv's), whatever kernelspecs the machine has installed."""
+    spec = folder / "vsplit-test-python"
+    spec.mkdir(parents=True)
+    argv = [sys.executable, "-m", "ipykernel_launcher", "-f", "{connection_file}"]
+    (spec / "kernel.json").write_text(json.dumps({"argv": argv, "display_name": "vsplit test", "language": "python"}))
+    specs = KernelSpecManager(kernel_dirs=[str(folder)])
+    # local sockets in our own folder rather than a TCP port
+    return KernelManager(kernel_name="vsplit-test-python", kernel_spec_manager=specs, transport="ipc",
+                         ip=str(folder / "ipc"))
+
+
+@pytest.fixture(scope="module")
+def notebook(tmp_path_factory):
+    folder = tmp_path_factory.mktemp("notebook")
+    nb = nbformat.read(TUTORIALS / "two_party_demo.ipynb", as_version=4)
+    figures = folder / "figures.json"
+    with pytest.MonkeyPatch.context() as env:
+        env.setenv("VSPLIT_NOTEBOOK_FIGURES", str(figures))
+        # raises CellExecutionError, naming the cell, if any cell fails
+        NotebookClient(nb, km=kernel_of_this_python(folder / "kernels"), timeout=600,
+                       resources={"metadata": {"path": str(TUTORIALS)}}).execute()
+    return {"nb": nb, "figures": json.loads(figures.read_text())}
+
+
+def test_notebook_is_committed_without_outputs():
+    nb = nbformat.read(TUTORIALS / "two_party_demo.ipynb", as_version=4)
+    nbformat.validate(nb)
+    code = [cell for cell in nb.cells if cell.cell_type == "code"]
+    assert code and all(not cell.outputs and cell.execution_count is None for cell in code)
+
+
+def test_notebook_runs_and_draws_its_plots(notebook):
+    assert notebook["figures"]["python"] == sys.executable
+    images = [out for cell in notebook["nb"].cells if cell.cell_type == "code" for out in cell.outputs
+              if "image/png" in out.get("data", {})]
+    assert len(images) == 2  # the loss curve and the ROC curves
+
+
+def test_notebook_figures_match_its_claims(notebook):
+    figures = notebook["figures"]
+    assert figures["intersection"] == figures["expected_intersection"] == bank_customers_the_partner_knows("train")
+    assert figures["split_auc"] - figures["bank_alone_auc"] >= 0.15
+    assert figures["unscored"] == 9043 - bank_customers_the_partner_knows("test")
