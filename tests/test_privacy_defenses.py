@@ -1,0 +1,206 @@
+"""Defenses cut what the attacks recover at a small utility cost, and switched off they change nothing at all."""
+
+from __future__ import annotations
+
+import math
+
+import numpy as np
+import pytest
+import torch
+
+from vsplit.errors import ConfigError
+from vsplit.estimator import SplitClassifier, TrainingHooks
+from vsplit.privacy import HijackMonitor, make_defense
+from vsplit.privacy.attacks import DirectionScoring, NormScoring
+from vsplit.privacy.audit import AuditData, run_once
+from vsplit.privacy.defenses import ClipNoise, EmbeddingNoise, NoPeek, names
+from vsplit.privacy.defenses.marvell import optimal_noise
+from vsplit.privacy.hooks import EmbeddingTap, merge_hooks
+from vsplit.privacy.synthetic import make_imbalanced_views, split_views
+from vsplit.protocol.training.hooks import StepInfo
+
+TRAINING = {"epochs": 20, "batch_size": 256, "lr": 3e-3}
+LABEL_ATTACKS, FEATURE_ATTACKS = ("label_leakage",), ("reconstruction",)
+
+
+@pytest.fixture(scope="module", autouse=True)
+def one_thread():
+    """These models are tiny: one thread is several times faster than two on a busy 2-core machine."""
+    before = torch.get_num_threads()
+    torch.set_num_threads(1)
+    yield
+    torch.set_num_threads(before)
+
+
+@pytest.fixture(scope="module")
+def data() -> AuditData:
+    train, test = split_views(make_imbalanced_views(4000, seed=0), seed=0)
+    return AuditData(name="synthetic", train=train, test=test, label_party="bank", label="y", positive_label=1)
+
+
+@pytest.fixture(scope="module")
+def baseline(data) -> dict:
+    return run_once(data, "none", seed=0, estimator=TRAINING, attacks=LABEL_ATTACKS + FEATURE_ATTACKS)
+
+
+@pytest.mark.parametrize("defense", ["clip_noise", "marvell"])
+def test_gradient_defenses_hide_labels_from_norm_and_direction_scoring(data, baseline, defense):
+    defended = run_once(data, defense, seed=0, estimator=TRAINING, attacks=LABEL_ATTACKS)
+    assert baseline["direction_leak_auc"] > 0.95
+    assert defended["norm_leak_auc"] <= 0.60
+    assert defended["direction_leak_auc"] <= 0.60
+    assert baseline["test_auc"] - defended["test_auc"] <= 0.015
+    assert defended["cost.noise_to_signal"] > 1
+
+
+@pytest.fixture(scope="module")
+def embedding_defended(data) -> dict:
+    defenses = ("embedding_noise", "nopeek")
+    return {d: run_once(data, d, seed=0, estimator=TRAINING, attacks=FEATURE_ATTACKS) for d in defenses}
+
+
+@pytest.mark.parametrize("defense", ["embedding_noise", "nopeek"])
+def test_embedding_defenses_stop_feature_reconstruction(baseline, embedding_defended, defense):
+    defended = embedding_defended[defense]
+    assert baseline["reconstruction_r2"] > 0.4
+    assert defended["reconstruction_r2"] <= 0.3
+    columns = [v for k, v in defended.items() if k.startswith("reconstruction_r2[")]
+    assert len(columns) == 6 and max(columns) <= 0.5
+    assert baseline["test_auc"] - defended["test_auc"] <= 0.015
+
+
+def test_only_nopeek_also_protects_the_embeddings_sent_for_scoring(baseline, embedding_defended):
+    assert embedding_defended["nopeek"]["reconstruction_r2_scoring"] <= 0.4 < baseline["reconstruction_r2_scoring"]
+    # training-time noise leaves the (clipped, noise-free) scoring embeddings as invertible as without a defense
+    assert embedding_defended["embedding_noise"]["reconstruction_r2_scoring"] > 0.6
+
+
+# -- switched off, a defense is not there ---------------------------------------------------------------------------
+
+SMALL = {"label_party": "bank", "label": "y", "epochs": 3, "batch_size": 128, "random_state": 3}
+
+
+@pytest.fixture(scope="module")
+def small():
+    return make_imbalanced_views(1200, seed=1)
+
+
+def parameters(clf: SplitClassifier) -> list[torch.Tensor]:
+    modules = [clf.label_party_.top, clf.label_party_.model, *(p.model for p in clf.feature_parties_.values())]
+    return [p.detach().clone() for m in modules if m is not None for p in m.parameters()]
+
+
+@pytest.fixture(scope="module")
+def plain(small) -> list[torch.Tensor]:
+    return parameters(SplitClassifier(**SMALL).fit(small))
+
+
+def assert_same(a: list[torch.Tensor], b: list[torch.Tensor]) -> None:
+    assert len(a) == len(b) and all(torch.equal(x, y) for x, y in zip(a, b, strict=True))
+
+
+OFF = [
+    "none",
+    "clip_noise:noise_multiplier=0,quantile=1",
+    "max_norm+marvell:power=0",
+    "marvell:power=0",
+    "label_dp:epsilon=inf",
+    "embedding_noise:noise_multiplier=0,clip=inf",
+    "nopeek:weight=0",
+]
+
+
+@pytest.mark.parametrize("config", OFF)
+def test_defense_switched_off_trains_exactly_the_undefended_model_with_attacks_watching(small, plain, config):
+    defense = make_defense(config.replace("max_norm+", ""))
+    assert not defense.active
+    watching = TrainingHooks(
+        observers={"partner": [NormScoring(), DirectionScoring(), HijackMonitor()]},
+        embedding_hooks={"partner": [EmbeddingTap()]},
+    )
+    hooks = merge_hooks(defense.hooks(feature_parties=["partner"], seed=0), watching)
+    assert_same(parameters(SplitClassifier(**SMALL, hooks=hooks).fit(small)), plain)
+
+
+@pytest.mark.parametrize(
+    "defense",
+    [
+        ClipNoise(noise_multiplier=0.0, quantile=1.0),
+        EmbeddingNoise(noise_multiplier=0.0, clip=math.inf),
+        NoPeek(weight=0),
+    ],
+    ids=["clip_noise", "embedding_noise", "nopeek"],
+)
+def test_off_hooks_attached_anyway_leave_every_parameter_bit_identical(small, plain, defense):
+    hooks = defense.build(feature_parties=["partner"], seed=0)  # bypass the "off: no hook" shortcut
+    assert_same(parameters(SplitClassifier(**SMALL, hooks=hooks).fit(small)), plain)
+
+
+# -- configuration, costs and guarantees ---------------------------------------------------------------------------
+
+
+def test_unknown_defense_names_the_valid_ones():
+    with pytest.raises(ConfigError, match="choose one of: clip_noise, embedding_noise"):
+        make_defense("dp_magic")
+    with pytest.raises(ConfigError, match="valid options: weight"):
+        make_defense("nopeek:alpha=2")
+    with pytest.raises(ConfigError, match="key=value"):
+        make_defense("nopeek:2")
+
+
+def test_secretflow_tutorial_settings_are_named_settings():
+    assert {"secretflow_embedding_dp", "secretflow_label_dp"} <= set(names())
+    embedding = make_defense("secretflow_embedding_dp")
+    assert (embedding.noise_multiplier, embedding.clip) == (0.5, 1.0)
+    label = make_defense("secretflow_label_dp")
+    assert label.epsilon == 64 and label.flip_probability < 1e-27
+    g = embedding.guarantee(n_train=1000, batch_size=100, epochs=10, delta=1e-5)
+    assert g is not None and g.epsilon > 50 and not g.formal  # far from a meaningful guarantee, and it says so
+
+
+def test_randomized_response_flips_at_its_rate_and_reports_a_formal_epsilon():
+    defense = make_defense("label_dp:epsilon=1")
+    transform = defense.hooks(feature_parties=["partner"], seed=0).label_transform
+    labels = (torch.arange(20_000) % 2).float()
+    flipped = float((transform(labels) != labels).float().mean())
+    assert abs(flipped - 1 / (1 + math.e)) < 0.01
+    assert defense.stats()["flipped_fraction"] == pytest.approx(flipped)
+    g = defense.guarantee(n_train=20_000, batch_size=256, epochs=5, delta=1e-5)
+    assert (g.epsilon, g.delta, g.formal) == (1.0, 0.0, True)
+
+
+def test_gaussian_accounting_tightens_with_more_noise():
+    eps = [
+        make_defense(f"embedding_noise:noise_multiplier={s},clip=1").guarantee(
+            n_train=1000, batch_size=100, epochs=10, delta=1e-5
+        ).epsilon
+        for s in (2, 8, 32)
+    ]
+    assert eps[0] > eps[1] > eps[2] > 0
+    assert make_defense("clip_noise").guarantee(n_train=1000, batch_size=100, epochs=10, delta=1e-5) is None
+    assert make_defense("clip_noise:clip_norm=0.1").guarantee(n_train=1, batch_size=1, epochs=1, delta=1e-5)
+
+
+def test_embedding_clipping_holds_at_scoring_but_noise_does_not():
+    hook = EmbeddingNoise(noise_multiplier=1.0, clip=1.0).hooks(feature_parties=["p"], seed=0).embedding_hooks["p"][0]
+    values = torch.full((4, 9), 3.0)
+    scoring = StepInfo(party="p", epoch=0, step=0, rows=None, training=False)
+    assert torch.equal(hook(values, scoring), hook(values, scoring))  # deterministic
+    assert torch.allclose(hook(values, scoring).norm(dim=1), torch.ones(4))
+    assert not torch.equal(hook(values, StepInfo(party="p", epoch=0, step=0, rows=None)), hook(values, scoring))
+
+
+def test_combined_defenses_bring_every_hook(small):
+    defense = make_defense("clip_noise+nopeek")
+    hooks = defense.hooks(feature_parties=["partner"], seed=0)
+    assert len(hooks.gradient_hooks) == 1 and "partner" in hooks.local_losses
+    SplitClassifier(**SMALL, hooks=hooks).fit(small)
+    assert {"clip_noise.noise_to_signal", "nopeek.distance_correlation"} <= set(defense.stats())
+
+
+def test_marvell_noise_stays_within_its_power_budget_and_needs_labels():
+    (a0, b0, a1, b1), _ = optimal_noise(v0=0.01, v1=0.2, gap2=1.0, dim=16, positive_share=0.1, power=4.0)
+    assert 0.9 * (a0 + 15 * b0) + 0.1 * (a1 + 15 * b1) <= 4.0 * 1.0001
+    hook = make_defense("marvell").hooks(feature_parties=["p"], seed=0).gradient_hooks[0]
+    with pytest.raises(ConfigError, match="labels"):
+        hook(torch.zeros(4, 2), StepInfo(party="p", epoch=0, step=0, rows=np.arange(4)))
