@@ -212,6 +212,7 @@ def _cross_checks(config: PartyConfig, folder: Path, *, check_files: bool) -> li
             errors.append(f"{key}: must be at least {low}, got {value}")
     if not 0 <= train.validation_fraction < 1:
         errors.append(f"train.validation_fraction: must be in [0, 1), got {train.validation_fraction}")
+    errors += _defense_checks(config)
     if check_files:
         if not (folder / data.path).is_file():
             errors.append(f"data.path: {folder / data.path} not found; point it at this party's CSV or Parquet file")
@@ -227,6 +228,23 @@ def _cross_checks(config: PartyConfig, folder: Path, *, check_files: bool) -> li
                     f"network.peers.{peer}: certificate not found at {folder / file}; ask {peer} for its certificate "
                     f"(they create it with `vsplit keys new --party {peer}`) and check its fingerprint out of band"
                 )
+    return errors
+
+
+def _defense_checks(config: PartyConfig) -> list[str]:
+    from vsplit.privacy.defenses import make_defense
+
+    errors = []
+    for i, text in enumerate(config.privacy.defenses):
+        try:
+            defense = make_defense(text)
+        except ConfigError as exc:
+            errors.append(f"privacy.defenses[{i}]: {exc}")
+            continue
+        wrong = {"label": "feature", "feature": "label"}[config.party.role]
+        if wrong in defense.side.split("+"):
+            errors.append(f"privacy.defenses[{i}]: {text!r} runs at the {wrong} party, not at this {config.party.role} "
+                          f"party; configure it in the {wrong} party's party.toml")
     return errors
 
 

@@ -77,6 +77,13 @@ class PsiSection:
 
 
 @dataclass(frozen=True)
+class PrivacySection:
+    #: defenses this party runs, as `vsplit privacy defenses` lists them (e.g. "clip_noise" at the label party,
+    #: "nopeek" or "embedding_noise" at a feature party); several are joined with "+" or listed
+    defenses: tuple[str, ...] = ()
+
+
+@dataclass(frozen=True)
 class NetworkSection:
     key: str
     cert: str
@@ -104,6 +111,7 @@ class PartyConfig:
     model: ModelSection = field(default_factory=ModelSection)
     train: TrainSection = field(default_factory=TrainSection)
     psi: PsiSection = field(default_factory=PsiSection)
+    privacy: PrivacySection = field(default_factory=PrivacySection)
     output: OutputSection = field(default_factory=OutputSection)
     #: the file the config came from (for resolving relative paths and error messages)
     source: str = ""

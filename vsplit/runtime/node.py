@@ -94,6 +94,7 @@ class PartyNode:
             label=config.data.label,
         )
         self.party = self._build_party(self.table)
+        self._hooks: Any = None
 
     # -- building ----------------------------------------------------------------------------------------------------
     def _settings(self) -> ModelSettings:
@@ -201,7 +202,9 @@ class PartyNode:
             proba = pump.run(self.party.scorer(pick, remote=remote, n_rows=len(rows)))
         else:
             assert pick is not None
-            pump.run(self.party.scorer(pick, label_party=self.peers[0]))
+            hooks = self._hooks if self._hooks is not None else self.defense_hooks()
+            pump.run(self.party.scorer(pick, label_party=self.peers[0],
+                                       embedding_hooks=hooks.embedding_hooks.get(self.name, ())))
             proba = None
         return Scored(table=table, ids=ids, rows=rows, proba=proba, psi=psi_summary(alignment))
 
@@ -233,10 +236,23 @@ class PartyNode:
             return PsiLabelParty(list(ids), partners=self.peers, config=config, policy=policy)
         return Partner(list(ids), label_party=self.peers[0], config=config, policy=policy)
 
+    def defense_hooks(self) -> Any:
+        """The training hooks of this party's configured defenses (``privacy.defenses``)."""
+        from vsplit.estimator import TrainingHooks
+        from vsplit.privacy.defenses import make_defense
+
+        texts = self.config.privacy.defenses
+        if not texts:
+            return TrainingHooks()
+        defense = make_defense("+".join(texts))
+        partners = self.peers if self.role == "label" else [self.name]
+        return defense.hooks(feature_parties=partners, seed=derive_seed(self.config.train.seed, "defense"))
+
     def _train(self, pump: Pump, rows: np.ndarray, checkpointing: tuple[int, Any, Any]) -> NodeResult:
         clock = EpochClock()
         callbacks = [TqdmProgress(desc=f"{self.name} epoch", disable=not self.progress), clock]
         last, restore, save = checkpointing
+        hooks = self._hooks = self.defense_hooks()
         if isinstance(self.party, LabelParty):
             t = self.config.train
             roles = self.party.make_roles(rows, validation_fraction=t.validation_fraction, seed=t.seed)
@@ -245,12 +261,14 @@ class PartyNode:
             width = self.config.model.embedding_width
             remote = {p: self.config.model.peer_widths.get(p, width) for p in self.peers}
             trainer = self.party.trainer(rows, remote=remote, plan=plan, patience=t.patience, callbacks=callbacks,
-                                         resume_epoch=last, restore=restore, on_epoch_end=save)
+                                         resume_epoch=last, restore=restore, on_epoch_end=save,
+                                         gradient_hooks=hooks.gradient_hooks, label_transform=hooks.label_transform)
             training = pump.run(trainer)
             return NodeResult(party=self.name, role=self.role, psi={}, history=training.history,
                               best_epoch=training.best_epoch, epoch_seconds=[round(s, 4) for s in clock.seconds])
         trainer = self.party.trainer(rows, label_party=self.peers[0], resume_epoch=last, restore=restore,
-                                     on_epoch_end=save)
+                                     on_epoch_end=save, embedding_hooks=hooks.embedding_hooks.get(self.name, ()),
+                                     local_loss=hooks.local_losses.get(self.name))
         pump.run(trainer)
         return NodeResult(party=self.name, role=self.role, psi={})
 
