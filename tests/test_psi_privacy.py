@@ -14,6 +14,7 @@ from vsplit.psi.messages import Ack, Blinded, Doubled, Hello, Selected
 
 BANK = [f"customer-{i:05d}@bank.example" for i in range(0, 60)]
 SHOP = [f"customer-{i:05d}@bank.example" for i in range(30, 90)]
+TELCO = [f"customer-{i:05d}@bank.example" for i in range(45, 120)]
 
 
 def forbidden_forms(value: str) -> list[bytes]:
@@ -38,22 +39,24 @@ class Recorder:
 
 
 @pytest.mark.parametrize("reveal", ["both", "label_party"])
-def test_no_raw_id_or_unsalted_hash_in_any_frame(reveal: str) -> None:
+@pytest.mark.parametrize("parties", [2, 3])
+def test_no_raw_id_or_unsalted_hash_in_any_frame(reveal: str, parties: int) -> None:
+    tables = {"bank": BANK, "shop": SHOP, "telco": TELCO}
+    tables = dict(list(tables.items())[:parties])
     tap = Recorder()
-    out = align_in_process(
-        {"bank": BANK, "shop": SHOP}, label_party="bank", config=PsiConfig(reveal=reveal), taps=[tap]
-    )
-    assert out["bank"].size == 30
+    out = align_in_process(tables, label_party="bank", config=PsiConfig(reveal=reveal), taps=[tap])
+    assert out["bank"].size == (30 if parties == 2 else 15)
     wire = b"".join(frame for *_, frame in tap.frames)
-    for value in {*BANK, *SHOP}:
+    everyone = {v for ids in tables.values() for v in ids}
+    for value in everyone:
         for form in forbidden_forms(value):
             assert form not in wire, f"{value!r} leaked"
     # Not even the salted hashes travel: only blinded values do.
-    hellos = {s: m for s, _, m, _ in tap.frames if isinstance(m, Hello)}
-    salt = session_salt(label_hello=hellos["bank"], partner_hello=hellos["shop"])
-    salted = curve.hash_to_u([v.encode() for v in {*BANK, *SHOP}], salt=salt, label=PsiConfig().label)
-    for row in salted:
-        assert row.tobytes() not in wire
+    hellos = {(s, to): m for s, to, m, _ in tap.frames if isinstance(m, Hello)}
+    for partner in list(tables)[1:]:
+        salt = session_salt(label_hello=hellos["bank", partner], partner_hello=hellos[partner, "bank"])
+        for row in curve.hash_to_u([v.encode() for v in everyone], salt=salt, label=PsiConfig().label):
+            assert row.tobytes() not in wire
 
 
 def test_values_from_two_sessions_over_the_same_ids_never_repeat() -> None:

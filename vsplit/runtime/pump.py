@@ -16,7 +16,7 @@ import time
 from collections.abc import Callable, Iterable
 from typing import Any
 
-from vsplit.errors import DataError, ProtocolError, RemoteAbort, TransportError, VsplitError
+from vsplit.errors import AlignmentError, DataError, ProtocolError, RemoteAbort, TransportError, VsplitError
 from vsplit.protocol.abort import Abort, AbortCode
 from vsplit.protocol.machine import Machine, Outgoing
 from vsplit.protocol.message import Message
@@ -154,9 +154,12 @@ class Pump:
 
 def code_for(exc: BaseException) -> AbortCode:
     """The abort code a peer is told for local error ``exc``."""
+    code = getattr(exc, "code", None)
+    if isinstance(exc, VsplitError) and code in AbortCode._value2member_map_:
+        return AbortCode(code)
     if isinstance(exc, ProtocolError):
-        return AbortCode(exc.code) if exc.code in AbortCode._value2member_map_ else AbortCode.PROTOCOL_VIOLATION
-    if isinstance(exc, DataError):
+        return AbortCode.PROTOCOL_VIOLATION
+    if isinstance(exc, (DataError, AlignmentError)):
         return AbortCode.BAD_DATA
     if isinstance(exc, TransportError):
         return AbortCode.TIMEOUT

@@ -81,7 +81,7 @@ def encode_parts(msg: Message, *, session: bytes, seq: int) -> list[bytes | memo
                 raise ProtocolError(f"{type(msg).__name__}.{name}: dtype {arr.dtype} cannot go on the wire", local=True)
             arr = arr.astype(DTYPES[name_of_dtype], copy=False)
             arrays.append([name, name_of_dtype, list(arr.shape)])
-            buffers.append(memoryview(arr).cast("B"))
+            buffers.append(memoryview(arr.reshape(-1)).cast("B"))  # reshape: a (0, n) array cannot be cast
         else:
             if isinstance(value, float) and not math.isfinite(value):
                 raise ProtocolError(f"{type(msg).__name__}.{name}: non-finite float", local=True)
