@@ -14,6 +14,8 @@ same IDs in the same order, and prints ONE JSON object::
      "bytes_sent": {...}, "party_seconds": {...}, "verified": true, ...}
 
 ``peak_rss_mb`` is, per party, the peak resident memory (VmHWM) of its main process plus that of its workers.
+``cpu_seconds`` (main process plus workers, per party) does not depend on other load: on an idle machine the wall
+time is about their sum divided by the cores; ``load_average_before`` shows whether something else was running.
 ``--vs-openmined`` also runs the ``openmined-psi`` package (P-256, one thread, client learns the intersection) on
 the same sets in a fresh process and adds its seconds and peak memory under ``"openmined"``.
 """
