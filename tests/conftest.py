@@ -5,6 +5,7 @@ from __future__ import annotations
 import numpy as np
 import pandas as pd
 import pytest
+import torch
 
 
 def make_views(n: int = 600, *, seed: int = 0, overlap: float = 0.9) -> dict[str, pd.DataFrame]:
@@ -26,3 +27,22 @@ def make_views(n: int = 600, *, seed: int = 0, overlap: float = 0.9) -> dict[str
 @pytest.fixture
 def views() -> dict[str, pd.DataFrame]:
     return make_views()
+
+
+@pytest.fixture(scope="module")
+def one_thread():
+    """Tiny models: one torch thread is several times faster than two on a busy 2-core machine."""
+    before = torch.get_num_threads()
+    torch.set_num_threads(1)
+    yield
+    torch.set_num_threads(before)
+
+
+@pytest.fixture(scope="module")
+def data():
+    """4,000 seeded, imbalanced customers split between a bank and a partner, for the privacy tests."""
+    from vsplit.privacy.audit import AuditData
+    from vsplit.privacy.synthetic import make_imbalanced_views, split_views
+
+    train, test = split_views(make_imbalanced_views(4000, seed=0), seed=0)
+    return AuditData(name="synthetic", train=train, test=test, label_party="bank", label="y", positive_label=1)

@@ -12,30 +12,18 @@ from vsplit.errors import ConfigError
 from vsplit.estimator import SplitClassifier, TrainingHooks
 from vsplit.privacy import HijackMonitor, make_defense
 from vsplit.privacy.attacks import DirectionScoring, NormScoring
-from vsplit.privacy.audit import AuditData, run_once
+from vsplit.privacy.audit import run_once
 from vsplit.privacy.defenses import ClipNoise, EmbeddingNoise, NoPeek, names
 from vsplit.privacy.defenses.marvell import optimal_noise
 from vsplit.privacy.hooks import EmbeddingTap, merge_hooks
-from vsplit.privacy.synthetic import make_imbalanced_views, split_views
+from vsplit.privacy.synthetic import make_imbalanced_views
 from vsplit.protocol.training.hooks import StepInfo
 
 TRAINING = {"epochs": 20, "batch_size": 256, "lr": 3e-3}
 LABEL_ATTACKS, FEATURE_ATTACKS = ("label_leakage",), ("reconstruction",)
 
 
-@pytest.fixture(scope="module", autouse=True)
-def one_thread():
-    """These models are tiny: one thread is several times faster than two on a busy 2-core machine."""
-    before = torch.get_num_threads()
-    torch.set_num_threads(1)
-    yield
-    torch.set_num_threads(before)
-
-
-@pytest.fixture(scope="module")
-def data() -> AuditData:
-    train, test = split_views(make_imbalanced_views(4000, seed=0), seed=0)
-    return AuditData(name="synthetic", train=train, test=test, label_party="bank", label="y", positive_label=1)
+pytestmark = pytest.mark.usefixtures("one_thread")
 
 
 @pytest.fixture(scope="module")
