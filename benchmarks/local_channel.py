@@ -14,7 +14,7 @@ import struct
 import threading
 
 from vsplit.errors import TransportError
-from vsplit.transport.channel import NothingYet
+from vsplit.transport.channel import take
 
 _LENGTH = struct.Struct("<I")
 _CLOSED = object()
@@ -41,12 +41,7 @@ class LocalSocketChannel:
     def recv(self, timeout: float | None) -> bytes | bytearray:
         if self._closed:
             raise TransportError("channel is closed")
-        try:
-            item = self._inbox.get(block=timeout != 0, timeout=timeout if timeout else None)
-        except queue.Empty:
-            if timeout == 0:
-                raise NothingYet from None
-            raise TransportError(f"no frame from the peer within {timeout} s") from None
+        item = take(lambda t: self._inbox.get(block=t != 0, timeout=t or None), timeout)
         if item is _CLOSED or isinstance(item, Exception):
             self._closed = True
             raise TransportError(f"the peer closed the channel ({item if item is not _CLOSED else 'EOF'})")

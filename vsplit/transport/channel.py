@@ -6,7 +6,13 @@ the mutual-TLS socket channel (one party per process or host). Protocol code nev
 
 from __future__ import annotations
 
-from typing import Protocol
+import queue
+from collections.abc import Callable
+from typing import Protocol, TypeVar
+
+from vsplit.errors import TransportError
+
+T = TypeVar("T")
 
 
 class Channel(Protocol):
@@ -27,3 +33,25 @@ class Channel(Protocol):
 
 class NothingYet(Exception):
     """Raised by ``recv(timeout=0)`` when no frame is waiting (a poll, not an error)."""
+
+
+def take(get: Callable[[float | None], T], timeout: float | None, *, peer: str = "the peer") -> T:
+    """Call ``get(timeout)`` (which raises :class:`queue.Empty`) with the channel semantics of ``recv``.
+
+    ``timeout=0`` polls and raises :class:`NothingYet`; a positive timeout that runs out raises
+    :class:`~vsplit.errors.TransportError`; ``None`` waits forever.
+
+    >>> q = queue.SimpleQueue(); q.put(b"x")
+    >>> take(lambda t: q.get(block=t != 0, timeout=t or None), 0)
+    b'x'
+    >>> take(lambda t: q.get(block=t != 0, timeout=t or None), 0)
+    Traceback (most recent call last):
+    ...
+    vsplit.transport.channel.NothingYet
+    """
+    try:
+        return get(timeout)
+    except queue.Empty:
+        if timeout == 0:
+            raise NothingYet from None
+        raise TransportError(f"no frame from {peer} within {timeout} s") from None

@@ -14,7 +14,7 @@ from __future__ import annotations
 import queue
 
 from vsplit.errors import TransportError
-from vsplit.transport.channel import NothingYet
+from vsplit.transport.channel import take
 
 _CLOSED = object()
 
@@ -35,12 +35,7 @@ class MemoryChannel:
     def recv(self, timeout: float | None) -> bytes:
         if self._closed:
             raise TransportError("channel is closed")
-        try:
-            item = self._inbox.get(block=timeout != 0, timeout=timeout if timeout else None)
-        except queue.Empty:
-            if timeout == 0:
-                raise NothingYet from None
-            raise TransportError(f"no frame from the peer within {timeout} s") from None
+        item = take(lambda t: self._inbox.get(block=t != 0, timeout=t or None), timeout)
         if item is _CLOSED:
             self._closed = True
             raise TransportError("the peer closed the channel")

@@ -33,7 +33,7 @@ from dataclasses import dataclass
 from typing import Protocol
 
 from vsplit.errors import ConfigError, TransportError
-from vsplit.transport.channel import NothingYet
+from vsplit.transport.channel import take
 from vsplit.transport.framing import DEFAULT_MAX_FRAME, HEARTBEAT, PREFIX_LIMIT, Deframer, prefix
 
 log = logging.getLogger(__name__)
@@ -227,12 +227,7 @@ class StreamChannel:
             raise TransportError(str(self._failure))
         if self._closed:
             raise TransportError(f"channel to {self.peer!r} is closed")
-        try:
-            item = self._inbox.get(timeout)
-        except queue.Empty:
-            if timeout == 0:
-                raise NothingYet from None
-            raise TransportError(f"no frame from {self.peer!r} within {timeout} s") from None
+        item = take(self._inbox.get, timeout, peer=repr(self.peer))
         if isinstance(item, TransportError):
             self._failure = item
             raise TransportError(str(item))
