@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-import json
+import math
 import struct
 from dataclasses import dataclass
 
@@ -39,6 +39,12 @@ class FuzzScalars(Message):
     name: str
     flag: bool
     count: int
+
+
+@message(0x7E12)
+@dataclass(frozen=True)
+class FuzzArray(Message):
+    values: np.ndarray
 
 
 def valid_frames() -> list[bytes]:
@@ -82,30 +88,30 @@ def mutated_frames(draw) -> bytes:
     return bytes(frame)
 
 
-json_values = st.recursive(
-    st.none() | st.booleans() | st.integers() | st.floats() | st.text(max_size=8),
-    lambda inner: st.lists(inner, max_size=4) | st.dictionaries(st.text(max_size=6), inner, max_size=4),
-    max_leaves=20,
-)
-
-
 @st.composite
 def frames_with_forged_metadata(draw) -> bytes:
-    """A valid header for a known type, then attacker-chosen JSON metadata and buffer bytes."""
-    type_code = draw(st.sampled_from([0x0001, 0x7E10, 0x7E11]))
-    names = ["values", "ids", "x"]
-    dtypes = ["float32", "float64", "int64", "float16", "object", "<f4", "bool", 3]
-    arrays = draw(st.lists(
-        st.tuples(st.sampled_from(names), st.sampled_from(dtypes),
-                  st.lists(st.integers(min_value=-2, max_value=2**41), max_size=5)).map(list),
-        max_size=3,
-    ))
-    scalars = draw(st.dictionaries(st.sampled_from(["step", "rate", "name", "flag", "count", "code", "zz"]),
-                                   json_values, max_size=5))
-    meta = draw(st.sampled_from([{"f": scalars, "a": arrays}, {"f": scalars}, [scalars], scalars]))
-    body = json.dumps(meta).encode()
-    header = codec.HEADER.pack(codec.MAGIC, codec.WIRE_VERSION, 0, type_code, 0, SESSION, 0, len(body))
-    return header + body + draw(st.binary(max_size=128))
+    """A valid header for a known type, then attacker-chosen meta fields (dtype codes, ranks, shapes, string
+    lengths, bool bytes, floats) and buffer bytes, or raw random meta bytes."""
+    type_code = draw(st.sampled_from([0x0001, FuzzBatch.type_code, FuzzScalars.type_code]))
+    if draw(st.booleans()):
+        meta = draw(st.binary(max_size=120))
+    elif type_code == FuzzBatch.type_code:
+        arrays = []
+        for _ in range(2):
+            ndim = draw(st.integers(min_value=0, max_value=6))
+            dims = draw(st.lists(st.integers(min_value=0, max_value=2**64 - 1), min_size=4, max_size=4))
+            arrays += [draw(st.integers(min_value=0, max_value=255)), ndim, *dims]
+        meta = struct.pack("<q" + "BB4Q" * 2, draw(st.integers(min_value=-(2**63), max_value=2**63 - 1)), *arrays)
+    elif type_code == FuzzScalars.type_code:
+        rate = draw(st.floats(allow_nan=True, allow_infinity=True))
+        text = draw(st.binary(max_size=12))
+        size = draw(st.sampled_from([len(text), len(text) + 1, 2**32 - 1, 0]))
+        meta = struct.pack("<dBq", rate, draw(st.integers(min_value=0, max_value=255)), 3) + struct.pack("<I", size)
+        meta += text
+    else:
+        meta = struct.pack("<q", draw(st.integers(min_value=-(2**63), max_value=2**63 - 1)))
+    header = codec.HEADER.pack(codec.MAGIC, codec.WIRE_VERSION, 0, type_code, 0, SESSION, 0, len(meta))
+    return header + meta + draw(st.binary(max_size=128))
 
 
 @settings(max_examples=400, deadline=None, suppress_health_check=[HealthCheck.too_slow])
@@ -128,21 +134,67 @@ def test_forged_metadata_never_crashes_the_decoder(frame):
     decodes_or_refuses(frame)
 
 
+def _frame(type_code: int, meta: bytes, body: bytes = b"") -> bytes:
+    header = codec.HEADER.pack(codec.MAGIC, codec.WIRE_VERSION, 0, type_code, 0, SESSION, 0, len(meta))
+    return header + meta + body
+
+
+def _scalars(rate: float = 0.5, flag: int = 1, text: bytes = b"bank", size: int | None = None) -> bytes:
+    size = len(text) if size is None else size
+    return _frame(FuzzScalars.type_code, struct.pack("<dBqI", rate, flag, 7, size) + text)
+
+
+def _batch(code: int = 0, ndim: int = 2, dims: tuple = (1, 1, 0, 0), body: bytes = b"\0" * 12) -> bytes:
+    ids = struct.pack("<BB4Q", 2, 1, 1, 0, 0, 0)  # int64, shape (1,)
+    return _frame(FuzzBatch.type_code, struct.pack("<q", 3) + struct.pack("<BB4Q", code, ndim, *dims) + ids, body)
+
+
 @pytest.mark.parametrize(
-    "scalars",
+    ("frame", "says"),
     [
-        '"rate":1' + "0" * 400 + ',"name":"x","flag":true,"count":1',  # an int too large for a float
-        '"rate":1.0,"name":"x","flag":true,"count":' + "9" * 5000,  # over Python's int-digits limit
-        '"rate":1e999,"name":"x","flag":true,"count":1',  # parses as infinity
-        '"rate":NaN,"name":"x","flag":true,"count":1',
+        (_scalars(rate=math.nan), "finite"),
+        (_scalars(rate=math.inf), "finite"),
+        (_scalars(flag=2), "bool"),
+        (_scalars(text=b"\xff\xfe"), "UTF-8"),
+        (_scalars(size=2**32 - 1), "past the metadata"),
+        (_scalars(size=3), "unexpected bytes"),
+        (_batch(code=200), "dtype code"),
+        (_batch(ndim=5), "rank"),
+        (_batch(dims=(1, 1, 7, 0)), "bad shape"),
+        (_batch(dims=(2**41, 1, 0, 0)), "bad shape"),
+        (_batch(dims=(1_000_000, 1_000_000, 0, 0)), "needs"),
+        (_batch(body=b"\0" * 13), "trailing bytes"),
+        (_batch(code=1, body=b"\0" * 16), "dtype float32"),  # float64 where the message wants float32
     ],
-    ids=["float-overflow", "huge-int-literal", "infinity", "nan"],
+    ids=["nan", "infinity", "bool-byte-2", "bad-utf8", "string-too-long", "meta-leftover", "dtype-code", "rank",
+         "dims-beyond-rank", "huge-dim", "shape-beyond-frame", "trailing", "wrong-dtype"],
 )
-def test_extreme_numbers_refused_as_protocol_errors(scalars):
-    body = ('{"f":{' + scalars + '},"a":[]}').encode()
-    header = codec.HEADER.pack(codec.MAGIC, codec.WIRE_VERSION, 0, FuzzScalars.type_code, 0, SESSION, 0, len(body))
-    with pytest.raises(ProtocolError):
-        codec.decode(header + body)
+def test_malformed_meta_refused_with_a_reason(frame, says):
+    with pytest.raises(ProtocolError, match=says):
+        codec.decode(frame)
+
+
+def test_the_forged_frames_helpers_build_valid_frames():
+    """The malformed cases above differ from a valid frame in one field only."""
+    assert codec.decode(_scalars())[1] == FuzzScalars(rate=0.5, name="bank", flag=True, count=7)
+    msg = codec.decode(_batch())[1]
+    assert msg.step == 3 and msg.values.shape == (1, 1) and msg.ids.tolist() == [0]
+
+
+def test_encode_refuses_what_the_wire_cannot_carry():
+    with pytest.raises(ProtocolError, match="wire type"):
+        codec.encode(FuzzScalars(rate=0.5, name="x", flag=True, count=2**63), session=SESSION, seq=0)
+    with pytest.raises(ProtocolError, match="non-finite"):
+        codec.encode(FuzzScalars(rate=math.inf, name="x", flag=True, count=1), session=SESSION, seq=0)
+    for values in (np.zeros((1, 1, 1, 1, 1), np.float32), np.zeros(2, np.float16), np.array(["x"])):
+        with pytest.raises(ProtocolError, match="cannot go on the wire"):
+            codec.encode(FuzzArray(values=values), session=SESSION, seq=0)
+
+
+def test_big_endian_arrays_are_sent_little_endian():
+    values = np.arange(6, dtype=">f4").reshape(2, 3)
+    frame = codec.encode(FuzzArray(values=values), session=SESSION, seq=0)
+    assert np.array_equal(codec.decode(frame)[1].values, values)
 
 
 def test_valid_frames_round_trip():

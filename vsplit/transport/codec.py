@@ -1,15 +1,22 @@
 """Turn messages into frames and back, without pickle.
 
-Theory of operation. A frame is a fixed 36-byte header, a small JSON object with the message's scalar fields and
-the dtype and shape of each array field, then the arrays' raw little-endian bytes, back to back::
+Theory of operation. A frame is a fixed 36-byte header, a small binary *meta* block with the message's scalar
+fields and each array's dtype and shape, then the arrays' raw little-endian bytes, back to back::
 
     magic "VS" | version u8 | flags u8 | type u16 | reserved u16 | session id 16 B | sequence u64 | meta length u32
-    meta (UTF-8 JSON, at most 64 KiB)
+    meta: fixed part | strings          (at most 64 KiB)
     array buffers
 
+The meta layout follows the message class's fields, so both sides know it from the type code alone (see
+:class:`Layout`): the *fixed part* packs every ``int`` (i64), ``float`` (f64), ``bool`` (u8, 0 or 1) field in
+declaration order, then per array a dtype code and a rank (u8 each) and four dimensions (u64 each, unused ones 0);
+then comes each ``str`` field as a u32 byte count and UTF-8 bytes. The fixed part is one ``struct`` call each way,
+which matters because a training step sends two frames and the codec's cost is paid on every one of them.
+
 Decoding checks every byte count against the declared shapes before it reads, accepts only a fixed set of dtypes,
-and builds the message through its own validating constructor. JSON is parsed, never evaluated, and nothing from a
-peer is ever unpickled. Stream channels add a 4-byte length prefix in front of each frame (see :mod:`.framing`).
+refuses non-finite floats, bools other than 0/1 and invalid UTF-8, and builds the message through its own
+validating constructor. Nothing from a peer is ever unpickled or evaluated. Stream channels add a 4-byte length
+prefix in front of each frame (see :mod:`.framing`).
 
 Example:
     >>> import numpy as np
@@ -22,10 +29,11 @@ Example:
 
 from __future__ import annotations
 
-import json
 import math
+import operator
 import struct
-from dataclasses import dataclass
+import sys
+from typing import NamedTuple
 
 import numpy as np
 
@@ -33,76 +41,146 @@ from vsplit.errors import ProtocolError
 from vsplit.protocol.message import Message, fields_of, lookup
 
 MAGIC = b"VS"
-#: Wire protocol version; a peer with another version is refused.
-WIRE_VERSION = 1
+#: Wire protocol version; a peer with another version is refused. 2: binary meta block (1 had JSON).
+WIRE_VERSION = 2
 HEADER = struct.Struct("<2sBBHH16sQI")
 HEADER_SIZE = HEADER.size
 MAX_META = 64 * 1024
 MAX_NDIM = 4
+MAX_DIM = 2**40
 SESSION_BYTES = 16
 
-#: Array dtypes allowed on the wire, by name; all little-endian.
+#: Array dtypes allowed on the wire, by name; all little-endian. The position in this table is the wire code.
 DTYPES: dict[str, np.dtype] = {
     name: np.dtype(name).newbyteorder("<")
     for name in ("float32", "float64", "int64", "int32", "uint32", "uint8", "bool")
 }
-_DTYPE_NAMES = {dtype: name for name, dtype in DTYPES.items()}
+_BY_CODE: tuple[np.dtype, ...] = tuple(DTYPES.values())
+_CODE_OF: dict[np.dtype, int] = {dtype: code for code, dtype in enumerate(_BY_CODE)}
+_NATIVE: tuple[np.dtype, ...] = tuple(dtype.newbyteorder("=") for dtype in _BY_CODE)
+_STR_LEN = struct.Struct("<I")
+_ZEROS = (0,) * MAX_NDIM
+_BIG_ENDIAN_HOST = sys.byteorder == "big"
+_SCALAR_CODES = {int: "q", float: "d", bool: "?"}
 
 
-@dataclass(frozen=True)
-class Header:
-    """The envelope of a frame: who, which run, which message, in what order."""
+class Header(NamedTuple):
+    """The envelope of a frame: which message, which run, in what order, and how long its meta block is."""
 
     version: int
     type_code: int
     session: bytes
     seq: int
+    meta_len: int
 
 
-def encode(msg: Message, *, session: bytes, seq: int) -> bytes:
-    """Encode ``msg`` as one frame for session ``session`` with sequence number ``seq``."""
-    return b"".join(encode_parts(msg, session=session, seq=seq))
+class Layout:
+    """The meta layout of one message class, computed once from its fields.
+
+    >>> from vsplit.protocol.abort import Abort
+    >>> layout_of(Abort).fixed.format
+    '<q'
+    """
+
+    def __init__(self, cls: type[Message]) -> None:
+        fields = fields_of(cls)
+        kinds = [kind for _, kind in fields if kind in _SCALAR_CODES]
+        self.cls = cls
+        self.name = cls.__name__
+        self.numbers = tuple(name for name, kind in fields if kind in _SCALAR_CODES)
+        self.floats = tuple(i for i, kind in enumerate(kinds) if kind is float)
+        self.bools = tuple(i for i, kind in enumerate(kinds) if kind is bool)
+        self.arrays = tuple(name for name, kind in fields if kind is np.ndarray)
+        self.strings = tuple(name for name, kind in fields if kind is str)
+        codes = "".join(_SCALAR_CODES[kind] for kind in kinds)
+        arrays = f"BB{MAX_NDIM}Q" * len(self.arrays)
+        self.fixed = struct.Struct("<" + codes + arrays)
+        #: header and fixed part in one struct, for the common case of a message without strings
+        self.head_and_fixed = struct.Struct(HEADER.format + codes + arrays)
+        self.head = (MAGIC, WIRE_VERSION, 0, cls.type_code, 0)
+        self.scalars = operator.attrgetter(*self.numbers) if len(self.numbers) > 1 else None
+        # decoding reads bools as plain bytes so that anything but 0 or 1 can be refused
+        self.fixed_in = struct.Struct("<" + codes.replace("?", "B") + arrays)
 
 
-def encode_parts(msg: Message, *, session: bytes, seq: int) -> list[bytes | memoryview]:
-    """Like :func:`encode` but as a list of buffers, so a socket can send them without joining."""
+_LAYOUTS: dict[type | int, Layout] = {}
+
+
+def layout_of(cls: type[Message]) -> Layout:
+    """The (cached) :class:`Layout` of message class ``cls``."""
+    layout = _LAYOUTS.get(cls)
+    if layout is None:
+        layout = _LAYOUTS[cls] = _LAYOUTS[cls.type_code] = Layout(cls)
+    return layout
+
+
+def encode(msg: Message, *, session: bytes, seq: int) -> bytearray:
+    """Encode ``msg`` as one frame for session ``session`` with sequence number ``seq``.
+
+    The frame is a new ``bytearray`` that the caller owns: decoding a writable frame hands out arrays that are views
+    of it instead of copies, which is what an in-memory channel wants.
+    """
+    return _join(encode_parts(msg, session=session, seq=seq))
+
+
+_join = bytearray().join
+
+
+def encode_parts(msg: Message, *, session: bytes, seq: int) -> list[bytes | np.ndarray]:
+    """Like :func:`encode` but as a list of buffers (header and meta, then each C-contiguous array), unjoined."""
     if len(session) != SESSION_BYTES:
         raise ProtocolError(f"session id must be {SESSION_BYTES} bytes", local=True)
-    scalars: dict[str, object] = {}
-    arrays: list[list[object]] = []
-    buffers: list[memoryview] = []
-    for name, kind in fields_of(type(msg)):
-        value = getattr(msg, name)
-        if kind is np.ndarray:
-            arr = np.ascontiguousarray(value)
-            dtype = arr.dtype.newbyteorder("<") if arr.dtype.byteorder not in ("|", "=", "<") else arr.dtype
-            name_of_dtype = _DTYPE_NAMES.get(np.dtype(dtype).newbyteorder("<"))
-            if name_of_dtype is None:
-                raise ProtocolError(f"{type(msg).__name__}.{name}: dtype {arr.dtype} cannot go on the wire", local=True)
-            arr = arr.astype(DTYPES[name_of_dtype], copy=False)
-            arrays.append([name, name_of_dtype, list(arr.shape)])
-            buffers.append(memoryview(arr.reshape(-1)).cast("B"))  # reshape: a (0, n) array cannot be cast
-        else:
-            if isinstance(value, float) and not math.isfinite(value):
-                raise ProtocolError(f"{type(msg).__name__}.{name}: non-finite float", local=True)
-            scalars[name] = value
-    meta = json.dumps({"f": scalars, "a": arrays}, separators=(",", ":")).encode()
+    layout = _LAYOUTS.get(type(msg)) or layout_of(type(msg))
+    numbers = list(layout.scalars(msg)) if layout.scalars else [getattr(msg, name) for name in layout.numbers]
+    for i in layout.floats:
+        if not math.isfinite(numbers[i]):
+            raise ProtocolError(f"{layout.name}.{layout.numbers[i]}: non-finite float", local=True)
+    buffers: list[bytes | np.ndarray] = [b""]
+    for name in layout.arrays:
+        arr = np.ascontiguousarray(getattr(msg, name))
+        code = _CODE_OF.get(arr.dtype)
+        if code is None:  # not little-endian already, or not allowed at all
+            code = _CODE_OF.get(arr.dtype.newbyteorder("<"))
+            if code is not None:
+                arr = arr.astype(_BY_CODE[code])
+        if code is None or arr.ndim > MAX_NDIM:
+            kind = f"a {arr.ndim}-d {arr.dtype} array"
+            raise ProtocolError(f"{layout.name}.{name}: {kind} cannot go on the wire", local=True)
+        numbers += (code, arr.ndim, *arr.shape, *_ZEROS[arr.ndim :])
+        buffers.append(arr)  # C-contiguous, so its buffer is its raw bytes in order
+    try:
+        if not layout.strings:
+            buffers[0] = layout.head_and_fixed.pack(*layout.head, session, seq, layout.fixed.size, *numbers)
+            return buffers
+        meta = b"".join([layout.fixed.pack(*numbers), *_encode_strings(msg, layout)])
+    except struct.error as exc:  # e.g. an int outside the 64-bit range the wire carries
+        raise ProtocolError(f"{layout.name}: a field does not fit its wire type ({exc})", local=True) from None
     if len(meta) > MAX_META:
-        raise ProtocolError(f"{type(msg).__name__}: header of {len(meta)} bytes is over {MAX_META}", local=True)
-    head = HEADER.pack(MAGIC, WIRE_VERSION, 0, msg.type_code, 0, session, seq, len(meta))
-    return [head, meta, *buffers]
+        raise ProtocolError(f"{layout.name}: header of {len(meta)} bytes is over {MAX_META}", local=True)
+    buffers[0] = HEADER.pack(MAGIC, WIRE_VERSION, 0, msg.type_code, 0, session, seq, len(meta)) + meta
+    return buffers
+
+
+def _encode_strings(msg: Message, layout: Layout) -> list[bytes]:
+    parts = []
+    for name in layout.strings:
+        text = getattr(msg, name).encode()
+        parts += (_STR_LEN.pack(len(text)), text)
+    return parts
 
 
 def decode_header(frame: bytes | bytearray | memoryview) -> Header:
     """Read and check only the fixed header of ``frame``."""
     if len(frame) < HEADER_SIZE:
         raise ProtocolError(f"frame of {len(frame)} bytes is shorter than the {HEADER_SIZE}-byte header")
-    magic, version, _flags, type_code, _reserved, session, seq, _meta_len = HEADER.unpack_from(frame, 0)
+    magic, version, _flags, type_code, _reserved, session, seq, meta_len = HEADER.unpack_from(frame, 0)
     if magic != MAGIC:
         raise ProtocolError("frame does not start with the vsplit magic bytes")
     if version != WIRE_VERSION:
         raise ProtocolError(f"peer speaks wire version {version}, this side speaks {WIRE_VERSION}; upgrade one side")
-    return Header(version=version, type_code=type_code, session=bytes(session), seq=seq)
+    if meta_len > MAX_META or HEADER_SIZE + meta_len > len(frame):
+        raise ProtocolError("frame header declares more metadata than the frame holds")
+    return Header(version, type_code, session, seq, meta_len)
 
 
 def decode(frame: bytes | bytearray | memoryview) -> tuple[Header, Message]:
@@ -111,81 +189,88 @@ def decode(frame: bytes | bytearray | memoryview) -> tuple[Header, Message]:
     Raises :class:`ProtocolError` for anything malformed; never allocates more than ``len(frame)`` for arrays.
     """
     header = decode_header(frame)
-    cls = lookup(header.type_code)
-    meta_len = HEADER.unpack_from(frame, 0)[-1]
-    if meta_len > MAX_META or HEADER_SIZE + meta_len > len(frame):
-        raise ProtocolError("frame header declares more metadata than the frame holds")
-    view = memoryview(frame)
-    try:
-        meta = json.loads(bytes(view[HEADER_SIZE : HEADER_SIZE + meta_len]), parse_constant=_no_constant)
-    except (ValueError, RecursionError) as exc:  # ValueError: also over-long int literals, NaN/Infinity
-        raise ProtocolError(f"frame metadata is not valid JSON ({exc.__class__.__name__})") from None
-    if not isinstance(meta, dict) or set(meta) != {"f", "a"}:
-        raise ProtocolError("frame metadata has the wrong layout")
-    scalars, arrays = meta["f"], meta["a"]
-    if not isinstance(scalars, dict) or not isinstance(arrays, list):
-        raise ProtocolError("frame metadata has the wrong layout")
-    expected = fields_of(cls)
-    array_names = [name for name, kind in expected if kind is np.ndarray]
-    if [a[0] if isinstance(a, list) and a else None for a in arrays] != array_names:
-        raise ProtocolError(f"{cls.__name__}: array fields {array_names} expected")
-    values: dict[str, object] = {}
-    for name, kind in expected:
-        if kind is np.ndarray:
-            continue
-        if name not in scalars:
-            raise ProtocolError(f"{cls.__name__}: field {name!r} missing")
-        value = scalars[name]
-        if kind is float and type(value) is int:
-            value = float(value) if abs(value) <= _MAX_FLOAT_INT else math.inf
-        if type(value) is not kind:
-            raise ProtocolError(f"{cls.__name__}: field {name!r} must be {kind.__name__}")
-        if kind is float and not math.isfinite(value):
-            raise ProtocolError(f"{cls.__name__}: field {name!r} must be a finite number")
-        values[name] = value
-    if len(scalars) != len(expected) - len(array_names):
-        raise ProtocolError(f"{cls.__name__}: unexpected fields in frame")
-    offset = HEADER_SIZE + meta_len
-    writable = view if not view.readonly else None
-    for entry in arrays:
-        values[entry[0]], offset = _read_array(cls.__name__, entry, frame, writable, offset)
+    return header, decode_body(header, frame)
+
+
+def decode_body(header: Header, frame: bytes | bytearray | memoryview) -> Message:
+    """Decode the message of a frame whose ``header`` :func:`decode_header` has already read and checked."""
+    layout = _LAYOUTS.get(header.type_code) or layout_of(lookup(header.type_code))
+    fixed = layout.fixed_in
+    offset = HEADER_SIZE + fixed.size
+    meta_end = HEADER_SIZE + header.meta_len
+    if offset > meta_end:
+        raise ProtocolError(f"{layout.name}: metadata of {header.meta_len} bytes is too short")
+    numbers = fixed.unpack_from(frame, HEADER_SIZE)
+    values: dict[str, object] = dict(zip(layout.numbers, numbers, strict=False))  # the rest describe arrays
+    if layout.floats or layout.bools:
+        _check_scalars(layout, values)
+    if layout.strings:
+        offset = _read_strings(layout, frame, offset, meta_end, values)
+    if offset != meta_end:
+        raise ProtocolError(f"{layout.name}: {meta_end - offset} unexpected bytes in the metadata")
+    if layout.arrays:
+        offset = _read_arrays(layout, numbers, frame, offset, values)
     if offset != len(frame):
-        raise ProtocolError(f"{cls.__name__}: {len(frame) - offset} trailing bytes after the declared arrays")
+        raise ProtocolError(f"{layout.name}: {len(frame) - offset} trailing bytes after the declared arrays")
     try:
-        return header, cls(**values)
+        return layout.cls(**values)
     except ProtocolError:
         raise
     except (TypeError, ValueError) as exc:
-        raise ProtocolError(f"{cls.__name__}: invalid field values ({exc})") from None
+        raise ProtocolError(f"{layout.name}: invalid field values ({exc})") from None
 
 
-_MAX_FLOAT_INT = int(np.finfo(np.float64).max)
+def _check_scalars(layout: Layout, values: dict[str, object]) -> None:
+    for i in layout.floats:
+        if not math.isfinite(values[layout.numbers[i]]):  # type: ignore[arg-type]
+            raise ProtocolError(f"{layout.name}: field {layout.numbers[i]!r} must be a finite number")
+    for i in layout.bools:
+        name = layout.numbers[i]
+        if values[name] not in (0, 1):
+            raise ProtocolError(f"{layout.name}: field {name!r} must be a bool (0 or 1)")
+        values[name] = values[name] == 1
 
 
-def _no_constant(name: str) -> float:
-    raise ValueError(f"{name} is not allowed on the wire")
+def _read_strings(
+    layout: Layout, frame: bytes | bytearray | memoryview, offset: int, meta_end: int, values: dict[str, object]
+) -> int:
+    for field in layout.strings:
+        if offset + 4 > meta_end:
+            raise ProtocolError(f"{layout.name}: metadata too short for field {field!r}")
+        (size,) = _STR_LEN.unpack_from(frame, offset)
+        if offset + 4 + size > meta_end:
+            raise ProtocolError(f"{layout.name}: field {field!r} runs past the metadata")
+        try:
+            values[field] = bytes(frame[offset + 4 : offset + 4 + size]).decode()
+        except UnicodeDecodeError:
+            raise ProtocolError(f"{layout.name}: field {field!r} is not valid UTF-8") from None
+        offset += 4 + size
+    return offset
 
 
-def _read_array(
-    owner: str, entry: list, frame: bytes | bytearray | memoryview, writable: memoryview | None, offset: int
-) -> tuple[np.ndarray, int]:
-    if len(entry) != 3:
-        raise ProtocolError(f"{owner}: malformed array descriptor")
-    name, dtype_name, shape = entry
-    dtype = DTYPES.get(dtype_name) if isinstance(dtype_name, str) else None
-    if dtype is None:
-        raise ProtocolError(f"{owner}.{name}: dtype {dtype_name!r} not allowed on the wire")
-    if (
-        not isinstance(shape, list)
-        or len(shape) > MAX_NDIM
-        or not all(type(n) is int and 0 <= n < 2**40 for n in shape)
-    ):
-        raise ProtocolError(f"{owner}.{name}: bad shape {shape!r}")
-    nbytes = math.prod(shape) * dtype.itemsize
-    if offset + nbytes > len(frame):
-        raise ProtocolError(f"{owner}.{name}: shape {shape} needs {nbytes} bytes, frame has {len(frame) - offset}")
-    source = writable if writable is not None else frame
-    arr = np.frombuffer(source, dtype=dtype, count=math.prod(shape), offset=offset).reshape(shape)
-    if writable is None:
-        arr = arr.copy()  # a writable array that owns its memory; the frame may be reused by the transport
-    return arr.astype(dtype.newbyteorder("="), copy=False), offset + nbytes
+def _read_arrays(
+    layout: Layout, numbers: tuple, frame: bytes | bytearray | memoryview, offset: int, values: dict[str, object]
+) -> int:
+    """Read the arrays the meta block describes from ``offset`` on; return the offset after the last one."""
+    readonly = memoryview(frame).readonly
+    pos = len(layout.numbers)
+    for name in layout.arrays:
+        code, ndim, dims = numbers[pos], numbers[pos + 1], numbers[pos + 2 : pos + 2 + MAX_NDIM]
+        pos += 2 + MAX_NDIM
+        if code >= len(_BY_CODE) or ndim > MAX_NDIM:
+            raise ProtocolError(f"{layout.name}.{name}: dtype code {code} / rank {ndim} not allowed on the wire")
+        if dims[ndim:] != _ZEROS[ndim:] or max(dims) >= MAX_DIM:
+            raise ProtocolError(f"{layout.name}.{name}: bad shape {dims} for rank {ndim}")
+        shape = dims[:ndim]
+        dtype = _BY_CODE[code]
+        count = math.prod(shape)
+        nbytes = count * dtype.itemsize
+        if offset + nbytes > len(frame):
+            have = len(frame) - offset
+            raise ProtocolError(f"{layout.name}.{name}: shape {shape} needs {nbytes} bytes, frame has {have}")
+        arr = np.ndarray(shape, dtype, frame, offset)  # a view of the frame's bytes
+        if readonly:
+            arr = arr.copy()  # a writable array that owns its memory
+        values[name] = arr.astype(_NATIVE[code]) if _BIG_ENDIAN_HOST else arr
+        offset += nbytes
+    return offset
