@@ -18,15 +18,13 @@ Example:
 
 from __future__ import annotations
 
-from dataclasses import dataclass
-from typing import Any, Protocol
+from typing import Any, NamedTuple, Protocol
 
 from vsplit.protocol.message import Message
 
 
-@dataclass(frozen=True)
-class Outgoing:
-    """A message to send, and the party to send it to."""
+class Outgoing(NamedTuple):
+    """A message to send, and the party to send it to (a named tuple: cheap, as two are built every step)."""
 
     to: str
     message: Message

@@ -39,13 +39,17 @@ def run_machines(pumps: dict[str, Pump], machines: dict[str, Machine]) -> dict[s
     """Run one machine per party to completion, polling the pumps in turn; return each machine's result."""
     for name, machine in machines.items():
         pumps[name].begin(machine)
-    while not all(m.done for m in machines.values()):
-        progressed = False
-        for name, machine in machines.items():
-            pump = pumps[name]
-            while not machine.done and pump.poll():
+    running = [(machine, pumps[name]) for name, machine in machines.items()]
+    while running:
+        progressed = finished = False
+        for machine, pump in running:  # one frame per party per round: a step's two frames, no empty polls
+            if machine.done:
+                finished = True
+            elif pump.poll():
                 progressed = True
-        if not progressed and not all(m.done for m in machines.values()):
+        if finished:
+            running = [(machine, pump) for machine, pump in running if not machine.done]
+        elif not progressed:
             waiting = sorted(n for n, m in machines.items() if not m.done)
             raise ProtocolError(f"in-process run stalled: {waiting} wait for messages nobody sends", local=True)
     return {name: m.result for name, m in machines.items()}

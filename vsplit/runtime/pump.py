@@ -56,15 +56,17 @@ class Pump:
     # -- sending ---------------------------------------------------------------------------------------------------
     def send(self, out: Outgoing) -> None:
         """Encode and send one message."""
-        channel = self.channels.get(out.to)
+        to, msg = out
+        channel = self.channels.get(to)
         if channel is None:
-            raise ProtocolError(f"{self.me}: no channel to party {out.to!r}", local=True)
-        frame = codec.encode(out.message, session=self.session, seq=self._sent_seq[out.to])
-        self._sent_seq[out.to] += 1
+            raise ProtocolError(f"{self.me}: no channel to party {to!r}", local=True)
+        seq = self._sent_seq[to]
+        frame = codec.encode(msg, session=self.session, seq=seq)
+        self._sent_seq[to] = seq + 1
         for tap in self.taps:
-            tap(self.me, out.to, out.message, frame)
+            tap(self.me, to, msg, frame)
         channel.send(frame)
-        self.stats.record("sent", out.to, type(out.message).__name__, len(frame))
+        self.stats.record("sent", to, type(msg).__name__, len(frame))
 
     def send_all(self, outgoing: Iterable[Outgoing]) -> None:
         """Send each message in order."""
@@ -84,13 +86,14 @@ class Pump:
                 f"{self.me}: frame {header.seq} from {peer!r} out of order "
                 f"(expected {self._recv_seq[peer]}): replayed or lost"
             )
-        _, msg = codec.decode(frame)
+        msg = codec.decode_body(header, frame)
         self._recv_seq[peer] += 1
         self.stats.record("received", peer, type(msg).__name__, len(frame))
         if isinstance(msg, Abort):
             raise RemoteAbort(f"{peer} aborted: {msg.reason} (code {msg.code})", code=msg.code)
         assert self.machine is not None, "deliver() needs a machine: call begin() first"
-        self.send_all(self.machine.receive(peer, msg))
+        for out in self.machine.receive(peer, msg):
+            self.send(out)
 
     def begin(self, machine: Machine) -> None:
         """Make ``machine`` current and send what it says first."""
@@ -106,7 +109,11 @@ class Pump:
                 frame = self.channels[peer].recv(timeout=0)
             except NothingYet:
                 continue
-            self.guard(lambda p=peer, f=frame: self.deliver(p, f))
+            try:
+                self.deliver(peer, frame)
+            except Exception as exc:
+                self._failed(exc)
+                raise
             return True
         return False
 
@@ -137,11 +144,13 @@ class Pump:
         """Run ``action``; on failure tell every peer an abort code and re-raise the local error."""
         try:
             return action()
-        except RemoteAbort:
-            raise
         except Exception as exc:
-            self.abort(code_for(exc))
+            self._failed(exc)
             raise
+
+    def _failed(self, exc: Exception) -> None:
+        if not isinstance(exc, RemoteAbort):  # the peer that aborted already told everyone
+            self.abort(code_for(exc))
 
     def abort(self, code: AbortCode) -> None:
         """Send ``Abort(code)`` to every peer, ignoring peers that are already gone."""
