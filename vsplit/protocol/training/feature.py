@@ -18,10 +18,11 @@ import torch
 from torch import nn
 
 from vsplit.errors import ProtocolError
+from vsplit.models.optim import clear_grads
 from vsplit.models.rng import PartyRng
 from vsplit.protocol.abort import AbortCode
 from vsplit.protocol.machine import Outgoing
-from vsplit.protocol.message import Message
+from vsplit.protocol.message import Message, all_finite
 from vsplit.protocol.training.hooks import EmbeddingHook, LocalLoss, Observer, StepInfo
 from vsplit.protocol.training.messages import EVAL, TRAIN, Embeddings, EpochEnd, Gradients, Ready, TrainingPlan
 from vsplit.protocol.training.plan import Plan
@@ -74,6 +75,7 @@ class FeatureTrainer:
         self.epoch = 0
         self.step = 0
         self._batches: list[np.ndarray] = []
+        self._index: list[torch.Tensor] = []
         self._pending: torch.Tensor | None = None
         self._pending_inputs: tuple[torch.Tensor, torch.Tensor] | None = None
         self._best: dict[str, Any] | None = None
@@ -92,10 +94,10 @@ class FeatureTrainer:
     def receive(self, sender: str, msg: Message) -> list[Outgoing]:
         if sender != self.label_party:
             raise ProtocolError(f"{self.name}: unexpected message from {sender!r}")
+        if self._state == "wait_grad" and type(msg) is Gradients:
+            return self._on_gradients(msg)
         if self._state == "wait_plan" and isinstance(msg, TrainingPlan):
             return self._on_plan(msg)
-        if self._state == "wait_grad" and isinstance(msg, Gradients):
-            return self._on_gradients(msg)
         if self._state == "wait_epoch_end" and isinstance(msg, EpochEnd):
             return self._on_epoch_end(msg)
         raise ProtocolError(f"{self.name}: {type(msg).__name__} not expected while in state {self._state}")
@@ -125,17 +127,19 @@ class FeatureTrainer:
         assert self.plan is not None
         self.epoch, self.step = epoch, 0
         self._batches = self.plan.batches(epoch)
+        self._index = [torch.from_numpy(rows) for rows in self._batches]  # torch indexes faster with its own tensors
         self.model.train()
         return self._send_batch()
 
     def _send_batch(self) -> list[Outgoing]:
-        rows = self._batches[self.step]
-        inputs = (self.cat[rows], self.num[rows])
-        info = StepInfo(party=self.name, epoch=self.epoch, step=self.step, rows=rows)
+        index = self._index[self.step]
+        inputs = (self.cat[index], self.num[index])
         with self.rng:
             embeddings = self.model(*inputs)
-            for hook in self.embedding_hooks:
-                embeddings = hook(embeddings, info)
+            if self.embedding_hooks:
+                info = StepInfo(party=self.name, epoch=self.epoch, step=self.step, rows=self._batches[self.step])
+                for hook in self.embedding_hooks:
+                    embeddings = hook(embeddings, info)
         self._pending, self._pending_inputs = embeddings, inputs
         self._state = "wait_grad"
         values = embeddings.detach().numpy()
@@ -147,20 +151,21 @@ class FeatureTrainer:
             raise ProtocolError(
                 f"{self.name}: gradient for epoch {msg.epoch} step {msg.step}, expected {self.epoch}/{self.step}"
             )
-        if msg.values.shape != tuple(self._pending.shape):
+        if msg.values.shape != self._pending.shape:
             shape = tuple(self._pending.shape)
             raise ProtocolError(f"{self.name}: gradient shape {msg.values.shape} != embeddings {shape}")
         grad = torch.from_numpy(msg.values)
-        if not np.isfinite(msg.values).all():
+        if not all_finite(msg.values):
             raise ProtocolError(f"{self.name}: received non-finite gradients")
-        info = StepInfo(party=self.name, epoch=self.epoch, step=self.step, rows=self._batches[self.step])
-        for observe in self.observers:
-            observe(grad, info)
-        self.optimizer.zero_grad(set_to_none=True)
-        with self.rng:
-            if self.local_loss is None:
-                self._pending.backward(grad)
-            else:
+        if self.observers:
+            info = StepInfo(party=self.name, epoch=self.epoch, step=self.step, rows=self._batches[self.step])
+            for observe in self.observers:
+                observe(grad, info)
+        clear_grads(self.optimizer)
+        if self.local_loss is None:
+            self._pending.backward(grad)  # back-propagation draws no random numbers: no need to swap in self.rng
+        else:
+            with self.rng:
                 extra = self.local_loss(self._pending_inputs, self._pending)
                 torch.autograd.backward([self._pending, extra], [grad, torch.ones_like(extra)])
         self.optimizer.step()

@@ -27,9 +27,10 @@ from torch import nn
 
 from vsplit.errors import ProtocolError
 from vsplit.metrics import roc_auc
+from vsplit.models.optim import clear_grads
 from vsplit.models.rng import PartyRng
 from vsplit.protocol.machine import Outgoing
-from vsplit.protocol.message import Message
+from vsplit.protocol.message import Message, all_finite
 from vsplit.protocol.training.hooks import GradientHook, StepInfo
 from vsplit.protocol.training.messages import EVAL, TRAIN, Embeddings, EpochEnd, Gradients, Ready
 from vsplit.protocol.training.plan import Plan
@@ -117,6 +118,7 @@ class LabelTrainer:
         self.restore = restore
         self.on_epoch_end = on_epoch_end
         self._batches: list[np.ndarray] = []
+        self._index: list[torch.Tensor] = []
         self._chunks = plan.eval_chunks()
         self._inbox: dict[str, deque[Embeddings]] = {p: deque() for p in self.remote}
         self._ready: dict[str, int] = {}
@@ -144,34 +146,34 @@ class LabelTrainer:
         if self.epoch >= self.plan.epochs or self.result.stopped_early:
             self._finish()
             return out
-        self._batches = self.plan.batches(self.epoch)
+        self._new_batches()
         self._set_train(True)
         return out + self._advance()
 
     def receive(self, sender: str, msg: Message) -> list[Outgoing]:
-        if sender not in self.remote:
+        width = self.remote.get(sender)
+        if width is None:
             raise ProtocolError(f"{self.name}: message from unknown party {sender!r}")
+        if type(msg) is Embeddings and self._started and not self.done:
+            if msg.values.shape[1] != width:
+                got = msg.values.shape[1]
+                raise ProtocolError(f"{self.name}: {sender!r} sent embeddings of width {got}, expected {width}")
+            self._inbox[sender].append(msg)
+            return self._advance()
         if isinstance(msg, Ready) and not self._started and sender not in self._ready:
             self._ready[sender] = msg.resume_epoch
             return self._begin() if len(self._ready) == len(self.remote) else []
-        if not isinstance(msg, Embeddings) or self.done or not self._started:
-            raise ProtocolError(f"{self.name}: {type(msg).__name__} from {sender!r} not expected now")
-        width = self.remote[sender]
-        if msg.values.shape[1] != width:
-            got = msg.values.shape[1]
-            raise ProtocolError(f"{self.name}: {sender!r} sent embeddings of width {got}, expected {width}")
-        self._inbox[sender].append(msg)
-        return self._advance()
+        raise ProtocolError(f"{self.name}: {type(msg).__name__} from {sender!r} not expected now")
 
     # -- the schedule ----------------------------------------------------------------------------------------------
     def _advance(self) -> list[Outgoing]:
         out: list[Outgoing] = []
         while not self.done:
             if self.step < len(self._batches):
-                got = self._take(TRAIN, 1)
-                if got is None:
+                batch = self._take_step()
+                if batch is None:
                     break
-                out += self._train_step({p: msgs[0] for p, msgs in got.items()})
+                out += self._train_step(batch)
             else:
                 got = self._take(EVAL, len(self._chunks))
                 if got is None:
@@ -179,10 +181,26 @@ class LabelTrainer:
                 out += self._end_epoch(got)
         return out
 
+    def _take_step(self) -> dict[str, Embeddings] | None:
+        """Pop every party's embeddings of the current training step once all are in (the per-step :meth:`_take`)."""
+        for queue in self._inbox.values():
+            if not queue:
+                return None
+        got = {}
+        for party, queue in self._inbox.items():
+            msg = got[party] = queue.popleft()
+            if msg.phase != TRAIN or msg.epoch != self.epoch or msg.step != self.step:
+                raise ProtocolError(
+                    f"{self.name}: {party!r} sent phase/epoch/step "
+                    f"{(msg.phase, msg.epoch, msg.step)}, expected {(TRAIN, self.epoch, self.step)}"
+                )
+        return got
+
     def _take(self, phase: int, count: int) -> dict[str, list[Embeddings]] | None:
         """Pop ``count`` messages of ``phase`` from every party once all are in; check they are the expected ones."""
-        if any(len(q) < count for q in self._inbox.values()):
-            return None
+        for queue in self._inbox.values():
+            if len(queue) < count:
+                return None
         got = {p: [q.popleft() for _ in range(count)] for p, q in self._inbox.items()}
         for party, msgs in got.items():
             for i, msg in enumerate(msgs):
@@ -194,30 +212,40 @@ class LabelTrainer:
                     )
         return got
 
+    def _new_batches(self) -> None:
+        self._batches = self.plan.batches(self.epoch)
+        self._index = [torch.from_numpy(rows) for rows in self._batches]  # torch indexes faster with its own tensors
+
     def _train_step(self, received: dict[str, Embeddings]) -> list[Outgoing]:
-        rows = self._batches[self.step]
+        index = self._index[self.step]
+        size = len(index)
         leaves = {}
         for party, msg in received.items():
-            if msg.values.shape[0] != len(rows):
-                raise ProtocolError(f"{self.name}: {party!r} sent {msg.values.shape[0]} rows, batch has {len(rows)}")
-            if not np.isfinite(msg.values).all():
+            if msg.values.shape[0] != size:
+                raise ProtocolError(f"{self.name}: {party!r} sent {msg.values.shape[0]} rows, batch has {size}")
+            if not all_finite(msg.values):
                 raise ProtocolError(f"{self.name}: {party!r} sent non-finite embeddings")
             leaves[party] = torch.from_numpy(msg.values).requires_grad_()
+        labels = self.labels[index]
         with self.rng:
-            embeddings = {name: model(cat[rows], num[rows]) for name, (model, (cat, num)) in self.local.items()}
+            embeddings = {name: model(cat[index], num[index]) for name, (model, (cat, num)) in self.local.items()}
             logits = self.top({**embeddings, **leaves})
-            loss = nn.functional.binary_cross_entropy_with_logits(logits, self.labels[rows])
-            self.optimizer.zero_grad(set_to_none=True)
+            loss = nn.functional.binary_cross_entropy_with_logits(logits, labels)
+            clear_grads(self.optimizer)
             loss.backward()
         self.optimizer.step()
         out = []
         for party, leaf in leaves.items():
             grad = leaf.grad
             assert grad is not None
-            info = StepInfo(party=party, epoch=self.epoch, step=self.step, rows=rows, labels=self.labels[rows])
-            for hook in self.gradient_hooks:
-                grad = hook(grad, info)
-            values = np.ascontiguousarray(grad.detach().numpy(), dtype=np.float32)
+            if self.gradient_hooks:
+                rows = self._batches[self.step]
+                info = StepInfo(party=party, epoch=self.epoch, step=self.step, rows=rows, labels=labels)
+                for hook in self.gradient_hooks:
+                    grad = hook(grad, info)
+                values = np.ascontiguousarray(grad.detach().numpy(), dtype=np.float32)
+            else:
+                values = grad.numpy()  # autograd's own gradient: contiguous float32 already
             out.append(Outgoing(party, Gradients(epoch=self.epoch, step=self.step, values=values)))
         value = float(loss.detach())
         self._losses.append(value)
@@ -262,7 +290,7 @@ class LabelTrainer:
         else:
             self.epoch += 1
             self.step = 0
-            self._batches = self.plan.batches(self.epoch)
+            self._new_batches()
             self._losses = []
         return out
 

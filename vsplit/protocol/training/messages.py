@@ -16,10 +16,12 @@ from dataclasses import dataclass
 
 import numpy as np
 
+from vsplit.errors import ProtocolError
 from vsplit.protocol.message import Message, message, require, require_array
 
 #: Embedding phases.
 TRAIN, EVAL, PREDICT = 0, 1, 2
+FLOAT32 = np.dtype("float32")
 #: Row roles in a plan.
 ROLE_TRAIN, ROLE_VALID, ROLE_UNUSED = 0, 1, 2
 
@@ -56,10 +58,13 @@ class Embeddings(Message):
     step: int
     values: np.ndarray
 
-    def __post_init__(self) -> None:
-        require(self.phase in (TRAIN, EVAL, PREDICT), f"unknown phase {self.phase}")
-        require(self.epoch >= 0 and self.step >= 0, "epoch and step must be non-negative")
-        require_array("values", self.values, dtype="float32", ndim=2)
+    def __post_init__(self) -> None:  # plain ifs: this runs twice per training step
+        if self.phase not in (TRAIN, EVAL, PREDICT):
+            raise ProtocolError(f"unknown phase {self.phase}")
+        if self.epoch < 0 or self.step < 0:
+            raise ProtocolError("epoch and step must be non-negative")
+        if type(self.values) is not np.ndarray or self.values.dtype != FLOAT32 or self.values.ndim != 2:
+            require_array("values", self.values, dtype=FLOAT32, ndim=2)  # raises, saying what is wrong
 
 
 @message(0x0103)
@@ -72,8 +77,10 @@ class Gradients(Message):
     values: np.ndarray
 
     def __post_init__(self) -> None:
-        require(self.epoch >= 0 and self.step >= 0, "epoch and step must be non-negative")
-        require_array("values", self.values, dtype="float32", ndim=2)
+        if self.epoch < 0 or self.step < 0:
+            raise ProtocolError("epoch and step must be non-negative")
+        if type(self.values) is not np.ndarray or self.values.dtype != FLOAT32 or self.values.ndim != 2:
+            require_array("values", self.values, dtype=FLOAT32, ndim=2)  # raises, saying what is wrong
 
 
 @message(0x0104)
