@@ -120,14 +120,6 @@ def encode(msg: Message, *, session: bytes, seq: int) -> bytearray:
     The frame is a new ``bytearray`` that the caller owns: decoding a writable frame hands out arrays that are views
     of it instead of copies, which is what an in-memory channel wants.
     """
-    return _join(encode_parts(msg, session=session, seq=seq))
-
-
-_join = bytearray().join
-
-
-def encode_parts(msg: Message, *, session: bytes, seq: int) -> list[bytes | np.ndarray]:
-    """Like :func:`encode` but as a list of buffers (header and meta, then each C-contiguous array), unjoined."""
     if len(session) != SESSION_BYTES:
         raise ProtocolError(f"session id must be {SESSION_BYTES} bytes", local=True)
     layout = _LAYOUTS.get(type(msg)) or layout_of(type(msg))
@@ -135,7 +127,7 @@ def encode_parts(msg: Message, *, session: bytes, seq: int) -> list[bytes | np.n
     for i in layout.floats:
         if not math.isfinite(numbers[i]):
             raise ProtocolError(f"{layout.name}.{layout.numbers[i]}: non-finite float", local=True)
-    buffers: list[bytes | np.ndarray] = [b""]
+    buffers: list[bytes | np.ndarray] = [b""]  # header and meta, then each array (C-contiguous: its raw bytes)
     for name in layout.arrays:
         arr = np.ascontiguousarray(getattr(msg, name))
         code = _CODE_OF.get(arr.dtype)
@@ -147,18 +139,21 @@ def encode_parts(msg: Message, *, session: bytes, seq: int) -> list[bytes | np.n
             kind = f"a {arr.ndim}-d {arr.dtype} array"
             raise ProtocolError(f"{layout.name}.{name}: {kind} cannot go on the wire", local=True)
         numbers += (code, arr.ndim, *arr.shape, *_ZEROS[arr.ndim :])
-        buffers.append(arr)  # C-contiguous, so its buffer is its raw bytes in order
+        buffers.append(arr)
     try:
         if not layout.strings:
             buffers[0] = layout.head_and_fixed.pack(*layout.head, session, seq, layout.fixed.size, *numbers)
-            return buffers
+            return _join(buffers)
         meta = b"".join([layout.fixed.pack(*numbers), *_encode_strings(msg, layout)])
     except struct.error as exc:  # e.g. an int outside the 64-bit range the wire carries
         raise ProtocolError(f"{layout.name}: a field does not fit its wire type ({exc})", local=True) from None
     if len(meta) > MAX_META:
         raise ProtocolError(f"{layout.name}: header of {len(meta)} bytes is over {MAX_META}", local=True)
     buffers[0] = HEADER.pack(MAGIC, WIRE_VERSION, 0, msg.type_code, 0, session, seq, len(meta)) + meta
-    return buffers
+    return _join(buffers)
+
+
+_join = bytearray().join
 
 
 def _encode_strings(msg: Message, layout: Layout) -> list[bytes]:

@@ -163,7 +163,7 @@ class FeatureTrainer:
                 observe(grad, info)
         clear_grads(self.optimizer)
         if self.local_loss is None:
-            self._pending.backward(grad)  # back-propagation draws no random numbers: no need to swap in self.rng
+            torch.autograd.backward(self._pending, grad)  # draws no random numbers: no need to swap in self.rng
         else:
             with self.rng:
                 extra = self.local_loss(self._pending_inputs, self._pending)
