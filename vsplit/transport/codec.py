@@ -74,6 +74,9 @@ class Header(NamedTuple):
     meta_len: int
 
 
+_new_tuple = tuple.__new__
+
+
 class Layout:
     """The meta layout of one message class, computed once from its fields.
 
@@ -175,7 +178,7 @@ def decode_header(frame: bytes | bytearray | memoryview) -> Header:
         raise ProtocolError(f"peer speaks wire version {version}, this side speaks {WIRE_VERSION}; upgrade one side")
     if meta_len > MAX_META or HEADER_SIZE + meta_len > len(frame):
         raise ProtocolError("frame header declares more metadata than the frame holds")
-    return Header(version, type_code, session, seq, meta_len)
+    return _new_tuple(Header, (version, type_code, session, seq, meta_len))  # Header(...) minus a Python call
 
 
 def decode(frame: bytes | bytearray | memoryview) -> tuple[Header, Message]:
