@@ -25,7 +25,7 @@ from vsplit.transport import codec
 from vsplit.transport.channel import Channel, NothingYet
 
 #: A tap sees every frame a party sends: ``tap(sender, recipient, message, frame)``.
-Tap = Callable[[str, str, Message, bytes], None]
+Tap = Callable[[str, str, Message, bytearray], None]
 
 
 class Pump:

@@ -106,14 +106,14 @@ class Layout:
         self.fixed_in = struct.Struct("<" + codes.replace("?", "B") + arrays)
 
 
-_LAYOUTS: dict[type | int, Layout] = {}
+_LAYOUTS: dict[type, Layout] = {}
 
 
 def layout_of(cls: type[Message]) -> Layout:
     """The (cached) :class:`Layout` of message class ``cls``."""
     layout = _LAYOUTS.get(cls)
     if layout is None:
-        layout = _LAYOUTS[cls] = _LAYOUTS[cls.type_code] = Layout(cls)
+        layout = _LAYOUTS[cls] = Layout(cls)
     return layout
 
 
@@ -192,7 +192,8 @@ def decode(frame: bytes | bytearray | memoryview) -> tuple[Header, Message]:
 
 def decode_body(header: Header, frame: bytes | bytearray | memoryview) -> Message:
     """Decode the message of a frame whose ``header`` :func:`decode_header` has already read and checked."""
-    layout = _LAYOUTS.get(header.type_code) or layout_of(lookup(header.type_code))
+    cls = lookup(header.type_code)  # the registered class, even if a module was reloaded since the layout was cached
+    layout = _LAYOUTS.get(cls) or layout_of(cls)
     fixed = layout.fixed_in
     offset = HEADER_SIZE + fixed.size
     meta_end = HEADER_SIZE + header.meta_len
