@@ -92,8 +92,7 @@ class Pump:
         if isinstance(msg, Abort):
             raise RemoteAbort(f"{peer} aborted: {msg.reason} (code {msg.code})", code=msg.code)
         assert self.machine is not None, "deliver() needs a machine: call begin() first"
-        for out in self.machine.receive(peer, msg):
-            self.send(out)
+        self.send_all(self.machine.receive(peer, msg))
 
     def begin(self, machine: Machine) -> None:
         """Make ``machine`` current and send what it says first."""

@@ -30,7 +30,6 @@ Example:
 from __future__ import annotations
 
 import math
-import operator
 import struct
 import sys
 from typing import NamedTuple
@@ -74,9 +73,6 @@ class Header(NamedTuple):
     meta_len: int
 
 
-_new_tuple = tuple.__new__
-
-
 class Layout:
     """The meta layout of one message class, computed once from its fields.
 
@@ -101,7 +97,6 @@ class Layout:
         #: header and fixed part in one struct, for the common case of a message without strings
         self.head_and_fixed = struct.Struct(HEADER.format + codes + arrays)
         self.head = (MAGIC, WIRE_VERSION, 0, cls.type_code, 0)
-        self.scalars = operator.attrgetter(*self.numbers) if len(self.numbers) > 1 else None
         # decoding reads bools as plain bytes so that anything but 0 or 1 can be refused
         self.fixed_in = struct.Struct("<" + codes.replace("?", "B") + arrays)
 
@@ -125,8 +120,8 @@ def encode(msg: Message, *, session: bytes, seq: int) -> bytearray:
     """
     if len(session) != SESSION_BYTES:
         raise ProtocolError(f"session id must be {SESSION_BYTES} bytes", local=True)
-    layout = _LAYOUTS.get(type(msg)) or layout_of(type(msg))
-    numbers = list(layout.scalars(msg)) if layout.scalars else [getattr(msg, name) for name in layout.numbers]
+    layout = layout_of(type(msg))
+    numbers = [getattr(msg, name) for name in layout.numbers]
     for i in layout.floats:
         if not math.isfinite(numbers[i]):
             raise ProtocolError(f"{layout.name}.{layout.numbers[i]}: non-finite float", local=True)
@@ -178,7 +173,7 @@ def decode_header(frame: bytes | bytearray | memoryview) -> Header:
         raise ProtocolError(f"peer speaks wire version {version}, this side speaks {WIRE_VERSION}; upgrade one side")
     if meta_len > MAX_META or HEADER_SIZE + meta_len > len(frame):
         raise ProtocolError("frame header declares more metadata than the frame holds")
-    return _new_tuple(Header, (version, type_code, session, seq, meta_len))  # Header(...) minus a Python call
+    return Header(version, type_code, session, seq, meta_len)
 
 
 def decode(frame: bytes | bytearray | memoryview) -> tuple[Header, Message]:
@@ -193,7 +188,7 @@ def decode(frame: bytes | bytearray | memoryview) -> tuple[Header, Message]:
 def decode_body(header: Header, frame: bytes | bytearray | memoryview) -> Message:
     """Decode the message of a frame whose ``header`` :func:`decode_header` has already read and checked."""
     cls = lookup(header.type_code)  # the registered class, even if a module was reloaded since the layout was cached
-    layout = _LAYOUTS.get(cls) or layout_of(cls)
+    layout = layout_of(cls)
     fixed = layout.fixed_in
     offset = HEADER_SIZE + fixed.size
     meta_end = HEADER_SIZE + header.meta_len

@@ -14,7 +14,7 @@ from __future__ import annotations
 import queue
 
 from vsplit.errors import TransportError
-from vsplit.transport.channel import NothingYet, take
+from vsplit.transport.channel import take
 
 _CLOSED = object()
 
@@ -35,13 +35,7 @@ class MemoryChannel:
     def recv(self, timeout: float | None) -> bytes:
         if self._closed:
             raise TransportError("channel is closed")
-        if timeout == 0:  # a poll, the in-process runtime's hot path: no helper calls
-            try:
-                item = self._inbox.get_nowait()
-            except queue.Empty:
-                raise NothingYet from None
-        else:
-            item = take(self._get, timeout)
+        item = take(self._get, timeout)
         if item is _CLOSED:
             self._closed = True
             raise TransportError("the peer closed the channel")

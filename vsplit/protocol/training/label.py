@@ -170,31 +170,16 @@ class LabelTrainer:
         out: list[Outgoing] = []
         while not self.done:
             if self.step < len(self._batches):
-                batch = self._take_step()
-                if batch is None:
+                got = self._take(TRAIN, 1)
+                if got is None:
                     break
-                out += self._train_step(batch)
+                out += self._train_step({p: msgs[0] for p, msgs in got.items()})
             else:
                 got = self._take(EVAL, len(self._chunks))
                 if got is None:
                     break
                 out += self._end_epoch(got)
         return out
-
-    def _take_step(self) -> dict[str, Embeddings] | None:
-        """Pop every party's embeddings of the current training step once all are in (the per-step :meth:`_take`)."""
-        for queue in self._inbox.values():
-            if not queue:
-                return None
-        got = {}
-        for party, queue in self._inbox.items():
-            msg = got[party] = queue.popleft()
-            if msg.phase != TRAIN or msg.epoch != self.epoch or msg.step != self.step:
-                raise ProtocolError(
-                    f"{self.name}: {party!r} sent phase/epoch/step "
-                    f"{(msg.phase, msg.epoch, msg.step)}, expected {(TRAIN, self.epoch, self.step)}"
-                )
-        return got
 
     def _take(self, phase: int, count: int) -> dict[str, list[Embeddings]] | None:
         """Pop ``count`` messages of ``phase`` from every party once all are in; check they are the expected ones."""

@@ -63,8 +63,7 @@ class Embeddings(Message):
             raise ProtocolError(f"unknown phase {self.phase}")
         if self.epoch < 0 or self.step < 0:
             raise ProtocolError("epoch and step must be non-negative")
-        if type(self.values) is not np.ndarray or self.values.dtype != FLOAT32 or self.values.ndim != 2:
-            require_array("values", self.values, dtype=FLOAT32, ndim=2)  # raises, saying what is wrong
+        require_array("values", self.values, dtype=FLOAT32, ndim=2)
 
 
 @message(0x0103)
@@ -79,8 +78,7 @@ class Gradients(Message):
     def __post_init__(self) -> None:
         if self.epoch < 0 or self.step < 0:
             raise ProtocolError("epoch and step must be non-negative")
-        if type(self.values) is not np.ndarray or self.values.dtype != FLOAT32 or self.values.ndim != 2:
-            require_array("values", self.values, dtype=FLOAT32, ndim=2)  # raises, saying what is wrong
+        require_array("values", self.values, dtype=FLOAT32, ndim=2)
 
 
 @message(0x0104)
