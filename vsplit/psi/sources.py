@@ -14,7 +14,7 @@ Example:
 
 from __future__ import annotations
 
-from collections.abc import Iterator, Sequence
+from collections.abc import Callable, Iterator, Sequence
 from pathlib import Path
 from typing import Protocol, runtime_checkable
 
@@ -67,14 +67,7 @@ class ParquetIds:
     def __init__(self, path: str | Path, *, column: str) -> None:
         import pyarrow.parquet as pq
 
-        self.path = Path(path)
-        self.column = column
-        self.name = f"{self.path.name}:{column}"
-        if not self.path.exists():
-            raise DataError(f"{self.path}: no such file; check the path of the ID table")
-        names = pq.read_schema(self.path).names
-        if column not in names:
-            raise DataError(f"{self.path}: no column {column!r}; the columns are {', '.join(names)}")
+        self.path, self.column, self.name = _id_column(path, column, lambda p: pq.read_schema(p).names)
 
     def batches(self, size: int) -> Iterator[Sequence[object]]:
         import pyarrow.parquet as pq
@@ -103,14 +96,7 @@ class CsvIds:
     def __init__(self, path: str | Path, *, column: str) -> None:
         import pandas as pd
 
-        self.path = Path(path)
-        self.column = column
-        self.name = f"{self.path.name}:{column}"
-        if not self.path.exists():
-            raise DataError(f"{self.path}: no such file; check the path of the ID table")
-        names = list(pd.read_csv(self.path, nrows=0).columns)
-        if column not in names:
-            raise DataError(f"{self.path}: no column {column!r}; the columns are {', '.join(names)}")
+        self.path, self.column, self.name = _id_column(path, column, lambda p: list(pd.read_csv(p, nrows=0).columns))
 
     def batches(self, size: int) -> Iterator[Sequence[object]]:
         import pandas as pd
@@ -136,3 +122,14 @@ def as_source(ids: Sequence[object] | IdSource, *, name: str = "ids") -> IdSourc
     if isinstance(ids, (str, bytes)):
         raise DataError(f"{name}: IDs must be a sequence of values, not one {type(ids).__name__}")
     return SequenceIds(ids, name=name)
+
+
+def _id_column(path: str | Path, column: str, columns_of: Callable[[Path], list[str]]) -> tuple[Path, str, str]:
+    """Check that ``path`` exists and has ``column``; return the path, the column and the source's display name."""
+    path = Path(path)
+    if not path.exists():
+        raise DataError(f"{path}: no such file; check the path of the ID table")
+    names = columns_of(path)
+    if column not in names:
+        raise DataError(f"{path}: no column {column!r}; the columns are {', '.join(names)}")
+    return path, column, f"{path.name}:{column}"
