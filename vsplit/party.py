@@ -29,6 +29,7 @@ from vsplit.models.optim import make_optimizer
 from vsplit.models.rng import PartyRng
 from vsplit.models.seeds import derive_seed
 from vsplit.models.tabular import TabularMLP
+from vsplit.models.tasks import binarise, detect_positive  # re-exported: moved to vsplit.models.tasks
 from vsplit.models.top import TopModel
 from vsplit.protocol.scoring import FeatureScorer, LabelScorer
 from vsplit.protocol.training import FeatureTrainer, LabelTrainer, Plan
@@ -283,28 +284,3 @@ class LabelParty(_Party):
             take = round(validation_fraction * len(members))
             roles[rng.permutation(members)[:take]] = ROLE_VALID
         return roles
-
-
-def detect_positive(labels: pd.Series, name: str) -> object:
-    """The positive class of a binary label column, or a :class:`DataError` asking for ``positive_label``."""
-    values = set(labels.dropna().unique().tolist())
-    for candidates in ({0, 1}, {False, True}, {"no", "yes"}, {"0", "1"}):
-        if values <= candidates and len(values) == 2:
-            return max(candidates) if candidates != {"no", "yes"} else "yes"
-    if len(values) != 2:
-        raise DataError(f"label {name!r} has {len(values)} distinct values; vsplit trains binary classifiers")
-    raise DataError(f"label {name!r} has values {sorted(map(str, values))}; set positive_label to the positive one")
-
-
-def binarise(labels: pd.Series, positive: object, name: str) -> torch.Tensor:
-    """0/1 float tensor of ``labels`` with ``positive`` as 1."""
-    if labels.isna().any():
-        raise DataError(f"label {name!r} has {int(labels.isna().sum())} missing values; drop those rows")
-    values = set(labels.unique().tolist())
-    if positive not in values and len(values) == 2:
-        raise DataError(
-            f"positive_label {positive!r} does not occur in label {name!r} (values {sorted(map(str, values))})"
-        )
-    if len(values) > 2:
-        raise DataError(f"label {name!r} has {len(values)} distinct values; vsplit trains binary classifiers")
-    return torch.from_numpy((labels.to_numpy() == positive).astype(np.float32))
