@@ -1,12 +1,15 @@
-"""Ready-made two-party splits of the bundled data sets: a "bank" that holds the label and a "partner".
+"""Ready-made splits of the bundled data sets: a "bank" that holds the label and a "partner" (``digits``: one party).
 
-Each preset splits the source table into train and test rows first, then partitions each split on its own (see
+Each two-party preset splits the source table into train and test rows first, then partitions each split on its own (see
 :func:`vsplit.datasets.partition.partition`). So train and test hold different customers, with disjoint IDs,
 and the partner knows only part of the bank's test customers as well: PSI has to run on both.
 
 Example:
     >>> PRESETS
-    ('bank_marketing', 'bank_marketing_no_duration', 'secretflow_bank', 'default_credit')
+    ('bank_marketing', 'bank_marketing_no_duration', 'secretflow_bank', 'default_credit', 'digits')
+
+``digits`` is scikit-learn's bundled copy of the UCI handwritten digits (8x8 images, 10 classes) held by one
+party, ``"client"``: for vanilla and U-shaped splits, where the other side (a server) holds no rows at all.
 """
 
 from __future__ import annotations
@@ -34,9 +37,10 @@ class Preset:
     Attributes:
         name: The preset's name, one of :data:`PRESETS`.
         description: Where the split comes from and what to watch out for.
-        label_party: The party holding the label (always ``"bank"``).
+        label_party: The party holding the label (``"bank"``; ``"client"`` for ``digits``).
         label: The label column, found only in the label party's tables.
-        positive_label: The label value of the positive class (``"yes"`` or ``1``).
+        positive_label: The label value of the positive class (``"yes"`` or ``1``); ``None`` for a multiclass
+            label (``digits``).
         id_column: The customer ID column, first in every table.
         train: Party name -> that party's training table.
         test: Party name -> that party's test table.
@@ -47,7 +51,7 @@ class Preset:
     description: str
     label_party: str
     label: str
-    positive_label: str | int
+    positive_label: str | int | None
     id_column: str
     train: dict[str, pd.DataFrame]
     test: dict[str, pd.DataFrame]
@@ -137,8 +141,16 @@ _RECIPES: dict[str, _Recipe] = {
     ),
 }
 
+DIGITS_PARTY, DIGITS_LABEL = "client", "digit"
+_DIGITS = (
+    "scikit-learn's bundled copy of the test set of UCI Optical Recognition of Handwritten Digits (1,797 8x8 "
+    "images, 10 classes, pixel counts 0..16): which digit is it? One party, the client, holds the pixels "
+    "px00..px63 (row-major) and the label; customer IDs d0000.. follow the image order. Stratified 80/20 split "
+    "by the seed. For vanilla and U-shaped splits (a server holds no rows); scale with scaling='standard'."
+)
+
 #: The preset names, in the order they are documented.
-PRESETS: tuple[str, ...] = tuple(_RECIPES)
+PRESETS: tuple[str, ...] = (*_RECIPES, "digits")
 
 
 def preset(name: str, *, seed: int = 0) -> Preset:
@@ -157,10 +169,12 @@ def preset(name: str, *, seed: int = 0) -> Preset:
         >>> p.parties, p.label, p.categorical["partner"]
         (('bank', 'partner'), 'default', ['SEX', 'EDUCATION', 'MARRIAGE'])
     """
-    if name not in _RECIPES:
+    if name not in PRESETS:
         raise ConfigError(f"unknown preset {name!r}; choose one of {', '.join(PRESETS)}")
     if isinstance(seed, bool) or not isinstance(seed, numbers.Integral) or not 0 <= seed < 2**32:
         raise ConfigError(f"seed must be an integer in [0, 2**32), got {seed!r}")
+    if name == "digits":
+        return _digits(int(seed))
     recipe = _RECIPES[name]
     source = load(recipe.source)
     for column in recipe.as_text:
@@ -192,6 +206,28 @@ def preset(name: str, *, seed: int = 0) -> Preset:
         test=test_tables,
         categorical={party: _categorical(table, skip=(ID_COLUMN, recipe.label))
                      for party, table in train_tables.items()},
+    )
+
+
+def _digits(seed: int) -> Preset:
+    """The ``digits`` preset: one party, the client, with pixels and label; stratified 80/20 split by ``seed``."""
+    from sklearn.datasets import load_digits  # bundled with scikit-learn: nothing is downloaded
+
+    images = load_digits()
+    table = pd.DataFrame(images.data.astype(np.float32), columns=[f"px{i:02d}" for i in range(64)])
+    table.insert(0, ID_COLUMN, [f"d{i:04d}" for i in range(len(table))])
+    table[DIGITS_LABEL] = images.target.astype(np.int64)
+    train, test = train_test_split(table, test_size=0.2, stratify=table[DIGITS_LABEL], random_state=seed)
+    return Preset(
+        name="digits",
+        description=_DIGITS,
+        label_party=DIGITS_PARTY,
+        label=DIGITS_LABEL,
+        positive_label=None,
+        id_column=ID_COLUMN,
+        train={DIGITS_PARTY: train.reset_index(drop=True)},
+        test={DIGITS_PARTY: test.reset_index(drop=True)},
+        categorical={DIGITS_PARTY: []},
     )
 
 

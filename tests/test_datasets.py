@@ -8,6 +8,7 @@ from pathlib import Path
 import numpy as np
 import pandas as pd
 import pytest
+import torch
 from sklearn.model_selection import train_test_split
 
 from vsplit import datasets
@@ -48,6 +49,7 @@ PRESET_COLUMNS = {
     ),
 }
 
+TWO_PARTY = [name for name in datasets.PRESETS if name != "digits"]
 SOURCE = {
     "bank_marketing": "bank_full",
     "bank_marketing_no_duration": "bank_full",
@@ -170,7 +172,7 @@ def test_build_stores_whole_number_floats_as_integers_and_refuses_fractions():
 # --- presets ---
 
 
-@pytest.mark.parametrize("name", datasets.PRESETS)
+@pytest.mark.parametrize("name", TWO_PARTY)
 def test_preset_gives_each_party_exactly_its_listed_columns(name):
     bank_columns, partner_columns = PRESET_COLUMNS[name]
     p = cached_preset(name)
@@ -183,7 +185,7 @@ def test_preset_gives_each_party_exactly_its_listed_columns(name):
     assert p.positive_label in set(p.train["bank"][p.label])
 
 
-@pytest.mark.parametrize("name", datasets.PRESETS)
+@pytest.mark.parametrize("name", TWO_PARTY)
 def test_preset_train_and_test_hold_different_customers(name):
     p = cached_preset(name)
     train_ids = ids(p.train["bank"]) | ids(p.train["partner"])
@@ -291,5 +293,59 @@ def test_bad_preset_arguments_are_rejected():
 def test_public_api_is_pinned():
     assert sorted(datasets.__all__) == ["DATASETS", "PRESETS", "Preset", "load", "partition", "preset"]
     assert datasets.PRESETS == (
-        "bank_marketing", "bank_marketing_no_duration", "secretflow_bank", "default_credit",
+        "bank_marketing", "bank_marketing_no_duration", "secretflow_bank", "default_credit", "digits",
     )
+
+
+# --- the one-party digits preset ---
+
+PIXELS = [f"px{i:02d}" for i in range(64)]
+
+
+def test_digits_preset_gives_the_client_ids_pixels_and_label():
+    p = cached_preset("digits")
+    assert p.parties == ("client",)
+    assert (p.label_party, p.label, p.positive_label, p.id_column) == ("client", "digit", None, "customer_id")
+    assert p.categorical == {"client": []}
+    for table in (p.train["client"], p.test["client"]):
+        assert list(table.columns) == ["customer_id", *PIXELS, "digit"]
+        assert (table[PIXELS].dtypes == np.float32).all()
+        assert table[PIXELS].min().min() >= 0 and table[PIXELS].max().max() <= 16
+        assert table["customer_id"].str.fullmatch(r"d\d{4}").all()
+    assert (len(p.train["client"]), len(p.test["client"])) == (1437, 360)
+
+
+def test_digits_train_and_test_hold_different_images_and_every_class():
+    from sklearn.datasets import load_digits
+
+    p = cached_preset("digits")
+    train, test = p.train["client"], p.test["client"]
+    assert ids(train).isdisjoint(ids(test))
+    assert len(ids(train) | ids(test)) == 1797
+    counts = np.bincount(load_digits().target)
+    for table in (train, test):
+        assert sorted(table["digit"].unique()) == list(range(10))
+        share = np.bincount(table["digit"], minlength=10) / len(table)
+        assert np.abs(share - counts / counts.sum()).max() < 0.01  # stratified
+
+
+def test_digits_ids_name_the_same_image_whatever_the_seed():
+    from sklearn.datasets import load_digits
+
+    images = load_digits()
+    for seed in (0, 7):
+        table = cached_preset("digits", seed).test["client"]
+        index = table["customer_id"].str[1:].astype(int).to_numpy()
+        np.testing.assert_array_equal(table[PIXELS].to_numpy(), images.data[index].astype(np.float32))
+        np.testing.assert_array_equal(table["digit"].to_numpy(), images.target[index])
+    assert ids(cached_preset("digits", 0).test["client"]) != ids(cached_preset("digits", 7).test["client"])
+
+
+def test_digits_pixels_go_through_standard_scaling():
+    from vsplit.data.preprocess import TablePreprocessor
+
+    p = cached_preset("digits")
+    prep = TablePreprocessor(scaling="standard").fit(p.train["client"][PIXELS])
+    cat, num = prep.transform(p.test["client"][PIXELS])
+    assert cat.shape == (360, 0) and num.shape == (360, 64)
+    assert bool(torch.isfinite(num).all())
