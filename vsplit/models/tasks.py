@@ -246,10 +246,12 @@ class Multiclass(_Scored):
         proba = np.asarray(predictions, dtype=np.float64)
         labels = list(range(proba.shape[1]))
         present = len(np.unique(y)) == len(labels)
+        clipped = np.clip(proba, 1e-7, 1.0)
+        clipped /= clipped.sum(1, keepdims=True)
         return {
             "accuracy": float(skm.accuracy_score(y, proba.argmax(1))),
             "macro_auc": float(skm.roc_auc_score(y, proba, multi_class="ovr", labels=labels)) if present else math.nan,
-            "log_loss": float(skm.log_loss(y, np.clip(proba, 1e-7, 1.0), labels=labels)),
+            "log_loss": float(skm.log_loss(y, clipped, labels=labels)),
         }
 
 
