@@ -4,11 +4,15 @@ The front doors: :class:`SplitClassifier` for notebooks (all parties in one proc
 for pilots (one process per organization over mutual TLS), :mod:`vsplit.datasets` for the bundled data and
 :mod:`vsplit.privacy` for attacks, defenses and audits.
 
+``import vsplit`` is light: the names that need PyTorch or pandas are imported on first use (see :mod:`vsplit.lazy`).
+
 Example:
     >>> import vsplit
     >>> sorted(vsplit.__all__)[:3]
     ['AlignmentError', 'AuthenticationError', 'CheckpointError']
 """
+
+from typing import TYPE_CHECKING
 
 from vsplit.errors import (
     AlignmentError,
@@ -21,10 +25,23 @@ from vsplit.errors import (
     TransportError,
     VsplitError,
 )
-from vsplit.estimator import SplitClassifier, TrainingHooks
-from vsplit.party import FeatureParty, LabelParty, ModelSettings
+from vsplit.lazy import lazy_attributes
 
 __version__ = "0.1.0"
+
+#: Public names imported on first use: name -> "module:attribute". Add new front doors here and to ``__all__``.
+_LAZY = {
+    "FeatureParty": "vsplit.party:FeatureParty",
+    "LabelParty": "vsplit.party:LabelParty",
+    "ModelSettings": "vsplit.party:ModelSettings",
+    "SplitClassifier": "vsplit.estimator:SplitClassifier",
+    "TrainingHooks": "vsplit.estimator:TrainingHooks",
+}
+__getattr__, __dir__ = lazy_attributes(__name__, _LAZY)
+
+if TYPE_CHECKING:  # for type checkers and IDEs only
+    from vsplit.estimator import SplitClassifier, TrainingHooks
+    from vsplit.party import FeatureParty, LabelParty, ModelSettings
 
 __all__ = [
     "AlignmentError",

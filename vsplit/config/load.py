@@ -232,17 +232,17 @@ def _cross_checks(config: PartyConfig, folder: Path, *, check_files: bool) -> li
 
 
 def _defense_checks(config: PartyConfig) -> list[str]:
-    from vsplit.privacy.defenses import make_defense
+    from vsplit.privacy.defenses import sides  # the light catalog: no PyTorch unless a defense has options
 
     errors = []
     for i, text in enumerate(config.privacy.defenses):
         try:
-            defense = make_defense(text)
+            used = sides(text)
         except ConfigError as exc:
             errors.append(f"privacy.defenses[{i}]: {exc}")
             continue
         wrong = {"label": "feature", "feature": "label"}[config.party.role]
-        if wrong in defense.side.split("+"):
+        if wrong in used:
             errors.append(f"privacy.defenses[{i}]: {text!r} runs at the {wrong} party, not at this {config.party.role} "
                           f"party; configure it in the {wrong} party's party.toml")
     return errors

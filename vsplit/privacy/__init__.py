@@ -7,23 +7,51 @@
 * :func:`audit`: runs training with each defense and every attack; an :class:`AuditReport` of utility and leakage.
 
 Example:
+    >>> from vsplit.privacy import make_defense
     >>> make_defense("label_dp:epsilon=1").guarantee(n_train=1000, batch_size=100, epochs=5, delta=1e-5).epsilon
     1.0
 """
 
-from vsplit.privacy.accounting import Guarantee
-from vsplit.privacy.attacks import (
-    DirectionScoring,
-    HijackMonitor,
-    NormScoring,
-    leak_auc,
-    model_completion,
-    reconstruct_features,
-)
-from vsplit.privacy.audit import ATTACKS, AuditData, audit, run_once
-from vsplit.privacy.defenses import DEFENSES, Defense, make_defense
-from vsplit.privacy.hooks import EmbeddingTap, merge_hooks
-from vsplit.privacy.report import AuditReport
+from typing import TYPE_CHECKING
+
+from vsplit.lazy import lazy_attributes
+
+#: Public names imported on first use (the attacks and defenses need PyTorch): name -> "module:attribute".
+_LAZY = {
+    "ATTACKS": "vsplit.privacy.audit:ATTACKS",
+    "AuditData": "vsplit.privacy.audit:AuditData",
+    "AuditReport": "vsplit.privacy.report:AuditReport",
+    "DEFENSES": "vsplit.privacy.defenses.registry:DEFENSES",
+    "Defense": "vsplit.privacy.defenses.registry:Defense",
+    "DirectionScoring": "vsplit.privacy.attacks:DirectionScoring",
+    "EmbeddingTap": "vsplit.privacy.hooks:EmbeddingTap",
+    "Guarantee": "vsplit.privacy.accounting:Guarantee",
+    "HijackMonitor": "vsplit.privacy.attacks:HijackMonitor",
+    "NormScoring": "vsplit.privacy.attacks:NormScoring",
+    "audit": "vsplit.privacy.audit:audit",
+    "leak_auc": "vsplit.privacy.attacks:leak_auc",
+    "make_defense": "vsplit.privacy.defenses.registry:make_defense",
+    "merge_hooks": "vsplit.privacy.hooks:merge_hooks",
+    "model_completion": "vsplit.privacy.attacks:model_completion",
+    "reconstruct_features": "vsplit.privacy.attacks:reconstruct_features",
+    "run_once": "vsplit.privacy.audit:run_once",
+}
+__getattr__, __dir__ = lazy_attributes(__name__, _LAZY)
+
+if TYPE_CHECKING:  # for type checkers and IDEs only
+    from vsplit.privacy.accounting import Guarantee
+    from vsplit.privacy.attacks import (
+        DirectionScoring,
+        HijackMonitor,
+        NormScoring,
+        leak_auc,
+        model_completion,
+        reconstruct_features,
+    )
+    from vsplit.privacy.audit import ATTACKS, AuditData, audit, run_once
+    from vsplit.privacy.defenses.registry import DEFENSES, Defense, make_defense
+    from vsplit.privacy.hooks import EmbeddingTap, merge_hooks
+    from vsplit.privacy.report import AuditReport
 
 #: The settings ``vsplit privacy audit`` runs when no ``--defense`` is given.
 DEFAULT_AUDIT_DEFENSES = (

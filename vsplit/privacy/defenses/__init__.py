@@ -1,33 +1,92 @@
-"""Defenses as plug-ins: a config string names one (see :data:`DEFENSES`); each reports its cost.
+"""Defenses as plug-ins: a config string names one (see :data:`CATALOG`); each reports its cost.
+
+The names, and the side each runs at, are listed here without importing any implementation, so loading a party
+config checks its defenses without importing PyTorch; :data:`DEFENSES`, :func:`make_defense` and the classes are
+imported on first use (from :mod:`vsplit.privacy.defenses.registry`, which checks that it agrees with the list).
 
 Example:
     >>> names()  # doctest: +NORMALIZE_WHITESPACE
     ['clip_noise', 'embedding_noise', 'label_dp', 'marvell', 'max_norm', 'none', 'nopeek',
      'secretflow_embedding_dp', 'secretflow_label_dp']
+    >>> sorted(sides("clip_noise+nopeek"))
+    ['feature', 'label']
+    >>> from vsplit.privacy.defenses import make_defense
     >>> make_defense("secretflow_embedding_dp").noise_multiplier
     0.5
 """
 
-import functools
+from typing import TYPE_CHECKING
 
-from vsplit.privacy.defenses.base import DEFENSES, Combined, Defense, NoDefense, make_defense
-from vsplit.privacy.defenses.embedding_noise import EmbeddingNoise
-from vsplit.privacy.defenses.gradient_noise import ClipNoise, MaxNorm
-from vsplit.privacy.defenses.label_dp import RandomizedResponse
-from vsplit.privacy.defenses.marvell import Marvell
-from vsplit.privacy.defenses.nopeek import NoPeek
+from vsplit.errors import ConfigError
+from vsplit.lazy import lazy_attributes
 
-# Named settings: SecretFlow's split-learning tutorial.
-DEFENSES.register("secretflow_embedding_dp")(functools.partial(EmbeddingNoise, noise_multiplier=0.5, clip=1.0))
-DEFENSES.register("secretflow_label_dp")(functools.partial(RandomizedResponse, epsilon=64.0))
+#: Every defense and named setting: name -> (the module under vsplit.privacy.defenses that defines it, the side
+#: that runs it: "label" for the label party, "feature" for each feature party).
+CATALOG: dict[str, tuple[str, str]] = {
+    "clip_noise": ("gradient_noise", "label"),
+    "embedding_noise": ("embedding_noise", "feature"),
+    "label_dp": ("label_dp", "label"),
+    "marvell": ("marvell", "label"),
+    "max_norm": ("gradient_noise", "label"),
+    "none": ("base", "label"),
+    "nopeek": ("nopeek", "feature"),
+    "secretflow_embedding_dp": ("registry", "feature"),
+    "secretflow_label_dp": ("registry", "label"),
+}
+
+_REGISTRY = "vsplit.privacy.defenses.registry"
+_LAZY = {
+    name: f"{_REGISTRY}:{name}"
+    for name in (
+        "DEFENSES", "ClipNoise", "Combined", "Defense", "EmbeddingNoise", "Marvell", "MaxNorm", "NoDefense", "NoPeek",
+        "RandomizedResponse", "make_defense",
+    )
+}
+__getattr__, __dir__ = lazy_attributes(__name__, _LAZY)
+
+if TYPE_CHECKING:  # for type checkers and IDEs only
+    from vsplit.privacy.defenses.registry import (
+        DEFENSES,
+        ClipNoise,
+        Combined,
+        Defense,
+        EmbeddingNoise,
+        Marvell,
+        MaxNorm,
+        NoDefense,
+        NoPeek,
+        RandomizedResponse,
+        make_defense,
+    )
 
 
 def names() -> list[str]:
     """Every registered defense and named setting."""
-    return DEFENSES.names()
+    return sorted(CATALOG)
+
+
+def sides(config: str) -> set[str]:
+    """The sides (``"label"``, ``"feature"``) that run the defenses of a config string such as ``"a+b:k=1"``.
+
+    Raises :class:`ConfigError` for an unknown name. Only a config with options (``name:key=value``) imports the
+    implementation, to check the options; a bare name is checked against :data:`CATALOG` alone.
+    """
+    found = set()
+    for part in config.split("+"):
+        name, _, options = part.partition(":")
+        entry = CATALOG.get(name.strip())
+        if entry is None:
+            raise ConfigError(f"unknown defense {name.strip()!r}; choose one of: {', '.join(names())}")
+        found.add(entry[1])
+        if options.strip():
+            from vsplit.privacy.defenses.registry import make_defense
+
+            make_defense(part)
+    return found
 
 
 __all__ = [
+    "CATALOG",
     "DEFENSES",
     "ClipNoise",
     "Combined",
@@ -40,4 +99,5 @@ __all__ = [
     "RandomizedResponse",
     "make_defense",
     "names",
+    "sides",
 ]

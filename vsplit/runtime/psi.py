@@ -1,6 +1,8 @@
-"""Front doors: align parties in one process, or run one party over a pump (one party per process or host).
+"""PSI front doors: align parties in one process, or run one party over a pump (one party per process or host).
 
-Both fill what a bare machine cannot know: the wall-clock seconds and the bytes the party's pump sent.
+Both fill what a bare machine cannot know: the wall-clock seconds and the bytes the party's pump sent. They live in
+the runtime because they drive the sans-IO machines of :mod:`vsplit.psi` over channels; :mod:`vsplit.psi` re-exports
+them lazily, so ``from vsplit.psi import align_in_process`` keeps working without the protocol importing the runtime.
 
 Example:
     >>> out = align_in_process({"bank": ["a", "b", "c"], "shop": ["b", "c", "d"], "telco": ["c", "b"]},
@@ -18,55 +20,16 @@ import os
 import time
 from collections.abc import Iterable, Mapping, Sequence
 
-from vsplit.errors import ConfigError, RemoteAbort
+from vsplit.errors import RemoteAbort
 from vsplit.protocol.machine import Machine
 from vsplit.psi.alignment import Alignment
 from vsplit.psi.config import PsiConfig
 from vsplit.psi.ids import IdPolicy
-from vsplit.psi.label import LabelParty
+from vsplit.psi.machines import psi_machines
 from vsplit.psi.parallel import Backend
-from vsplit.psi.partner import Partner
-from vsplit.psi.party import PartyMachine
 from vsplit.psi.sources import IdSource
 from vsplit.runtime.inprocess import connect, run_machines
 from vsplit.runtime.pump import Pump, Tap
-
-
-def psi_machines(
-    tables: Mapping[str, Sequence[object] | IdSource],
-    *,
-    label_party: str,
-    config: PsiConfig | None = None,
-    policies: Mapping[str, IdPolicy] | None = None,
-    backend: Backend | None = None,
-) -> dict[str, PartyMachine]:
-    """One PSI machine per party: a :class:`LabelParty` for ``label_party``, a :class:`Partner` for every other."""
-    if label_party not in tables:
-        raise ConfigError(f"psi label_party: {label_party!r} is not one of the parties {sorted(tables)}")
-    if len(tables) < 2:
-        raise ConfigError("psi: at least two parties are needed")
-    policies = policies or {}
-    config = config if config is not None else PsiConfig()
-    partners = [name for name in tables if name != label_party]
-    machines: dict[str, PartyMachine] = {
-        label_party: LabelParty(
-            tables[label_party],
-            partners=partners,
-            config=config,
-            policy=policies.get(label_party, IdPolicy()),
-            backend=backend,
-        )
-    }
-    for name in partners:
-        machines[name] = Partner(
-            tables[name],
-            label_party=label_party,
-            config=config,
-            policy=policies.get(name, IdPolicy()),
-            backend=backend,
-            parties=len(tables),
-        )
-    return machines
 
 
 def align_in_process(
