@@ -33,6 +33,16 @@ def test_a_users_own_task_object_is_used_as_it_is():
     assert make_task(own) is own
 
 
+def test_an_object_missing_task_methods_is_refused_by_name():
+    class Half:
+        name, primary, higher_is_better = "half", "auc", True
+
+        def loss(self, outputs, targets): ...
+
+    with pytest.raises(ConfigError, match="task Half lacks output_width, encode, encode_with, predict, metrics, score"):
+        make_task(Half())
+
+
 def test_binary_loss_is_bce_with_logits_on_squeezed_outputs():
     g = torch.Generator().manual_seed(0)
     logits, y = torch.randn(7, 1, generator=g), (torch.rand(7, generator=g) < 0.5).float()

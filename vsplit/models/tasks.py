@@ -63,6 +63,10 @@ class Task(Protocol):
 
 
 TASKS: Registry[type] = Registry("task")
+_MEMBERS = (
+    "name", "primary", "higher_is_better", "output_width", "encode", "encode_with", "loss", "predict", "metrics",
+    "score",
+)
 
 
 def make_task(name: str | Task) -> Task:
@@ -75,6 +79,12 @@ def make_task(name: str | Task) -> Task:
         vsplit.errors.ConfigError: unknown task 'ranking'; choose one of: binary, multiclass, regression
     """
     if not isinstance(name, str):
+        missing = [m for m in _MEMBERS if not hasattr(name, m)]
+        if missing:
+            raise ConfigError(
+                f"task {type(name).__name__} lacks {', '.join(missing)}; give it the members of "
+                "vsplit.models.tasks.Task or pass a name"
+            )
         return name
     return TASKS.get(name)()
 
