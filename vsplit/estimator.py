@@ -22,51 +22,30 @@ from __future__ import annotations
 import hashlib
 import time
 import warnings
-from collections.abc import Callable, Mapping, Sequence
-from dataclasses import dataclass, field
+from collections.abc import Mapping, Sequence
 from typing import Any
 
 import numpy as np
 import pandas as pd
-import torch
 from torch import nn
 
+from vsplit.app.local import run_sessions
+from vsplit.app.session import Schedule, score_session, train_session
 from vsplit.errors import ConfigError, DataError
-from vsplit.metrics import binary_metrics
-from vsplit.models.seeds import derive_seed
-from vsplit.party import FeatureParty, LabelParty, ModelSettings
-from vsplit.protocol.training import Plan
-from vsplit.protocol.training.hooks import EmbeddingHook, GradientHook, LocalLoss, Observer
+from vsplit.party import ComputeParty, FeatureParty, LabelParty, ModelSettings
+from vsplit.protocol.training.hooks import TrainingHooks
 from vsplit.psi import PsiConfig, align_in_process
 from vsplit.runtime.alignment import canonical_rows, plain_join
-from vsplit.runtime.inprocess import connect, run_machines
 from vsplit.runtime.progress import TqdmProgress
+from vsplit.topology.graph import Topology
 
 MODES = ("split", "label_party_only", "centralized")
-
-
-@dataclass(frozen=True)
-class TrainingHooks:
-    """What plugs into training without the training machines importing it.
-
-    Attributes:
-        gradient_hooks: at the label party, on each gradient before it is sent (defenses).
-        embedding_hooks: per feature party, on its embeddings before they are sent (defenses); also at validation
-            and scoring, with ``info.training`` False.
-        observers: per feature party, callbacks that see each gradient it received (attacks, monitors).
-        local_losses: per feature party, an extra loss on its own embeddings (e.g. NoPeek).
-        label_transform: at the label party, maps the aligned training labels (e.g. randomized response).
-    """
-
-    gradient_hooks: Sequence[GradientHook] = ()
-    embedding_hooks: Mapping[str, Sequence[EmbeddingHook]] = field(default_factory=dict)
-    observers: Mapping[str, Sequence[Observer]] = field(default_factory=dict)
-    local_losses: Mapping[str, LocalLoss] = field(default_factory=dict)
-    label_transform: Callable[[torch.Tensor], torch.Tensor] | None = None
+KINDS = ("vertical", "vanilla", "u_shaped")
+__all__ = ["KINDS", "MODES", "SplitClassifier", "TrainingHooks"]
 
 
 class SplitClassifier:
-    """Binary classifier trained by vertical split learning across parties held as separate DataFrames.
+    """A model trained by split learning across parties held as separate DataFrames (vertical by default).
 
     Args:
         label_party: name of the party (key of ``views``) that holds the label.
@@ -87,6 +66,15 @@ class SplitClassifier:
         hooks: defenses, attacks and monitors plugged into training (see :class:`TrainingHooks`).
         callbacks: objects with ``on_step(epoch, step, steps, loss)`` and/or ``on_epoch(record)``, told about
             training progress at the label party (e.g. :class:`~vsplit.runtime.progress.EpochClock`).
+        topology: ``"vertical"`` (default: every view a party, bottoms joined by the label party's top),
+            ``"vanilla"`` (one client view with the features, the label party holds the labels and the layers
+            after the cut), ``"u_shaped"`` (one view with features and labels; a compute party ``server`` runs
+            the middle), or a :class:`~vsplit.topology.Topology` of your own.
+        server: the compute party's name in a U-shaped split.
+        task: ``"binary"`` (default), ``"multiclass"``, ``"regression"`` or a task object
+            (:mod:`vsplit.models.tasks`).
+        segments: modules of your own by segment name (e.g. ``{"head": ImageHead(), "middle": ...}``); source
+            segments are called ``module(cat, num)``, see :mod:`vsplit.models.segments`.
     """
 
     def __init__(
@@ -118,7 +106,15 @@ class SplitClassifier:
         progress: bool = False,
         hooks: TrainingHooks | None = None,
         callbacks: Sequence[Any] = (),
+        topology: str | Topology = "vertical",
+        server: str = "server",
+        task: Any = "binary",
+        segments: Mapping[str, nn.Module] | None = None,
     ) -> None:
+        self.topology = topology
+        self.server = server
+        self.task = task
+        self.segments = segments
         self.label_party = label_party
         self.label = label
         self.id_column = id_column
@@ -170,147 +166,178 @@ class SplitClassifier:
         categorical = dict(self.categorical or {})
         models = dict(self.models or {})
         self.label_party_ = LabelParty(
-            self.label_party,
-            views[self.label_party],
-            label=self.label,
-            id_column=self.id_column,
-            positive_label=self.positive_label,
-            settings=settings,
-            categorical=categorical.get(self.label_party),
-            model=models.get(self.label_party),
-            seed=self.random_state,
+            self.label_party, views[self.label_party], label=self.label, id_column=self.id_column,
+            positive_label=self.positive_label, settings=settings, categorical=categorical.get(self.label_party),
+            model=models.get(self.label_party), seed=self.random_state, task=self.task,
         )
         partners = [name for name in views if name != self.label_party]
         self.feature_parties_ = {
-            name: FeatureParty(
-                name,
-                views[name],
-                id_column=self.id_column,
-                label=self.label,
-                settings=settings,
-                categorical=categorical.get(name),
-                model=models.get(name),
-                seed=self.random_state,
-            )
+            name: FeatureParty(name, views[name], id_column=self.id_column, label=self.label, settings=settings,
+                               categorical=categorical.get(name), model=models.get(name), seed=self.random_state)
             for name in partners
         }
+        self.topology_ = self._topology(partners)
+        extra = set(self.topology_.parties) - set(views)
+        self.compute_parties_ = {n: ComputeParty(n, settings=settings, seed=self.random_state) for n in extra}
+        for seg, module in (self.segments or {}).items():
+            self._party(self.topology_.segment(seg).owner).segment_models[seg] = module
         if self.mode == "label_party_only" and not self.label_party_.has_features:
             raise DataError(f"{self.label_party}: has no feature columns, so there is no label-party-only model")
-        self.rows_ = self._align(self._ids())
-        label_rows = self.rows_[self.label_party]
-        roles = self.label_party_.make_roles(
-            label_rows, validation_fraction=self.validation_fraction, seed=self.random_state
-        )
-        plan = Plan(
-            epochs=self.epochs,
-            batch_size=self.batch_size,
-            seed=derive_seed(self.random_state, "schedule") % 2**31,
-            roles=roles,
-        )
+        holders = self.topology_.row_holders() if self.mode != "label_party_only" else (self.label_party,)
+        self.rows_ = self._align({n: self._party(n).ids for n in holders})
+        run = self._run_topology()
         callbacks = [*([TqdmProgress(desc=self.mode)] if self.progress else []), *self.callbacks]
         hooks = self.hooks or TrainingHooks()
-        machines: dict[str, Any] = {}
-        remote = {}
-        extra_local = {}
-        if self.mode == "split":
-            for name, party in self.feature_parties_.items():
-                machines[name] = party.trainer(
-                    self.rows_[name],
-                    label_party=self.label_party,
-                    embedding_hooks=hooks.embedding_hooks.get(name, ()),
-                    observers=hooks.observers.get(name, ()),
-                    local_loss=hooks.local_losses.get(name),
-                )
-                remote[name] = self.embedding_width
-        elif self.mode == "centralized":
-            extra_local = {n: (p.model, p.rows_of(self.rows_[n])) for n, p in self.feature_parties_.items()}
-        machines[self.label_party] = self.label_party_.trainer(
-            label_rows,
-            remote=remote,
-            plan=plan,
-            extra_local=extra_local,
-            patience=self.patience,
-            callbacks=callbacks,
-            gradient_hooks=hooks.gradient_hooks if self.mode == "split" else (),
-            label_transform=hooks.label_transform,
-        )
-        self.pumps_ = connect(list(machines), session=self._session("fit"))
-        results = run_machines(self.pumps_, machines)
-        self.result_ = results[self.label_party]
+        if self.mode != "split":
+            hooks = TrainingHooks(label_transform=hooks.label_transform)
+        schedule = Schedule(epochs=self.epochs, batch_size=self.batch_size,
+                            validation_fraction=self.validation_fraction, patience=self.patience,
+                            seed=self.random_state)
+        sessions = {}
+        for name in run.parties:
+            party = self._party(name)
+            sessions[name] = train_session(
+                party, run, schedule=schedule, hooks=hooks, rows=self.rows_.get(name),
+                callbacks=callbacks if name == self.label_party else (),
+                placed=self._placed(run, {n: self._inputs_of(n, self.rows_.get(n)) for n in self.rows_})
+                if name == self.label_party else None,
+            )
+        pumps: dict[str, Any] = {}
+        outcomes = run_sessions(sessions, session=self._session("fit"), pumps=pumps)
+        self.pumps_ = pumps.get("train", {})
+        self.result_ = outcomes[self.label_party].result
         self.history_ = self.result_.history
         self.best_epoch_ = self.result_.best_epoch
-        self.classes_ = np.array([0, 1])
+        self.classes_ = np.array(self.label_party_.label_info.get("classes", [0, 1]))
         self.fit_seconds_ = time.perf_counter() - started
-        self.n_aligned_ = len(label_rows)
+        self.n_aligned_ = len(self.rows_[self.label_party])
         return self
+
+    def _topology(self, partners: list[str]) -> Topology:
+        """The split ``views`` describe, as a topology."""
+        if isinstance(self.topology, Topology):
+            missing = sorted(set(self.topology.row_holders()) - {self.label_party, *partners})
+            if self.topology.label_owner != self.label_party or missing:
+                raise ConfigError(f"topology: labels at {self.topology.label_owner!r}, rows at "
+                                  f"{list(self.topology.row_holders())}; the views are {[self.label_party, *partners]}")
+            return self.topology
+        w = self.embedding_width
+        if self.topology == "vertical":
+            return Topology.vertical(label_party=self.label_party, feature_parties=partners,
+                                     label_has_features=self.label_party_.has_features, width=w)
+        if self.topology == "vanilla":
+            if len(partners) != 1:
+                raise ConfigError(f"a vanilla split has one client view besides the label party's, got {partners}")
+            return Topology.vanilla(client=partners[0], server=self.label_party, width=w)
+        if partners:
+            raise ConfigError(f"a U-shaped split has one view (the client's, with the labels); got {partners} too")
+        return Topology.u_shaped(client=self.label_party, server=self.server, widths=(w, w))
+
+    def _run_topology(self) -> Topology:
+        """The topology this ``mode`` trains: the split, or a baseline placed at the label party."""
+        if self.mode == "split":
+            return self.topology_
+        if self.mode == "centralized" or self.topology_.kind != "vertical":
+            return self.topology_.placed_on(self.label_party)
+        return Topology.vertical(label_party=self.label_party, feature_parties=[], width=self.embedding_width)
+
+    def _party(self, name: str) -> Any:
+        if name == self.label_party:
+            return self.label_party_
+        return self.feature_parties_.get(name) or self.compute_parties_[name]
+
+    def _inputs_of(self, name: str, rows: np.ndarray | None) -> Any:
+        party = self._party(name)
+        return None if rows is None or getattr(party, "inputs", None) is None else party.rows_of(rows)
+
+    def _placed(self, run: Topology, inputs: Mapping[str, Any]) -> dict[str, tuple[nn.Module, Any]]:
+        """Other parties' segments (with their rows, for sources) placed at the label party for a baseline run."""
+        placed: dict[str, tuple[nn.Module, Any]] = {}
+        if run is self.topology_:
+            return placed
+        width = self.label_party_.task_width
+        for seg in run.segments:
+            owner = self.topology_.segment(seg.name).owner
+            if owner != self.label_party:
+                module = self._party(owner).modules_for(self.topology_, task_width=width)[seg.name]
+                placed[seg.name] = (module, inputs.get(owner) if seg.is_source else None)
+        return placed
 
     # -- prediction ------------------------------------------------------------------------------------------------
     def predict_proba(self, views: Mapping[str, pd.DataFrame]) -> np.ndarray:
-        """``(n, 2)`` probabilities for the label party's rows, in its order.
+        """Class probabilities for the label party's rows, in its order: ``(n, 2)`` binary, ``(n, C)`` multiclass.
 
         Rows that some partner does not know cannot be scored: their probabilities are NaN and a warning says how
         many (they are reported, not silently dropped).
         """
         p, known = self._score(views)
+        if self.label_party_.task.name == "regression":
+            raise ConfigError("predict_proba is for classifiers; a regression model predicts values: use predict()")
         if not known.all():
             warnings.warn(
                 f"{int((~known).sum())} of {len(known)} customers of {self.label_party!r} are unknown to a partner "
                 "and were not scored (NaN)",
                 stacklevel=2,
             )
-        return np.column_stack([1 - p, p])
+        return p if p.ndim == 2 else np.column_stack([1 - p, p])
 
     def predict(self, views: Mapping[str, pd.DataFrame], *, threshold: float = 0.5) -> np.ndarray:
-        """0/1 predictions (-1 for rows that could not be scored)."""
+        """Binary: 0/1 (-1 for rows that could not be scored); multiclass: the class (None if not scored);
+        regression: the predicted value (NaN if not scored)."""
         p, known = self._score(views)
+        task = self.label_party_.task.name
+        if task == "regression":
+            return p
+        if task == "multiclass":
+            classes = np.asarray(self.label_party_.label_info["classes"], dtype=object)
+            out = np.full(len(p), None, dtype=object)
+            out[known] = classes[np.argmax(p[known], axis=1)]
+            return out
         out = (p >= threshold).astype(int)
         out[~known] = -1
         return out
 
     def evaluate(self, views: Mapping[str, pd.DataFrame]) -> dict[str, float]:
-        """Test metrics (``auc``, ``ks``, ``accuracy``, ``f1``, ``log_loss``) on the rows every party knows."""
+        """Test metrics on the rows every party knows: binary ``auc``, ``ks``, ``accuracy``, ``f1``, ``log_loss``;
+        multiclass ``accuracy``, ``macro_auc``, ``log_loss``; regression ``rmse``, ``mae``, ``r2``."""
         p, known = self._score(views)
-        table = views[self.label_party]
-        from vsplit.party import binarise
-
-        y = binarise(table[self.label], self.label_party_.positive_label, self.label).numpy()
-        metrics = binary_metrics(y[known], p[known])
+        party = self.label_party_
+        y = party.task.encode_with(views[self.label_party][self.label], party.label_info).numpy()
+        metrics = party.task.metrics(y[known], p[known])
         metrics["n_scored"] = int(known.sum())
         return metrics
 
     def _score(self, views: Mapping[str, pd.DataFrame]) -> tuple[np.ndarray, np.ndarray]:
         if not hasattr(self, "result_"):
             raise ConfigError("this SplitClassifier is not fitted yet; call fit() first")
-        label_ids, label_inputs = self.label_party_.prepare(views[self.label_party])
-        prepared = {self.label_party: (label_ids, label_inputs)}
+        prepared = {self.label_party: self.label_party_.prepare(views[self.label_party])}
         for name, party in self.feature_parties_.items():
             if name not in views:
                 raise DataError(f"scoring needs party {name!r}'s table as well (the model was trained with it)")
             prepared[name] = party.prepare(views[name])
-        used = [self.label_party] if self.mode == "label_party_only" else list(prepared)
-        rows = self._align({n: prepared[n][0] for n in used}, store=False)
+        holders = self.topology_.row_holders() if self.mode != "label_party_only" else (self.label_party,)
+        rows = self._align({n: prepared[n][0] for n in holders}, store=False)
+        run = self._run_topology()
+
+        def pick(name: str) -> Any:
+            inputs = prepared[name][1]
+            return None if inputs is None else tuple(t[rows[name]] for t in inputs)
+
+        hooks = self.hooks or TrainingHooks()
+        if self.mode != "split":
+            hooks = TrainingHooks()
+        sessions = {
+            name: score_session(
+                self._party(name), run, prepared.get(name), rows=rows.get(name), hooks=hooks,
+                placed=self._placed(run, {n: pick(n) for n in rows}) if name == self.label_party else None,
+            )
+            for name in run.parties
+        }
+        outcomes = run_sessions(sessions, session=self._session("score"))
+        result = outcomes[self.label_party].result
         label_rows = rows[self.label_party]
-
-        def pick(inputs, r):
-            return None if inputs is None else (inputs[0][r], inputs[1][r])
-
-        machines: dict[str, Any] = {}
-        remote, extra_local = {}, {}
-        if self.mode == "split":
-            for name, party in self.feature_parties_.items():
-                machines[name] = party.scorer(
-                    pick(prepared[name][1], rows[name]),
-                    label_party=self.label_party,
-                    embedding_hooks=(self.hooks or TrainingHooks()).embedding_hooks.get(name, ()),
-                )
-                remote[name] = self.embedding_width
-        elif self.mode == "centralized":
-            extra_local = {n: (p.model, pick(prepared[n][1], rows[n])) for n, p in self.feature_parties_.items()}
-        machines[self.label_party] = self.label_party_.scorer(
-            pick(label_inputs, label_rows), remote=remote, n_rows=len(label_rows), extra_local=extra_local
-        )
-        result = run_machines(connect(list(machines), session=self._session("score")), machines)[self.label_party]
-        p = np.full(len(label_ids), np.nan)
+        label_ids = prepared[self.label_party][0]
+        p = np.full((len(label_ids), *result.shape[1:]), np.nan)
         p[label_rows] = result
         known = np.zeros(len(label_ids), dtype=bool)
         known[label_rows] = True
@@ -330,12 +357,6 @@ class SplitClassifier:
             scaling=self.scaling,
             missing=self.missing,
         )
-
-    def _ids(self) -> dict[str, np.ndarray]:
-        parties = {self.label_party: self.label_party_.ids}
-        if self.mode != "label_party_only":
-            parties.update({n: p.ids for n, p in self.feature_parties_.items()})
-        return parties
 
     def _align(self, ids: dict[str, np.ndarray], *, store: bool = True) -> dict[str, np.ndarray]:
         """Each party's rows of the customers all share, in sorted-ID order: by PSI (default) or a plain join."""
@@ -361,7 +382,12 @@ class SplitClassifier:
             raise ConfigError(f"mode must be one of {MODES}, got {self.mode!r}")
         if self.label_party not in views:
             raise ConfigError(f"label_party {self.label_party!r} is not among the views {sorted(views)}")
-        if self.mode != "label_party_only" and len(views) < 2:
+        if not isinstance(self.topology, Topology) and self.topology not in KINDS:
+            raise ConfigError(f"topology must be one of {KINDS} or a Topology, got {self.topology!r}")
+        if self.topology == "u_shaped":
+            if self.server in views:
+                raise ConfigError(f"server {self.server!r} is the U-shaped compute party: it has no view; rename it")
+        elif self.mode != "label_party_only" and len(views) < 2 and not isinstance(self.topology, Topology):
             raise ConfigError("split training needs at least two parties' views")
         if not 0 <= self.validation_fraction < 1:
             raise ConfigError(f"validation_fraction must be in [0, 1), got {self.validation_fraction}")

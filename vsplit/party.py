@@ -1,7 +1,8 @@
-"""The per-party objects: each holds one organization's table, preprocessing, model and optimizer settings.
+"""The per-party objects: each holds one organization's table, preprocessing, modules and optimizer settings.
 
-A :class:`FeatureParty` or :class:`LabelParty` never holds a reference to another party's data, labels or model:
-it builds the sans-IO machines that talk to the other parties only through messages. The estimator, the CLI and
+A :class:`FeatureParty`, :class:`LabelParty` or :class:`ComputeParty` never holds a reference to another party's
+data, labels or model: it builds the sans-IO machine (:class:`~vsplit.protocol.training.machine.SplitMachine`) that
+runs its segments of a topology and talks to the other parties only through messages. The estimator, the CLI and
 the networked runtime all use these objects.
 
 Example:
@@ -16,6 +17,7 @@ from __future__ import annotations
 
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
+from typing import Any
 
 import numpy as np
 import pandas as pd
@@ -24,18 +26,21 @@ from torch import nn
 
 from vsplit.data.preprocess import TablePreprocessor
 from vsplit.data.tables import check_table, normalise_ids
-from vsplit.errors import DataError
+from vsplit.errors import ConfigError, DataError
+from vsplit.models.build import default_segment
 from vsplit.models.optim import make_optimizer
 from vsplit.models.rng import PartyRng
 from vsplit.models.seeds import derive_seed
 from vsplit.models.tabular import TabularMLP
-from vsplit.models.tasks import binarise, detect_positive  # re-exported: moved to vsplit.models.tasks
-from vsplit.models.top import TopModel
-from vsplit.protocol.scoring import FeatureScorer, LabelScorer
-from vsplit.protocol.training import FeatureTrainer, LabelTrainer, Plan
+from vsplit.models.tasks import make_task  # binarise, detect_positive: re-exported
+from vsplit.protocol.training.machine import SplitMachine
 from vsplit.protocol.training.messages import ROLE_TRAIN, ROLE_VALID
+from vsplit.protocol.training.plan import Plan
+from vsplit.topology.graph import Topology
 
-Inputs = tuple[torch.Tensor, torch.Tensor]
+Inputs = tuple[torch.Tensor, ...]
+#: An optimizer by name (``"adam"``, ``"sgd"``, ``"adamw"``) or a factory ``params -> torch.optim.Optimizer``.
+OptimizerSpec = str | Callable[[list[nn.Parameter]], torch.optim.Optimizer]
 
 
 @dataclass(frozen=True)
@@ -47,14 +52,80 @@ class ModelSettings:
     top_hidden: tuple[int, ...] = (32,)
     merge: str = "concat"
     dropout: float = 0.0
-    optimizer: str = "adam"
+    optimizer: OptimizerSpec = "adam"
     lr: float = 1e-3
     weight_decay: float = 0.0
     scaling: str = "quantile"
     missing: str = "error"
 
 
-class _Party:
+class _Segments:
+    """What every party shares: settings, a seed, a random stream, and the modules of its segments."""
+
+    name: str
+    settings: ModelSettings
+    seed: int
+    rng: PartyRng
+    model: nn.Module | None
+    inputs: Inputs | None
+    segment_models: dict[str, nn.Module]
+
+    def modules_for(self, topology: Topology, *, task_width: int = 1, skip: Sequence[str] = ()) -> dict[str, nn.Module]:
+        """This party's module for each of its segments in ``topology`` (but ``skip``): a module the user brought
+        for that segment, the party's own source model (its bottom), or a default one; built once and kept."""
+        out = {}
+        for seg in topology.segments_of(self.name):
+            if seg.name in skip:
+                continue
+            if seg.name in self.segment_models:
+                out[seg.name] = self.segment_models[seg.name]
+            elif seg.is_source:
+                if self.model is None:
+                    raise DataError(f"{self.name}: segment {seg.name!r} needs this party's rows, but it has no "
+                                    "feature columns")
+                out[seg.name] = self.segment_models[seg.name] = self.model
+            else:
+                s = self.settings
+                out[seg.name] = self.segment_models[seg.name] = default_segment(
+                    topology, seg, hidden=s.top_hidden, merge=s.merge, task_width=task_width, seed=self.seed,
+                    dropout=s.dropout)
+        return out
+
+    def optimizer(self, params: Sequence[nn.Parameter]) -> torch.optim.Optimizer:
+        s = self.settings
+        if callable(s.optimizer):
+            return s.optimizer(list(params))
+        return make_optimizer(s.optimizer, params, lr=s.lr, weight_decay=s.weight_decay)
+
+    def machine(
+        self,
+        topology: Topology,
+        *,
+        data: Mapping[str, Inputs] | None = None,
+        extra_modules: Mapping[str, nn.Module] | None = None,
+        plan: Plan | None = None,
+        train: bool = True,
+        task: Any = None,
+        task_width: int = 1,
+        labels: torch.Tensor | None = None,
+        **options: Any,
+    ) -> SplitMachine:
+        """The machine that runs this party's segments of ``topology`` (training, or scoring with ``train=False``).
+
+        ``data`` gives the rows of each source segment (default: this party's own rows for its sources);
+        ``extra_modules`` adds other parties' segments placed here (the centralized baseline).
+        """
+        extra = dict(extra_modules or {})
+        own = {**extra, **self.modules_for(topology, task_width=task_width, skip=list(extra))}
+        modules = {s.name: own[s.name] for s in topology.segments_of(self.name)}
+        params = [p for m in dict.fromkeys(modules.values()) for p in m.parameters()]
+        return SplitMachine(
+            name=self.name, topology=topology, modules=modules, optimizer=self.optimizer(params) if train else None,
+            rng=self.rng, data=data or {}, labels=labels, task=task, plan=plan, **options,
+        )
+
+
+class _Party(_Segments):
     """What feature and label parties share: an ID column, preprocessing and a bottom model."""
 
     def __init__(
@@ -80,6 +151,7 @@ class _Party:
         self.preprocessor: TablePreprocessor | None = None
         self.model: nn.Module | None = None
         self.inputs: Inputs | None = None
+        self.segment_models: dict[str, nn.Module] = {}
         if not self.feature_columns:
             if model is not None:
                 raise DataError(f"{name}: a bottom model was given but the table has no feature columns")
@@ -105,7 +177,15 @@ class _Party:
         """This party's inputs for its own row indices ``rows`` (an alignment)."""
         assert self.inputs is not None
         index = torch.from_numpy(np.asarray(rows, dtype=np.int64))
-        return self.inputs[0][index], self.inputs[1][index]
+        return tuple(t[index] for t in self.inputs)
+
+    def source_data(self, topology: Topology, inputs: Inputs | None) -> dict[str, Inputs]:
+        """``inputs`` (rows in the aligned order) for each source segment this party owns in ``topology``."""
+        sources = topology.sources_of(self.name)
+        if sources and inputs is None:
+            raise DataError(f"{self.name}: the topology feeds its segment {sources[0].name!r} with this party's "
+                            "rows, but it has no feature columns")
+        return {seg.name: inputs for seg in sources} if inputs is not None else {}
 
     def prepare(self, table: pd.DataFrame) -> tuple[np.ndarray, Inputs | None]:
         """IDs and model inputs of a new table (for scoring), with the preprocessing fitted in training."""
@@ -115,9 +195,6 @@ class _Party:
             return ids, None
         return ids, self.preprocessor.transform(table)
 
-    def optimizer(self, params: Sequence[nn.Parameter]) -> torch.optim.Optimizer:
-        s = self.settings
-        return make_optimizer(s.optimizer, params, lr=s.lr, weight_decay=s.weight_decay)
 
 
 class FeatureParty(_Party):
@@ -154,34 +231,26 @@ class FeatureParty(_Party):
         if not self.has_features:
             raise DataError(f"{name}: a feature party needs at least one feature column besides {id_column!r}")
 
-    def trainer(self, rows: np.ndarray, *, label_party: str, **hooks: object) -> FeatureTrainer:
-        """The machine that trains this party's bottom on its aligned ``rows``."""
-        assert self.model is not None
-        return FeatureTrainer(
-            name=self.name,
-            label_party=label_party,
-            model=self.model,
-            optimizer=self.optimizer(list(self.model.parameters())),
-            inputs=self.rows_of(rows),
-            rng=self.rng,
-            **hooks,  # type: ignore[arg-type]
-        )
+    def trainer(self, rows: np.ndarray, *, topology: Topology, **hooks: Any) -> SplitMachine:
+        """The machine that trains this party's segments of ``topology`` on its aligned ``rows``."""
+        return self.machine(topology, data=self.source_data(topology, self.rows_of(rows)), **hooks)
 
-    def scorer(self, inputs: Inputs, *, label_party: str, chunk: int = 8192, **hooks: object) -> FeatureScorer:
-        """The machine that sends this party's embeddings for scoring (``hooks``: its ``embedding_hooks``)."""
-        assert self.model is not None
-        return FeatureScorer(
-            name=self.name, label_party=label_party, model=self.model, inputs=inputs, chunk=chunk,
-            **hooks,  # type: ignore[arg-type]
-        )
+    def scorer(self, inputs: Inputs, *, topology: Topology, **hooks: Any) -> SplitMachine:
+        """The machine that sends this party's activations for joint scoring (``hooks``: its ``embedding_hooks``)."""
+        return self.machine(topology, data=self.source_data(topology, inputs), train=False, **hooks)
 
 
 class LabelParty(_Party):
     """The party that holds the labels and the top model; it may have feature columns of its own, or none.
 
+    It coordinates training: it owns the loss segment of the topology (the vertical ``top``, the vanilla ``top``,
+    the U-shaped ``tail``).
+
     Args:
-        label: the label column (binary).
-        positive_label: the value that counts as positive; detected for {0, 1}, {False, True} and {"no", "yes"}.
+        label: the label column.
+        positive_label: (binary) the value that counts as positive; detected for {0, 1}, {False, True}, {"no", "yes"}.
+        task: ``"binary"`` (default), ``"multiclass"``, ``"regression"`` or your own task object
+            (see :mod:`vsplit.models.tasks`).
         Other arguments as for :class:`FeatureParty`.
     """
 
@@ -197,6 +266,7 @@ class LabelParty(_Party):
         categorical: Sequence[str] | None = None,
         model: nn.Module | None = None,
         seed: int = 0,
+        task: Any = "binary",
     ) -> None:
         check_table(name, table, id_column=id_column, label=label)
         super().__init__(
@@ -210,77 +280,107 @@ class LabelParty(_Party):
             seed=seed,
         )
         self.label = label
-        self.positive_label = positive_label if positive_label is not None else detect_positive(table[label], label)
-        self.labels = binarise(table[label], self.positive_label, label)
-        self.top: TopModel | None = None
-        self.top_widths: dict[str, int] = {}
+        self.task = make_task(task)
+        self.labels, self.label_info = self.task.encode(table[label], name=label, positive_label=positive_label)
+        self.positive_label = self.label_info.get("positive_label")
 
-    def local_parts(self, rows: np.ndarray) -> dict[str, tuple[nn.Module, Inputs]]:
-        """This party's own bottom and its inputs for aligned ``rows`` (empty if it has no features)."""
-        return {self.name: (self.model, self.rows_of(rows))} if self.model is not None else {}
-
-    def build_top(self, widths: Mapping[str, int]) -> TopModel:
-        """Create the top model for embeddings of the given widths (a fresh one each call)."""
-        with PartyRng(derive_seed(self.seed, self.name, "top")):
-            self.top = TopModel(widths=widths, merge=self.settings.merge, hidden=self.settings.top_hidden)
-        self.top_widths = dict(widths)
-        return self.top
+    @property
+    def task_width(self) -> int:
+        return self.task.output_width(len(self.label_info.get("classes", ())) or None)
 
     def trainer(
         self,
         rows: np.ndarray,
         *,
-        remote: Mapping[str, int],
+        topology: Topology,
         plan: Plan,
-        extra_local: Mapping[str, tuple[nn.Module, Inputs]] | None = None,
+        placed: Mapping[str, tuple[nn.Module, Inputs]] | None = None,
         label_transform: Callable[[torch.Tensor], torch.Tensor] | None = None,
-        **options: object,
-    ) -> LabelTrainer:
-        """The machine that trains the top model on aligned ``rows`` against the ``remote`` parties.
+        **options: Any,
+    ) -> SplitMachine:
+        """The coordinator's machine: trains this party's segments of ``topology`` on aligned ``rows``.
 
-        ``extra_local`` adds other parties' bottoms as local ones: the centralized baseline (no cut).
-        ``label_transform`` maps the aligned labels before training (e.g. label differential privacy).
+        ``placed`` holds other parties' source segments placed here with their rows (the centralized baseline:
+        ``topology.placed_on(self.name)``). ``label_transform`` maps the aligned labels before training (e.g.
+        label differential privacy).
         """
         labels = self.labels[torch.from_numpy(np.asarray(rows, dtype=np.int64))]
         if label_transform is not None:
             labels = label_transform(labels)
-        local = {**self.local_parts(rows), **(extra_local or {})}
-        widths = {name: self.settings.embedding_width for name in local} | dict(remote)
-        top = self.build_top(widths)
-        params = [*top.parameters(), *(p for model, _ in local.values() for p in model.parameters())]
-        return LabelTrainer(
-            name=self.name,
-            plan=plan,
-            top=top,
-            local=local,
-            remote=remote,
-            labels=labels,
-            optimizer=self.optimizer(params),
-            rng=self.rng,
-            **options,  # type: ignore[arg-type]
-        )
+        own = self.rows_of(rows) if self.inputs is not None else None
+        data = self._data(topology, own, placed)
+        extra = {seg: model for seg, (model, _) in (placed or {}).items()}
+        return self.machine(topology, data=data, extra_modules=extra, plan=plan, task=self.task,
+                            task_width=self.task_width, labels=labels, **options)
 
     def scorer(
         self,
         inputs: Inputs | None,
         *,
-        remote: Mapping[str, int],
+        topology: Topology,
         n_rows: int,
-        extra_local: Mapping[str, tuple[nn.Module, Inputs]] | None = None,
+        placed: Mapping[str, tuple[nn.Module, Inputs]] | None = None,
         chunk: int = 8192,
-    ) -> LabelScorer:
-        assert self.top is not None, "train before scoring"
-        local = {self.name: (self.model, inputs)} if self.model is not None and inputs is not None else {}
-        local.update(extra_local or {})
-        return LabelScorer(name=self.name, top=self.top, local=local, remote=remote, n_rows=n_rows, chunk=chunk)
+    ) -> SplitMachine:
+        """The coordinator's scoring machine; its ``result`` holds the predictions of the ``n_rows`` aligned rows."""
+        data = self._data(topology, inputs, placed)
+        extra = {seg: model for seg, (model, _) in (placed or {}).items()}
+        return self.machine(topology, data=data, extra_modules=extra, plan=Plan.scoring(n_rows, chunk=chunk),
+                            train=False, task=self.task, task_width=self.task_width)
+
+    def _data(self, topology: Topology, own: Inputs | None,
+              placed: Mapping[str, tuple[nn.Module, Inputs]] | None) -> dict[str, Inputs]:
+        data = {seg: rows for seg, (_, rows) in (placed or {}).items() if rows is not None}
+        for seg in topology.sources_of(self.name):
+            if seg.name not in data:
+                if own is None:
+                    raise DataError(f"{self.name}: the topology feeds segment {seg.name!r} with this party's rows, "
+                                    "but it has no feature columns")
+                data[seg.name] = own
+        return data
+
+    @property
+    def top(self) -> nn.Module | None:
+        """The loss segment's module once built (``top`` in vertical and vanilla splits)."""
+        return self.segment_models.get("top") or self.segment_models.get("tail")
 
     def make_roles(self, rows: np.ndarray, *, validation_fraction: float, seed: int) -> np.ndarray:
         """Stratified choice of validation rows among the aligned ``rows`` (only the label party can stratify)."""
         y = self.labels[torch.from_numpy(np.asarray(rows, dtype=np.int64))].numpy()
         roles = np.full(len(rows), ROLE_TRAIN, dtype=np.uint8)
         rng = np.random.default_rng(derive_seed(seed, self.name, "validation"))
-        for value in (0.0, 1.0):
-            members = np.flatnonzero(y == value)
+        groups = [None] if self.task.name == "regression" else np.unique(y).tolist()
+        for value in groups:
+            members = np.arange(len(y)) if value is None else np.flatnonzero(y == value)
             take = round(validation_fraction * len(members))
             roles[rng.permutation(members)[:take]] = ROLE_VALID
         return roles
+
+
+class ComputeParty(_Segments):
+    """A party with no rows and no labels: it only runs segments, e.g. the U-shaped server's ``middle``.
+
+    Args:
+        name: the party's name.
+        settings: architecture of its default segments and its optimizer.
+        segment_models: modules of your own for its segments, by segment name.
+        seed: the run seed (initial weights derive from it and the segment name).
+    """
+
+    def __init__(self, name: str, *, settings: ModelSettings = ModelSettings(),
+                 segment_models: Mapping[str, nn.Module] | None = None, seed: int = 0) -> None:
+        self.name = name
+        self.settings = settings
+        self.seed = seed
+        self.rng = PartyRng(derive_seed(seed, name, "rng"))
+        self.model = None
+        self.inputs = None
+        self.segment_models = dict(segment_models or {})
+
+    def trainer(self, *, topology: Topology, **hooks: Any) -> SplitMachine:
+        if topology.sources_of(self.name):
+            raise ConfigError(f"{self.name}: a compute party has no rows, but the topology feeds it rows")
+        return self.machine(topology, **hooks)
+
+    def scorer(self, *, topology: Topology) -> SplitMachine:
+        return self.machine(topology, train=False)

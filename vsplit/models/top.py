@@ -58,7 +58,9 @@ class TopModel(nn.Module):
         layers += [nn.ReLU(), nn.Linear(width, out_dim)]
         self.head = nn.Sequential(*layers)
 
-    def forward(self, embeddings: Mapping[str, torch.Tensor]) -> torch.Tensor:
+    def forward(self, embeddings: Mapping[str, torch.Tensor] | torch.Tensor) -> torch.Tensor:
+        if isinstance(embeddings, torch.Tensor):  # one input: the engine passes the tensor itself
+            embeddings = {self.parties[0]: embeddings}
         merged = self.merge([embeddings[name] for name in self.parties])
         out = self.head(merged)
         return out.squeeze(1) if self.out_dim == 1 else out

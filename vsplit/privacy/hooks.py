@@ -1,7 +1,7 @@
 """Putting several defenses and attacks into one :class:`~vsplit.estimator.TrainingHooks`, and a recording tap.
 
 Example:
-    >>> from vsplit.estimator import TrainingHooks
+    >>> from vsplit.protocol.training.hooks import TrainingHooks
     >>> a = TrainingHooks(observers={"partner": ["attack"]})
     >>> b = TrainingHooks(observers={"partner": ["monitor"]}, gradient_hooks=["defense"])
     >>> merged = merge_hooks(a, b)
@@ -17,7 +17,7 @@ import numpy as np
 import torch
 
 from vsplit.errors import ConfigError
-from vsplit.estimator import TrainingHooks
+from vsplit.protocol.training.hooks import TrainingHooks
 from vsplit.protocol.training.hooks import LocalLoss, StepInfo
 
 

@@ -26,7 +26,7 @@ from typing import Any, ClassVar
 import torch
 
 from vsplit.errors import ConfigError
-from vsplit.estimator import TrainingHooks
+from vsplit.protocol.training.hooks import TrainingHooks
 from vsplit.models.registry import Registry
 from vsplit.models.seeds import derive_seed
 from vsplit.privacy.accounting import Guarantee

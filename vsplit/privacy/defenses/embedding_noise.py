@@ -25,7 +25,7 @@ import math
 import torch
 
 from vsplit.errors import ConfigError
-from vsplit.estimator import TrainingHooks
+from vsplit.protocol.training.hooks import TrainingHooks
 from vsplit.privacy.accounting import Guarantee, gaussian_guarantee
 from vsplit.privacy.defenses.base import DEFENSES, Defense
 from vsplit.protocol.training.hooks import StepInfo

@@ -28,7 +28,7 @@ import torch
 from scipy.optimize import minimize
 
 from vsplit.errors import ConfigError
-from vsplit.estimator import TrainingHooks
+from vsplit.protocol.training.hooks import TrainingHooks
 from vsplit.privacy.defenses.base import DEFENSES, Defense
 from vsplit.protocol.training.hooks import StepInfo
 

@@ -22,7 +22,7 @@ import torch
 from torch.nn import functional as F
 
 from vsplit.errors import ConfigError
-from vsplit.estimator import TrainingHooks
+from vsplit.protocol.training.hooks import TrainingHooks
 from vsplit.privacy.defenses.base import DEFENSES, Defense
 
 

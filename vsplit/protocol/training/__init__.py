@@ -1,7 +1,6 @@
-"""Split training as sans-IO machines: :class:`LabelTrainer` at the label party, :class:`FeatureTrainer` elsewhere."""
+"""Split training as one sans-IO machine for every party of every topology (:class:`SplitMachine`)."""
 
-from vsplit.protocol.training.feature import FeatureTrainer
-from vsplit.protocol.training.label import LabelTrainer, TrainingResult
+from vsplit.protocol.training.machine import SplitMachine, TrainingResult
 from vsplit.protocol.training.plan import Plan
 
-__all__ = ["FeatureTrainer", "LabelTrainer", "Plan", "TrainingResult"]
+__all__ = ["Plan", "SplitMachine", "TrainingResult"]

@@ -17,7 +17,8 @@ Example:
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from collections.abc import Callable, Mapping, Sequence
+from dataclasses import dataclass, field
 from typing import Protocol
 
 import numpy as np
@@ -66,3 +67,23 @@ class LocalLoss(Protocol):
     """An extra loss term a feature party adds to its own bottom model (e.g. a NoPeek penalty)."""
 
     def __call__(self, inputs: tuple[torch.Tensor, torch.Tensor], embeddings: torch.Tensor) -> torch.Tensor: ...
+
+
+@dataclass(frozen=True)
+class TrainingHooks:
+    """What plugs into training without the training machine importing it.
+
+    Attributes:
+        gradient_hooks: at the label party, on each gradient before it is sent (defenses).
+        embedding_hooks: per party, on the activations it sends (defenses); also at validation and scoring, with
+            ``info.training`` False.
+        observers: per party, callbacks that see each gradient it received (attacks, monitors).
+        local_losses: per party, an extra loss on the activations its source segment sends (e.g. NoPeek).
+        label_transform: at the label party, maps the aligned training labels (e.g. randomized response).
+    """
+
+    gradient_hooks: Sequence[GradientHook] = ()
+    embedding_hooks: Mapping[str, Sequence[EmbeddingHook]] = field(default_factory=dict)
+    observers: Mapping[str, Sequence[Observer]] = field(default_factory=dict)
+    local_losses: Mapping[str, LocalLoss] = field(default_factory=dict)
+    label_transform: Callable[[torch.Tensor], torch.Tensor] | None = None

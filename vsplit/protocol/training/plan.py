@@ -30,6 +30,17 @@ class Plan:
     roles: np.ndarray
     eval_chunk: int = 8192
     start_epoch: int = 0
+    predict: bool = False
+
+    @classmethod
+    def scoring(cls, n_rows: int, *, chunk: int = 8192) -> Plan:
+        """The plan of joint prediction: every aligned row, in order, in chunks of ``chunk``."""
+        return cls(epochs=1, batch_size=1, seed=0, roles=np.full(n_rows, ROLE_VALID, np.uint8), eval_chunk=chunk,
+                   predict=True)
+
+    @property
+    def n_rows(self) -> int:
+        return len(self.roles)
 
     def batches(self, epoch: int) -> list[np.ndarray]:
         """Aligned row positions of each training batch of ``epoch``, in order."""
@@ -49,6 +60,7 @@ class Plan:
             seed=self.seed,
             eval_chunk=self.eval_chunk,
             start_epoch=self.start_epoch,
+            predict=self.predict,
             roles=self.roles.astype(np.uint8),
         )
 
@@ -61,4 +73,5 @@ class Plan:
             roles=msg.roles,
             eval_chunk=msg.eval_chunk,
             start_epoch=msg.start_epoch,
+            predict=msg.predict,
         )

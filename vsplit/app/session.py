@@ -1,0 +1,172 @@
+"""One party's application, written once: align by PSI, plan, train; or align and score.
+
+Theory of operation. A session is a generator. It yields ``(stage, machine)`` pairs, the sans-IO machines the party
+must run in turn, and is sent each machine's result back; when it returns, its value is the party's outcome. The
+in-process runner (:func:`vsplit.app.local.run_sessions`) advances every party's session together over memory
+channels (the estimator, notebooks, tests); a party process (:mod:`vsplit.runtime.node`) drives its own session
+over its mutual-TLS pump. So both runtimes run the same sequence, with the same seeds, and reach the same model.
+
+Stages: ``"psi"`` (only for the parties whose rows must be aligned: :meth:`Topology.alignment_groups`), then
+``"train"`` or ``"score"``.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Generator, Mapping, Sequence
+from dataclasses import dataclass, field
+from typing import Any
+
+import numpy as np
+import torch
+from torch import nn
+
+from vsplit.models.seeds import derive_seed
+from vsplit.party import ComputeParty, FeatureParty, LabelParty
+from vsplit.protocol.training.hooks import TrainingHooks
+from vsplit.protocol.training.plan import Plan
+from vsplit.runtime.alignment import canonical_rows
+from vsplit.topology.graph import Topology
+
+Session = Generator[tuple[str, Any], Any, "Outcome"]
+AnyParty = FeatureParty | LabelParty | ComputeParty
+
+
+@dataclass(frozen=True)
+class Schedule:
+    """The training schedule the coordinator turns into a plan."""
+
+    epochs: int = 20
+    batch_size: int = 256
+    validation_fraction: float = 0.1
+    patience: int | None = 3
+    seed: int = 0
+    eval_chunk: int = 8192
+
+
+@dataclass(frozen=True)
+class PsiSettings:
+    """How a session aligns its rows: PSI config and ID policy, or a plain join of raw IDs (in one process only)."""
+
+    config: Any = None
+    policy: Any = None
+
+
+@dataclass
+class Outcome:
+    """What a session leaves: the alignment (or ``None``), this party's aligned rows, and its machine's result."""
+
+    alignment: Any = None
+    rows: np.ndarray | None = None
+    result: Any = None
+    extra: dict[str, Any] = field(default_factory=dict)
+
+
+def psi_machine(party: str, topology: Topology, ids: Sequence[object], psi: PsiSettings | None = None) -> Any:
+    """``party``'s PSI machine for ``ids``: the label owner runs one exchange per other row holder."""
+    from vsplit.psi import IdPolicy, Partner, PsiConfig
+    from vsplit.psi import LabelParty as PsiLabel
+
+    holders = [p for p in topology.row_holders() if p != topology.label_owner]
+    psi = psi or PsiSettings()
+    config = psi.config if psi.config is not None else PsiConfig()
+    policy = psi.policy if psi.policy is not None else IdPolicy()
+    if party == topology.label_owner:
+        return PsiLabel(list(ids), partners=holders, config=config, policy=policy)
+    return Partner(list(ids), label_party=topology.label_owner, config=config, policy=policy)
+
+
+def _align(party: AnyParty, topology: Topology, ids: np.ndarray | None, psi: PsiSettings | None) -> Session:
+    """Rows of this party in the agreed order (sorted IDs): by PSI where the topology needs it."""
+    if ids is None:
+        return Outcome()
+    if not topology.alignment_groups():
+        return Outcome(rows=np.argsort(np.asarray(ids, dtype=object), kind="stable"))
+    alignment = yield "psi", psi_machine(party.name, topology, ids, psi)
+    return Outcome(alignment=alignment, rows=canonical_rows(alignment))
+
+
+def make_plan(party: LabelParty, rows: np.ndarray, schedule: Schedule) -> Plan:
+    """The coordinator's plan: stratified validation rows and the shared batch schedule's seed."""
+    roles = party.make_roles(rows, validation_fraction=schedule.validation_fraction, seed=schedule.seed)
+    return Plan(epochs=schedule.epochs, batch_size=schedule.batch_size,
+                seed=derive_seed(schedule.seed, "schedule") % 2**31, roles=roles, eval_chunk=schedule.eval_chunk)
+
+
+def train_session(
+    party: AnyParty,
+    topology: Topology,
+    *,
+    schedule: Schedule,
+    psi: PsiSettings | None = None,
+    hooks: TrainingHooks | None = None,
+    callbacks: Sequence[Any] = (),
+    checkpointing: tuple[int, Callable | None, Callable | None] = (-1, None, None),
+    placed: Mapping[str, tuple[nn.Module, Any]] | None = None,
+    rows: np.ndarray | None = None,
+) -> Session:
+    """Align, then train this party's segments of ``topology``.
+
+    ``rows`` skips the alignment (rows already aligned, in the agreed order). ``placed`` (coordinator only) holds
+    other parties' segments placed here with their aligned rows: the centralized baseline.
+    """
+    if rows is not None:
+        outcome = Outcome(rows=rows)
+    else:
+        outcome = yield from _align(party, topology, getattr(party, "ids", None), psi)
+    hooks = hooks or TrainingHooks()
+    resume_epoch, restore, on_epoch_end = checkpointing
+    common: dict[str, Any] = {"resume_epoch": resume_epoch, "restore": restore, "on_epoch_end": on_epoch_end}
+    if isinstance(party, LabelParty):
+        assert outcome.rows is not None
+        machine = party.trainer(
+            outcome.rows, topology=topology, plan=make_plan(party, outcome.rows, schedule), placed=placed,
+            patience=schedule.patience, callbacks=callbacks, gradient_hooks=hooks.gradient_hooks,
+            label_transform=hooks.label_transform, embedding_hooks=hooks.embedding_hooks.get(party.name, ()),
+            **common,
+        )
+    elif isinstance(party, FeatureParty):
+        assert outcome.rows is not None
+        machine = party.trainer(
+            outcome.rows, topology=topology, embedding_hooks=hooks.embedding_hooks.get(party.name, ()),
+            observers=hooks.observers.get(party.name, ()), local_loss=hooks.local_losses.get(party.name), **common,
+        )
+    else:
+        machine = party.trainer(topology=topology, **common)
+    outcome.result = yield "train", machine
+    outcome.extra["machine"] = machine
+    return outcome
+
+
+def score_session(
+    party: AnyParty,
+    topology: Topology,
+    inputs: tuple[np.ndarray, Any] | None,
+    *,
+    psi: PsiSettings | None = None,
+    hooks: TrainingHooks | None = None,
+    placed: Mapping[str, tuple[nn.Module, Any]] | None = None,
+    chunk: int = 8192,
+    rows: np.ndarray | None = None,
+) -> Session:
+    """Align ``inputs`` (``(ids, model inputs)`` of a new table; ``None`` for a compute party), then score jointly.
+
+    The coordinator's outcome ``result`` holds the predictions of its aligned rows, in ``rows`` order.
+    """
+    hooks = hooks or TrainingHooks()
+    ids, tensors = inputs if inputs is not None else (None, None)
+    outcome = Outcome(rows=rows) if rows is not None else (yield from _align(party, topology, ids, psi))
+    rows = outcome.rows
+    picked = None
+    if tensors is not None and rows is not None:
+        index = torch.from_numpy(np.asarray(rows, dtype=np.int64))
+        picked = tuple(t[index] for t in tensors)
+    if isinstance(party, LabelParty):
+        assert rows is not None
+        machine = party.scorer(picked, topology=topology, n_rows=len(rows), placed=placed, chunk=chunk)
+    elif isinstance(party, FeatureParty):
+        assert picked is not None
+        machine = party.scorer(picked, topology=topology, embedding_hooks=hooks.embedding_hooks.get(party.name, ()))
+    else:
+        machine = party.scorer(topology=topology)
+    outcome.result = yield "score", machine
+    return outcome

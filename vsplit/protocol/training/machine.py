@@ -1,0 +1,710 @@
+"""One sans-IO machine for every party of every topology: training, validation and joint prediction.
+
+Theory of operation. The machine interprets its party's step program (:mod:`vsplit.topology.program`): per
+training step it runs the ops of the ``train`` program in order, and per validation or scoring chunk those of the
+``eval`` program. An op that needs a peer's tensor (``AwaitActivations``, ``AwaitGradients``) blocks until it is in
+the inbox; every other op runs at once. Activations that arrive become autograd leaves; each component's backward
+is one ``torch.autograd.backward`` call over its roots (the loss, the tensors it sent with the gradients that came
+back, a local penalty), and the optimizer steps when the step's program ends.
+
+The loss segment's owner is the *coordinator*: every other party first sends it :class:`Ready` (its resume epoch
+and topology fingerprint); it answers with the plan (training, or scoring), scores the validation rows after each
+epoch and tells everyone whether to keep the epoch's weights and whether to stop (:class:`EpochEnd`).
+
+The inbox is keyed by (cut, slot, phase, epoch, step) and bounded per peer by what an honest peer can have
+outstanding (one step per cut in training, the validation or scoring chunks in evaluation): a peer that sends ahead
+of the protocol, twice, or for a cut it does not own is refused with a :class:`ProtocolError`.
+"""
+
+from __future__ import annotations
+
+import copy
+import dataclasses
+import math
+from collections.abc import Callable, Mapping, Sequence
+from dataclasses import dataclass, field
+from typing import Any, Protocol
+
+import numpy as np
+import torch
+from torch import nn
+
+from vsplit.errors import ProtocolError
+from vsplit.models.optim import clear_grads
+from vsplit.models.rng import PartyRng
+from vsplit.protocol.abort import AbortCode
+from vsplit.protocol.machine import Outgoing
+from vsplit.protocol.message import Message, all_finite
+from vsplit.protocol.training.hooks import EmbeddingHook, GradientHook, LocalLoss, Observer, StepInfo
+from vsplit.protocol.training.messages import (
+    EVAL,
+    PREDICT,
+    TRAIN,
+    Activations,
+    EpochEnd,
+    Gradients,
+    Ready,
+    TrainingPlan,
+)
+from vsplit.protocol.training.plan import Plan
+from vsplit.topology.graph import Topology
+from vsplit.topology.program import (
+    AWAIT_ACT,
+    AWAIT_GRAD,
+    BACKWARD,
+    COLLECT,
+    FORWARD,
+    LOSS,
+    SEND_ACT,
+    SEND_GRAD,
+    STEP,
+    compile_program,
+)
+
+
+class TrainingCallback(Protocol):
+    """Progress reporting at the coordinator: both methods are optional."""
+
+    def on_step(self, epoch: int, step: int, steps: int, loss: float) -> None: ...
+
+    def on_epoch(self, record: dict[str, Any]) -> None: ...
+
+
+@dataclass
+class TrainingResult:
+    """What the coordinator learns from training: per-epoch history and the epoch whose weights were kept."""
+
+    history: list[dict[str, Any]] = field(default_factory=list)
+    best_epoch: int | None = None
+    best_score: float | None = None
+    stopped_early: bool = False
+
+
+def _default_task() -> Any:
+    from vsplit.models.tasks import make_task
+
+    return make_task("binary")
+
+
+class SplitMachine:
+    """Runs one party's part of a topology.
+
+    Args:
+        name: this party's name (an owner in ``topology``).
+        topology: the split every party agreed on.
+        modules: this party's segments: segment name -> module.
+        optimizer: over the parameters of ``modules`` (``None`` when only scoring).
+        rng: this party's random stream (dropout).
+        data: this party's rows per source segment, in the aligned order: segment name -> tensors
+            (the segment is called as ``module(*tensors)``).
+        labels: the labels in the aligned order (the coordinator, when training).
+        task: loss, predictions and metrics (see :mod:`vsplit.models.tasks`); default binary.
+        plan: the schedule (the coordinator only; the others receive it). ``Plan.scoring(n)`` scores.
+        patience: epochs without validation improvement before stopping (``None``: never stop early).
+        callbacks: progress reporting (coordinator).
+        gradient_hooks: transform each gradient this party sends (``info.party`` is the receiver).
+        embedding_hooks: transform each activation this party sends (in the autograd graph when training).
+        observers: see each gradient this party receives.
+        local_loss: an extra loss on the activations a source segment of this party sends.
+        resume_epoch / restore / on_epoch_end: checkpointing, as in :meth:`state`.
+    """
+
+    def __init__(
+        self,
+        *,
+        name: str,
+        topology: Topology,
+        modules: Mapping[str, nn.Module],
+        optimizer: torch.optim.Optimizer | None,
+        rng: PartyRng,
+        data: Mapping[str, Sequence[torch.Tensor]] | None = None,
+        labels: torch.Tensor | None = None,
+        task: Any = None,
+        plan: Plan | None = None,
+        patience: int | None = 3,
+        callbacks: Sequence[TrainingCallback] = (),
+        gradient_hooks: Sequence[GradientHook] = (),
+        embedding_hooks: Sequence[EmbeddingHook] = (),
+        observers: Sequence[Observer] = (),
+        local_loss: LocalLoss | None = None,
+        resume_epoch: int = -1,
+        restore: Callable[[int], dict[str, Any]] | None = None,
+        on_epoch_end: Callable[[dict[str, Any]], None] | None = None,
+    ) -> None:
+        self.name = name
+        self.topology = topology
+        self.coordinator = topology.label_owner
+        self.is_coordinator = name == self.coordinator
+        own = topology.segments_of(name)
+        if not own:
+            raise ProtocolError(f"{name}: owns no segment of the topology {topology.kind}", local=True)
+        missing = sorted({s.name for s in own} - set(modules))
+        if missing:
+            raise ProtocolError(f"{name}: no module given for its segments {missing}", local=True)
+        data = dict(data or {})
+        no_rows = sorted(s.name for s in topology.sources_of(name) if s.name not in data)
+        if no_rows:
+            raise ProtocolError(f"{name}: no rows given for its source segments {no_rows}", local=True)
+        if self.is_coordinator and plan is None:
+            raise ProtocolError(f"{name}: the coordinator needs a plan", local=True)
+        self.modules = {s.name: modules[s.name] for s in own}
+        self.optimizer = optimizer
+        self.rng = rng
+        self.data = {k: tuple(v) for k, v in data.items()}
+        self.labels = labels
+        self.task = task if task is not None else _default_task()
+        self.plan = plan
+        self.patience = patience
+        self.callbacks = list(callbacks)
+        self.gradient_hooks = list(gradient_hooks)
+        self.embedding_hooks = list(embedding_hooks)
+        self.observers = list(observers)
+        self.local_loss = local_loss
+        self.resume_epoch = resume_epoch
+        self.restore = restore
+        self.on_epoch_end = on_epoch_end
+        self.fingerprint = topology.fingerprint()
+        self.result: Any = None
+        self.done = False
+        self.epoch = 0
+        self.step = 0
+        self.epochs_run = 0
+        self.training = TrainingResult()
+        self._peers = topology.peers_of(name)
+        self._cuts = {c.id: c for c in topology.cuts}
+        self._segments = {s.name: s for s in topology.segments}
+        self._train_ops = self._bind(compile_program(topology, name, phase="train"))
+        self._eval_ops = self._bind(compile_program(topology, name, phase="eval"))
+        self._slots_from = {p: 0 for p in self._peers}
+        for c in topology.cuts_into(name):
+            self._slots_from[c.src_owner] += len(c.shapes)
+        for c in topology.cuts_out_of(name):  # gradients come back from each cut's reader
+            self._slots_from[c.dst] += len(c.shapes)
+        self._inbox: dict[tuple, np.ndarray] = {}
+        self._held = dict.fromkeys(self._peers, 0)
+        self._remaining: dict[str, int] = {}
+        self._ready: dict[str, int] = {}
+        self._phase = -1  # TRAIN, EVAL, PREDICT once running; -1 before the plan
+        self._waiting = "ready" if self.is_coordinator else "plan"
+        self._ops: list = []
+        self._pc = 0
+        self._ctx: dict[object, Any] = {}
+        self._batches: list[np.ndarray] = []
+        self._index: list[torch.Tensor] = []
+        self._chunks: list[np.ndarray] = []
+        self._chunk_index: list[torch.Tensor] = []
+        self._collected: list[torch.Tensor] = []
+        self._losses: list[float] = []
+        self._best: dict[str, Any] | None = None
+        self._since_best = 0
+        self._limit = 1
+
+    # -- the machine interface ---------------------------------------------------------------------------------------
+    def start(self) -> list[Outgoing]:
+        if not self.is_coordinator:
+            return [Outgoing(self.coordinator, Ready(resume_epoch=self.resume_epoch, topology=self.fingerprint))]
+        return self._begin() if not self._peers else []
+
+    def expects(self, peer: str) -> bool:
+        """Whether this machine may still need a message from ``peer``: a peer that has sent everything it owes and
+        closes its channel is then no error (in scoring, a partner finishes before the others)."""
+        if self.done:
+            return False
+        if self._phase == PREDICT:
+            return self._remaining.get(peer, 0) > 0
+        return True
+
+    def receive(self, sender: str, msg: Message) -> list[Outgoing]:
+        kind = type(msg)
+        if kind is Activations:
+            self._store_activations(sender, msg)  # type: ignore[arg-type]
+            return self._run()
+        if kind is Gradients:
+            self._store_gradients(sender, msg)  # type: ignore[arg-type]
+            return self._run()
+        if sender not in self._held:
+            raise ProtocolError(f"{self.name}: message from {sender!r}, which is not a peer in this topology")
+        if kind is Ready and self._waiting == "ready" and sender not in self._ready:
+            self._check_topology(sender, msg)  # type: ignore[arg-type]
+            self._ready[sender] = msg.resume_epoch  # type: ignore[attr-defined]
+            return self._begin() if len(self._ready) == len(self._peers) else []
+        if kind is TrainingPlan and self._waiting == "plan" and sender == self.coordinator:
+            return self._on_plan(msg)  # type: ignore[arg-type]
+        if kind is EpochEnd and self._waiting == "epoch_end" and sender == self.coordinator:
+            return self._on_epoch_end(msg)  # type: ignore[arg-type]
+        raise ProtocolError(f"{self.name}: {kind.__name__} from {sender!r} not expected now")
+
+    # -- handshake ---------------------------------------------------------------------------------------------------
+    def _check_topology(self, sender: str, msg: Ready) -> None:
+        if msg.topology != self.fingerprint:
+            raise ProtocolError(
+                f"{self.name}: {sender!r} is configured with another topology (fingerprint {msg.topology}, this "
+                f"party's is {self.fingerprint}); give every party the same [topology] and model widths",
+                code=AbortCode.CONFIG_MISMATCH,
+            )
+
+    def _begin(self) -> list[Outgoing]:
+        """Coordinator: everyone is ready; pick the epoch to start from, send the plan, and run."""
+        assert self.plan is not None
+        self._waiting = ""
+        out: list[Outgoing] = []
+        if not self.plan.predict:
+            last_common = min([self.resume_epoch, *self._ready.values()])
+            if last_common >= 0:
+                if self.restore is None:
+                    raise ProtocolError(f"{self.name}: resuming needs a restore function", local=True)
+                self.load_state(self.restore(last_common))
+            self.plan = dataclasses.replace(self.plan, start_epoch=min(last_common + 1, self.plan.epochs))
+        if self._peers:
+            plan_msg = self.plan.to_message()
+            out = [Outgoing(p, plan_msg) for p in self._peers]
+        return out + self._start_plan()
+
+    def _on_plan(self, msg: TrainingPlan) -> list[Outgoing]:
+        plan = Plan.from_message(msg)
+        for seg, tensors in self.data.items():
+            if len(tensors[0]) != plan.n_rows:
+                raise ProtocolError(
+                    f"{self.name}: the plan covers {plan.n_rows} aligned rows, segment {seg!r} has {len(tensors[0])}",
+                    code=AbortCode.CONFIG_MISMATCH,
+                )
+        if not plan.predict and plan.start_epoch > 0:
+            if self.restore is None or plan.start_epoch - 1 > self.resume_epoch:
+                raise ProtocolError(
+                    f"{self.name}: asked to resume after epoch {plan.start_epoch - 1}, which this party has no "
+                    "checkpoint of",
+                    code=AbortCode.CONFIG_MISMATCH,
+                )
+            self.load_state(self.restore(plan.start_epoch - 1))
+        self.plan = plan
+        self._waiting = ""
+        return self._start_plan()
+
+    def _start_plan(self) -> list[Outgoing]:
+        assert self.plan is not None
+        plan = self.plan
+        for seg, tensors in self.data.items():
+            if len(tensors[0]) != plan.n_rows:
+                raise ProtocolError(f"{self.name}: segment {seg!r} has {len(tensors[0])} rows, the plan {plan.n_rows}",
+                                    local=True)
+        if self.is_coordinator and not plan.predict and (self.labels is None or len(self.labels) != plan.n_rows):
+            n = None if self.labels is None else len(self.labels)
+            raise ProtocolError(f"{self.name}: {n} labels for {plan.n_rows} aligned rows", local=True)
+        self._chunks = plan.eval_chunks()
+        self._chunk_index = [torch.from_numpy(rows) for rows in self._chunks]
+        self._limit = max(1, len(self._chunks))
+        if plan.predict:
+            self._set_train(False)
+            self._remaining = {p: n * len(self._chunks) for p, n in self._slots_from.items()}
+            return self._enter_eval(PREDICT)
+        self.epoch = plan.start_epoch
+        if self.epoch >= plan.epochs or self.training.stopped_early:
+            self._finish()
+            return []
+        return self._enter_train()
+
+    # -- phases ------------------------------------------------------------------------------------------------------
+    def _enter_train(self) -> list[Outgoing]:
+        assert self.plan is not None
+        self._batches = self.plan.batches(self.epoch)
+        self._index = [torch.from_numpy(rows) for rows in self._batches]  # torch indexes faster with its own tensors
+        self._losses = []
+        self._set_train(True)
+        self._phase, self._ops, self.step, self._pc = TRAIN, self._train_ops, 0, 0
+        self._new_unit()
+        return self._run()
+
+    def _enter_eval(self, phase: int) -> list[Outgoing]:
+        self._set_train(False)
+        self._collected = []
+        self._phase, self._ops, self.step, self._pc = phase, self._eval_ops, 0, 0
+        if not self._chunks:
+            return self._end_phase()
+        self._new_unit()
+        return self._run()
+
+    def _new_unit(self) -> None:
+        self._ctx = {}
+        if self._phase == TRAIN:
+            self._rows = self._batches[self.step]
+            self._idx = self._index[self.step]
+        else:
+            self._rows = self._chunks[self.step]
+            self._idx = self._chunk_index[self.step]
+        if self._phase == TRAIN and self.optimizer is not None:
+            clear_grads(self.optimizer)
+
+    def _run(self) -> list[Outgoing]:
+        out: list[Outgoing] = []
+        while not self._waiting and not self.done:
+            ops = self._ops
+            if self._pc == len(ops):
+                out += self._end_unit()
+                continue
+            fn, arg = ops[self._pc]
+            if not fn(arg, out):
+                break
+            self._pc += 1
+        return out
+
+    def _end_unit(self) -> list[Outgoing]:
+        self.step += 1
+        self._pc = 0
+        limit = len(self._batches) if self._phase == TRAIN else len(self._chunks)
+        if self.step < limit:
+            self._new_unit()
+            return []
+        return self._end_phase()
+
+    def _end_phase(self) -> list[Outgoing]:
+        if self._phase == TRAIN:
+            self._set_train(True)
+            return self._enter_eval(EVAL)
+        if self._phase == PREDICT:
+            if self.is_coordinator:
+                self.result = self._predictions()
+            self._phase = -1
+            self._set_train(False)
+            self.done = True
+            return []
+        if self.is_coordinator:
+            return self._coordinate_epoch_end()
+        self._waiting = "epoch_end"
+        return []
+
+    # -- epoch ends --------------------------------------------------------------------------------------------------
+    def _coordinate_epoch_end(self) -> list[Outgoing]:
+        assert self.plan is not None and self.labels is not None
+        record: dict[str, Any] = {"epoch": self.epoch, "train_loss": float(np.mean(self._losses))}
+        improved = True
+        if self._chunks:
+            outputs = torch.cat(self._collected)
+            y = self.labels[torch.from_numpy(np.concatenate(self._chunks))]
+            val_loss = float(self.task.loss(outputs, y))
+            record["val_loss"] = val_loss
+            value = float(self.task.score(y.numpy(), self.task.predict(outputs)))
+            record[f"val_{self.task.primary}"] = value if getattr(self.task, "higher_is_better", True) else -value
+            score = value if not math.isnan(value) else -val_loss
+            improved = self.training.best_score is None or score > self.training.best_score
+            if improved:
+                self.training.best_score = score
+        self._collected = []
+        stop = self._epoch_done(improved)
+        self.training.history.append(record)
+        for callback in self.callbacks:
+            if hasattr(callback, "on_epoch"):
+                callback.on_epoch(record)
+        last = stop or self.epoch + 1 >= self.plan.epochs
+        if last:
+            self.training.stopped_early = stop and self.epoch + 1 < self.plan.epochs
+        out = [Outgoing(p, EpochEnd(epoch=self.epoch, improved=improved, stop=last)) for p in self._peers]
+        return out + self._after_epoch(last)
+
+    def _epoch_done(self, improved: bool) -> bool:
+        """Keep the weights of an improved epoch; True if patience has run out."""
+        self.epochs_run += 1
+        if improved:
+            if self.is_coordinator:
+                self.training.best_epoch = self.epoch
+            self._best = self._snapshot()
+            self._since_best = 0
+        else:
+            self._since_best += 1
+        return self.patience is not None and self._since_best > self.patience
+
+    def _on_epoch_end(self, msg: EpochEnd) -> list[Outgoing]:
+        assert self.plan is not None
+        if msg.epoch != self.epoch:
+            raise ProtocolError(f"{self.name}: epoch end for {msg.epoch}, expected {self.epoch}")
+        self._epoch_done(msg.improved)
+        self._waiting = ""
+        return self._after_epoch(msg.stop or self.epoch + 1 >= self.plan.epochs)
+
+    def _after_epoch(self, last: bool) -> list[Outgoing]:
+        if self.on_epoch_end is not None:
+            self.on_epoch_end(self.state())
+        if last:
+            self._finish()
+            return []
+        self.epoch += 1
+        return self._enter_train()
+
+    def _finish(self) -> None:
+        if self._best is not None:
+            for key, module in self.modules.items():
+                module.load_state_dict(self._best[key])
+        self._set_train(False)
+        self._phase = -1
+        self.done = True
+        self.result = self.training if self.is_coordinator else {"epochs_run": self.epochs_run}
+
+    def _predictions(self) -> np.ndarray:
+        if not self._collected:
+            return np.zeros(0)
+        return np.asarray(self.task.predict(torch.cat(self._collected)), dtype=np.float64)
+
+    # -- the inbox ---------------------------------------------------------------------------------------------------
+    def _admit(self, sender: str, key: tuple, epoch: int, step: int, *, training: bool) -> None:
+        if epoch != self.epoch and self._phase != PREDICT:
+            raise ProtocolError(f"{self.name}: {sender!r} sent a tensor for epoch {epoch}, this is epoch {self.epoch}")
+        if training:
+            ahead = self._phase != TRAIN or not self.step <= step < self.step + 1
+        else:
+            ahead = step >= len(self._chunks) if self._phase >= EVAL else step >= self._limit
+        if ahead or key in self._inbox or self._held[sender] >= self._slots_from[sender] * self._limit:
+            raise ProtocolError(
+                f"{self.name}: {sender!r} sent a tensor ahead of the protocol (epoch {epoch}, step {step}); refused",
+                code=AbortCode.PROTOCOL_VIOLATION,
+            )
+
+    def _store_activations(self, sender: str, msg: Activations) -> None:
+        cut = self._cuts.get(msg.cut)
+        if cut is None or cut.dst != self.name or cut.src_owner != sender or msg.slot >= len(cut.shapes):
+            raise ProtocolError(f"{self.name}: {sender!r} sent activations for cut {msg.cut}/{msg.slot}, not its own")
+        key = (0, msg.cut, msg.slot, msg.phase, msg.step)
+        self._admit(sender, key, msg.epoch, msg.step, training=msg.phase == TRAIN)
+        if msg.values.shape[1:] != cut.shapes[msg.slot]:
+            raise ProtocolError(
+                f"{self.name}: {sender!r} sent activations of shape {msg.values.shape[1:]} on cut c{cut.id}, "
+                f"expected {cut.shapes[msg.slot]}"
+            )
+        self._inbox[key] = msg.values
+        self._held[sender] += 1
+
+    def _store_gradients(self, sender: str, msg: Gradients) -> None:
+        cut = self._cuts.get(msg.cut)
+        if cut is None or cut.src_owner != self.name or cut.dst != sender or msg.slot >= len(cut.shapes):
+            raise ProtocolError(f"{self.name}: {sender!r} sent gradients for cut {msg.cut}/{msg.slot}, not its own")
+        key = (1, msg.cut, msg.slot, TRAIN, msg.step)
+        self._admit(sender, key, msg.epoch, msg.step, training=True)
+        self._inbox[key] = msg.values
+        self._held[sender] += 1
+
+    def _take(self, kind: int, cut_id: int, phase: int) -> list[np.ndarray] | None:
+        cut = self._cuts[cut_id]
+        keys = [(kind, cut_id, slot, phase, self.step) for slot in range(len(cut.shapes))]
+        inbox = self._inbox
+        for key in keys:
+            if key not in inbox:
+                return None
+        peer = cut.src_owner if kind == 0 else cut.dst
+        self._held[peer] -= len(keys)
+        if self._phase == PREDICT:
+            self._remaining[peer] -= len(keys)
+        return [inbox.pop(key) for key in keys]
+
+    # -- ops ---------------------------------------------------------------------------------------------------------
+    def _bind(self, program: tuple) -> list:
+        table = {
+            AWAIT_ACT: self._await_activations, FORWARD: self._forward, SEND_ACT: self._send_activations,
+            LOSS: self._loss, COLLECT: self._collect, AWAIT_GRAD: self._await_gradients, BACKWARD: self._backward,
+            SEND_GRAD: self._send_gradients, STEP: self._step,
+        }
+        bound = []
+        for op in program:
+            arg = op.arg
+            if op.kind == FORWARD:
+                seg = self._segments[arg]  # type: ignore[index]
+                arg = (seg.name, self.modules[seg.name], seg.inputs)
+            elif op.kind == BACKWARD:
+                members = set(arg)  # type: ignore[arg-type]
+                loss = any(self._segments[n].loss for n in members)
+                out_cuts = tuple(c.id for c in self.topology.cuts if c.src in members)
+                arg = (loss, out_cuts)
+            bound.append((table[op.kind], arg))
+        return bound
+
+    def _info(self, party: str, *, labels: torch.Tensor | None = None) -> StepInfo:
+        return StepInfo(party=party, epoch=self.epoch, step=self.step, rows=self._rows,
+                        training=self._phase == TRAIN, labels=labels)
+
+    def _forward(self, arg: tuple, out: list[Outgoing]) -> bool:
+        name, module, inputs = arg
+        ctx = self._ctx
+        with self.rng, torch.set_grad_enabled(self._phase == TRAIN):
+            if not inputs:
+                idx = self._idx
+                ctx[name] = module(*[t[idx] for t in self.data[name]])
+            elif len(inputs) == 1:
+                value = ctx[inputs[0]]
+                ctx[name] = module(*value) if type(value) is tuple else module(value)
+            else:
+                ctx[name] = module({i: ctx[i] for i in inputs})
+        return True
+
+    def _send_activations(self, cut_id: int, out: list[Outgoing]) -> bool:
+        cut = self._cuts[cut_id]
+        value = self._ctx[cut.src]
+        tensors = value if type(value) is tuple else (value,)
+        if len(tensors) != len(cut.shapes):
+            raise ProtocolError(f"{self.name}: segment {cut.src!r} gave {len(tensors)} tensors, the topology "
+                                f"declares {len(cut.shapes)}", local=True)
+        if self.embedding_hooks:
+            info = self._info(self.name)
+            hooked = []
+            for t in tensors:
+                with self.rng, torch.set_grad_enabled(self._phase == TRAIN):
+                    for hook in self.embedding_hooks:
+                        t = hook(t, info)
+                hooked.append(t)
+            tensors = tuple(hooked)
+        self._ctx[("sent", cut_id)] = tensors
+        n = len(self._rows)
+        for slot, t in enumerate(tensors):
+            if t.shape[0] != n or tuple(t.shape[1:]) != cut.shapes[slot]:
+                raise ProtocolError(
+                    f"{self.name}: segment {cut.src!r} produced shape {tuple(t.shape)}, the topology declares "
+                    f"({n}, {', '.join(map(str, cut.shapes[slot]))}); fix the segment or the topology's widths",
+                    local=True,
+                )
+            values = t.detach().numpy()
+            if values.dtype != np.float32 or not values.flags.c_contiguous:
+                values = np.ascontiguousarray(values, dtype=np.float32)
+            out.append(Outgoing(cut.dst, Activations(cut=cut_id, slot=slot, phase=self._phase, epoch=self.epoch,
+                                                     step=self.step, values=values)))
+        return True
+
+    def _await_activations(self, cut_id: int, out: list[Outgoing]) -> bool:
+        got = self._take(0, cut_id, self._phase)
+        if got is None:
+            return False
+        cut = self._cuts[cut_id]
+        n = len(self._rows)
+        leaves = []
+        for values in got:
+            if values.shape[0] != n:
+                raise ProtocolError(f"{self.name}: {cut.src_owner!r} sent {values.shape[0]} rows on cut c{cut_id}, "
+                                    f"the batch has {n}")
+            if not all_finite(values):
+                raise ProtocolError(f"{self.name}: {cut.src_owner!r} sent non-finite activations")
+            leaf = torch.from_numpy(values)
+            leaves.append(leaf.requires_grad_() if self._phase == TRAIN else leaf)
+        self._ctx[("leaves", cut_id)] = leaves
+        self._ctx[cut.src] = leaves[0] if len(leaves) == 1 else tuple(leaves)
+        return True
+
+    def _loss(self, segment: str, out: list[Outgoing]) -> bool:
+        assert self.labels is not None
+        labels = self.labels[self._idx]
+        self._ctx["labels"] = labels
+        self._ctx["loss"] = self.task.loss(self._ctx[segment], labels)
+        return True
+
+    def _collect(self, segment: str, out: list[Outgoing]) -> bool:
+        self._collected.append(self._ctx[segment].detach())
+        return True
+
+    def _await_gradients(self, cut_id: int, out: list[Outgoing]) -> bool:
+        got = self._take(1, cut_id, TRAIN)
+        if got is None:
+            return False
+        cut = self._cuts[cut_id]
+        sent = self._ctx[("sent", cut_id)]
+        grads = []
+        for t, values in zip(sent, got, strict=True):
+            if values.shape != tuple(t.shape):
+                raise ProtocolError(f"{self.name}: gradient shape {values.shape} != activations {tuple(t.shape)}")
+            if not all_finite(values):
+                raise ProtocolError(f"{self.name}: {cut.dst!r} sent non-finite gradients")
+            grad = torch.from_numpy(values)
+            if self.observers:
+                info = self._info(self.name)
+                for observe in self.observers:
+                    observe(grad, info)
+            grads.append(grad)
+        self._ctx[("grads", cut_id)] = grads
+        return True
+
+    def _backward(self, arg: tuple, out: list[Outgoing]) -> bool:
+        has_loss, out_cuts = arg
+        ctx = self._ctx
+        roots: list[torch.Tensor] = []
+        grads: list[torch.Tensor | None] = []
+        if has_loss:
+            roots.append(ctx["loss"])
+            grads.append(None)
+        for cut_id in out_cuts:
+            for t, g in zip(ctx[("sent", cut_id)], ctx[("grads", cut_id)], strict=True):
+                if t.requires_grad:
+                    roots.append(t)
+                    grads.append(g)
+            if self.local_loss is not None:
+                src = self._cuts[cut_id].src
+                if src in self.data:
+                    with self.rng:
+                        inputs = tuple(t[self._idx] for t in self.data[src])
+                        extra = self.local_loss(inputs, ctx[("sent", cut_id)][0])
+                    roots.append(extra)
+                    grads.append(torch.ones_like(extra))
+        if roots:
+            torch.autograd.backward(roots, grads)  # draws no random numbers: no need to swap in self.rng
+        return True
+
+    def _send_gradients(self, cut_id: int, out: list[Outgoing]) -> bool:
+        cut = self._cuts[cut_id]
+        for slot, leaf in enumerate(self._ctx[("leaves", cut_id)]):
+            grad = leaf.grad if leaf.grad is not None else torch.zeros_like(leaf)
+            if self.gradient_hooks:
+                info = self._info(cut.src_owner, labels=self._ctx.get("labels"))
+                for hook in self.gradient_hooks:
+                    grad = hook(grad, info)
+                values = np.ascontiguousarray(grad.detach().numpy(), dtype=np.float32)
+            else:
+                values = grad.numpy()  # autograd's own gradient: contiguous float32 already
+            out.append(Outgoing(cut.src_owner, Gradients(cut=cut_id, slot=slot, epoch=self.epoch, step=self.step,
+                                                         values=values)))
+        return True
+
+    def _step(self, arg: object, out: list[Outgoing]) -> bool:
+        if self.optimizer is not None:
+            self.optimizer.step()
+        loss = self._ctx.get("loss")
+        if loss is not None:
+            value = float(loss.detach())
+            self._losses.append(value)
+            for callback in self.callbacks:
+                if hasattr(callback, "on_step"):
+                    callback.on_step(self.epoch, self.step, len(self._batches), value)
+        return True
+
+    # -- checkpoints -------------------------------------------------------------------------------------------------
+    def state(self) -> dict[str, Any]:
+        """Everything needed to continue after the current epoch."""
+        return {
+            "epoch": self.epoch,
+            "epochs_run": self.epochs_run,
+            "modules": {k: m.state_dict() for k, m in self.modules.items()},
+            "optimizer": self.optimizer.state_dict() if self.optimizer is not None else {},
+            "rng": self.rng.state,
+            "best": self._best,
+            "since_best": self._since_best,
+            "history": self.training.history,
+            "best_epoch": self.training.best_epoch,
+            "best_score": self.training.best_score,
+            "stopped_early": self.training.stopped_early,
+        }
+
+    def load_state(self, state: dict[str, Any]) -> None:
+        """Continue from a :meth:`state` saved after epoch ``state["epoch"]``."""
+        for key, module in self.modules.items():
+            module.load_state_dict(state["modules"][key])
+        if self.optimizer is not None:
+            self.optimizer.load_state_dict(state["optimizer"])
+        self.rng.state = state["rng"]
+        self._best = state["best"]
+        self._since_best = state["since_best"]
+        self.epochs_run = state["epochs_run"]
+        self.epoch = state["epoch"]
+        self.training = TrainingResult(
+            history=list(state["history"]),
+            best_epoch=state["best_epoch"],
+            best_score=state["best_score"],
+            stopped_early=state["stopped_early"],
+        )
+
+    def _set_train(self, mode: bool) -> None:
+        for module in self.modules.values():
+            module.train(mode)
+
+    def _snapshot(self) -> dict[str, Any]:
+        return {k: copy.deepcopy(m.state_dict()) for k, m in self.modules.items()}
