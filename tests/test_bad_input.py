@@ -80,5 +80,5 @@ def test_label_with_three_values(views):
 def test_unknown_label_party_and_merge(views):
     with pytest.raises(ConfigError, match="label_party 'insurer' is not among the views"):
         SplitClassifier(label_party="insurer").fit(views)
-    with pytest.raises(ConfigError, match=r"unknown merge 'max'; choose one of: concat, mean, sum"):
+    with pytest.raises(ConfigError, match=r"unknown merge 'max'; choose one of: attention, concat, mean, sum"):
         fit(views, merge="max")
