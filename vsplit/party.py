@@ -32,7 +32,7 @@ from vsplit.models.optim import make_optimizer
 from vsplit.models.rng import PartyRng
 from vsplit.models.seeds import derive_seed
 from vsplit.models.tabular import TabularMLP
-from vsplit.models.tasks import make_task  # binarise, detect_positive: re-exported
+from vsplit.models.tasks import binarise, detect_positive, make_task  # noqa: F401 (the first two: re-exported)
 from vsplit.protocol.training.machine import SplitMachine
 from vsplit.protocol.training.messages import ROLE_TRAIN, ROLE_VALID
 from vsplit.protocol.training.plan import Plan
