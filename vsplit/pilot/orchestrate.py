@@ -149,9 +149,11 @@ def _add_centralized_baseline(run_dir: Path, data: Any, config: Any) -> dict[str
 
 
 def _merge_partner(run_dir: Path, report: dict[str, Any]) -> dict[str, Any]:
-    partner = run_dir / "partner" / "report.json"
-    if partner.exists():
-        theirs = json.loads(partner.read_text())
-        report["communication"]["partner"] = theirs["communication"]
+    """Add every other party's own communication and config hash (its ``report.json`` in ``run_dir``)."""
+    for path in sorted(run_dir.glob("*/report.json")):
+        if path.parent.name == report.get("party"):
+            continue
+        theirs = json.loads(path.read_text())
+        report["communication"][theirs.get("party", path.parent.name)] = theirs["communication"]
         report["config_hashes"].update(theirs.get("config_hashes", {}))
     return report

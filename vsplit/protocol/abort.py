@@ -29,6 +29,7 @@ class AbortCode(IntEnum):
     TIMEOUT = 8
     CANCELLED = 9
     AUTHENTICATION = 10
+    PEER_LOST = 11
 
 
 _REASONS = {
@@ -42,6 +43,7 @@ _REASONS = {
     AbortCode.TIMEOUT: "the peer timed out waiting",
     AbortCode.CANCELLED: "the peer was stopped by its operator",
     AbortCode.AUTHENTICATION: "the peer could not authenticate this party",
+    AbortCode.PEER_LOST: "another party of the session dropped out (it crashed or lost its connection)",
 }
 
 

@@ -46,3 +46,25 @@ class Machine(Protocol):
 
     def receive(self, sender: str, msg: Message) -> list[Outgoing]:
         """Take one message from ``sender``; return the messages to send in answer."""
+
+    # Optional: ``expects(peer: str) -> bool``, True while the machine still needs a message from ``peer``. A
+    # pump asks it when ``peer`` closes its channel cleanly: a peer that finished its part may leave while the
+    # machine talks to the others, but not while the machine waits for it. See :func:`still_expects`.
+
+
+def still_expects(machine: Machine, peer: str) -> bool:
+    """Whether ``machine`` still needs a message from ``peer``: its ``expects(peer)``, or True if it has none.
+
+    A machine without ``expects`` is taken to need every peer until it is done; as it cannot say so when a peer
+    closes, the pump only finds out once the machine stalls (see :class:`vsplit.runtime.pump.Pump`).
+
+    Example:
+        >>> class Collect:
+        ...     done, result = False, None
+        ...     def __init__(self): self.missing = {"shop", "telco"}
+        ...     def expects(self, peer): return peer in self.missing
+        >>> still_expects(Collect(), "shop"), still_expects(Collect(), "insurer"), still_expects(object(), "shop")
+        (True, False, True)
+    """
+    ask = getattr(machine, "expects", None)
+    return True if ask is None else bool(ask(peer))

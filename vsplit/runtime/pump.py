@@ -6,6 +6,14 @@ checks the session and that the sequence number is exactly the next one (so a re
 fails loudly), decodes it and feeds it to the machine. If anything goes wrong, every peer gets an
 :class:`~vsplit.protocol.abort.Abort` carrying only a code, and the local error is raised with the details.
 
+A peer that closes its channel cleanly (:class:`~vsplit.transport.channel.PeerClosed`, raised only after its last
+frame) has finished its part: the pump stops reading from it and carries on with the others, as a hub does while
+one partner is done scoring and another is still sending. It is an error only if the machine still needed that
+peer: at once if the machine says so (its optional ``expects(peer)``, see
+:func:`~vsplit.protocol.machine.still_expects`), otherwise when the machine stalls, with no open peer left or
+nothing from any peer within ``timeout``. A peer that vanishes (:class:`~vsplit.transport.channel.PeerLost`:
+dropped, reset, silent) is always an error, and the other peers are told ``AbortCode.PEER_LOST``.
+
 Both runtimes share it: :func:`Pump.run` blocks on the channels (one party per process), while the in-process
 runtime (:mod:`vsplit.runtime.inprocess`) calls :meth:`Pump.poll` on every party in turn.
 """
@@ -18,11 +26,11 @@ from typing import Any
 
 from vsplit.errors import AlignmentError, DataError, ProtocolError, RemoteAbort, TransportError, VsplitError
 from vsplit.protocol.abort import Abort, AbortCode
-from vsplit.protocol.machine import Machine, Outgoing
+from vsplit.protocol.machine import Machine, Outgoing, still_expects
 from vsplit.protocol.message import Message
 from vsplit.runtime.stats import CommStats
 from vsplit.transport import codec
-from vsplit.transport.channel import Channel, NothingYet
+from vsplit.transport.channel import Channel, NothingYet, PeerClosed, PeerLost
 
 #: A tap sees every frame a party sends: ``tap(sender, recipient, message, frame)``.
 Tap = Callable[[str, str, Message, bytearray], None]
@@ -49,8 +57,9 @@ class Pump:
         self.timeout = timeout
         self._sent_seq = dict.fromkeys(self.channels, 0)
         self._recv_seq = dict.fromkeys(self.channels, 0)
-        self._order = list(self.channels)
+        self._order = list(self.channels)  # the peers still open, polled in turn
         self._next = 0
+        self.closed: list[str] = []  # peers that closed their channel cleanly, in the order they did
         self.machine: Machine | None = None
 
     # -- sending ---------------------------------------------------------------------------------------------------
@@ -97,34 +106,60 @@ class Pump:
     def begin(self, machine: Machine) -> None:
         """Make ``machine`` current and send what it says first."""
         self.machine = machine
-        self.guard(lambda: self.send_all(machine.start()))
+        self.guard(lambda: (self.send_all(machine.start()), self._check_closed()))
 
     def poll(self) -> bool:
-        """Deliver at most one waiting frame without blocking; return whether one was delivered."""
+        """Take at most one waiting frame or clean close without blocking; return whether one was taken."""
+        return bool(self.guard(self._poll_once))
+
+    def _poll_once(self) -> bool:
         for _ in range(len(self._order)):
             peer = self._order[self._next]
             self._next = (self._next + 1) % len(self._order)
-            try:
-                frame = self.channels[peer].recv(timeout=0)
-            except NothingYet:
-                continue
-            try:
-                self.deliver(peer, frame)
-            except Exception as exc:
-                self._failed(exc)
-                raise
-            return True
+            if self._take(peer, timeout=0):
+                return True
+        self._check_closed()
         return False
+
+    def _take(self, peer: str, *, timeout: float) -> bool:
+        """Deliver the next frame from ``peer`` or register its clean close; False if nothing is waiting."""
+        try:
+            frame = self.channels[peer].recv(timeout=timeout)
+        except NothingYet:
+            return False
+        except PeerClosed:
+            self._order.remove(peer)
+            self._next = 0
+            self.closed.append(peer)
+            self._check_closed()
+            return True
+        self.deliver(peer, frame)
+        return True
+
+    def _check_closed(self) -> None:
+        """Raise if the current machine still needs a peer that has closed (see the module docstring)."""
+        machine = self.machine
+        if machine is None or machine.done or not self.closed:
+            return
+        says = hasattr(machine, "expects")
+        waited_for = [p for p in self.closed if still_expects(machine, p)]
+        if waited_for and (says or not self._order):
+            names = ", ".join(repr(p) for p in waited_for)
+            raise PeerLost(
+                f"{self.me}: {names} closed the channel while this party still expected messages from it: its run "
+                "ended early or runs other settings; see its log (is its config the same run?)"
+            )
+        if not self._order:
+            raise PeerLost(f"{self.me}: every peer closed its channel before {type(machine).__name__} was done")
 
     def run(self, machine: Machine) -> Any:
         """Run ``machine`` to completion, blocking on the channels; return its result."""
         self.begin(machine)
         deadline_quiet = self.timeout
         while not machine.done:
-            if len(self._order) == 1:
+            if len(self.channels) == 1 and self._order:  # one peer: block on it (after a close: poll, see below)
                 peer = self._order[0]
-                frame = self.guard(lambda p=peer: self.channels[p].recv(timeout=deadline_quiet))
-                self.guard(lambda p=peer, f=frame: self.deliver(p, f))
+                self.guard(lambda p=peer: self._take(p, timeout=deadline_quiet))
                 continue
             waited, pause = 0.0, 5e-5
             while not self.poll():
@@ -136,7 +171,10 @@ class Pump:
         return machine.result
 
     def _timed_out(self) -> None:
-        raise TransportError(f"{self.me}: no message from any peer within {self.timeout} s")
+        earlier = ""
+        if self.closed:
+            earlier = f"; {', '.join(repr(p) for p in self.closed)} closed the channel earlier, perhaps too early"
+        raise TransportError(f"{self.me}: no message from any peer within {self.timeout} s{earlier}")
 
     # -- failure ---------------------------------------------------------------------------------------------------
     def guard(self, action: Callable[[], Any]) -> Any:

@@ -35,6 +35,24 @@ class NothingYet(Exception):
     """Raised by ``recv(timeout=0)`` when no frame is waiting (a poll, not an error)."""
 
 
+class PeerLost(TransportError):
+    """The peer vanished: its connection dropped without a clean close, was reset, or went silent.
+
+    ``code`` is the abort code the other parties are told (``AbortCode.PEER_LOST``), so a partner of a hub learns
+    that some party dropped out rather than that the hub timed out.
+    """
+
+    code = 11
+
+
+class PeerClosed(TransportError):
+    """The peer ended the channel cleanly (TLS ``close_notify``) after its last frame.
+
+    Every frame it sent has been delivered before this is raised, so a peer that finished its part and closed is
+    not a failure by itself: the pump (:mod:`vsplit.runtime.pump`) decides whether the machine still needed it.
+    """
+
+
 def take(get: Callable[[float | None], T], timeout: float | None, *, peer: str = "the peer") -> T:
     """Call ``get(timeout)`` (which raises :class:`queue.Empty`) with the channel semantics of ``recv``.
 

@@ -14,7 +14,7 @@ from __future__ import annotations
 import queue
 
 from vsplit.errors import TransportError
-from vsplit.transport.channel import take
+from vsplit.transport.channel import PeerClosed, take
 
 _CLOSED = object()
 
@@ -38,7 +38,7 @@ class MemoryChannel:
         item = take(self._get, timeout)
         if item is _CLOSED:
             self._closed = True
-            raise TransportError("the peer closed the channel")
+            raise PeerClosed("the peer closed the channel")
         return item
 
     def _get(self, timeout: float | None) -> bytes:

@@ -17,6 +17,9 @@ sans-IO: it turns plaintext into wire bytes and back, and this module does all t
 * ``close`` sends the layer's goodbye (TLS ``close_notify``), half-closes the socket, and lets the reader drain
   what the peer still sends for up to ``linger_s`` before the socket is closed, so the last frames are not lost
   to a TCP reset.
+* How a stream ends tells what happened to the peer, and ``recv`` raises it after the last frame: a clean close
+  (``close_notify`` at a frame boundary) is :class:`~vsplit.transport.channel.PeerClosed` (the peer finished);
+  a drop without one, a reset or silence is :class:`~vsplit.transport.channel.PeerLost` (the peer vanished).
 """
 
 from __future__ import annotations
@@ -33,7 +36,7 @@ from dataclasses import dataclass
 from typing import Protocol
 
 from vsplit.errors import ConfigError, TransportError
-from vsplit.transport.channel import take
+from vsplit.transport.channel import PeerClosed, PeerLost, take
 from vsplit.transport.framing import DEFAULT_MAX_FRAME, HEARTBEAT, PREFIX_LIMIT, Deframer, prefix
 
 log = logging.getLogger(__name__)
@@ -224,13 +227,13 @@ class StreamChannel:
     def recv(self, timeout: float | None) -> bytearray:
         """Return the next frame; ``timeout=0`` polls and raises :class:`NothingYet` if none is waiting."""
         if self._failure is not None:
-            raise TransportError(str(self._failure))
+            raise type(self._failure)(str(self._failure))
         if self._closed:
             raise TransportError(f"channel to {self.peer!r} is closed")
         item = take(self._inbox.get, timeout, peer=repr(self.peer))
         if isinstance(item, TransportError):
             self._failure = item
-            raise TransportError(str(item))
+            raise type(item)(str(item))
         return item
 
     def close(self) -> None:
@@ -285,11 +288,11 @@ class StreamChannel:
                 self._sock.sendall(wire)
                 self._counts["wire_bytes_sent"] += len(wire)
         except TimeoutError:
-            raise TransportError(
+            raise PeerLost(
                 f"{self.peer!r} stopped reading for {self.options.idle_timeout_s} s; the peer is stuck or gone"
             ) from None
         except OSError as exc:
-            raise TransportError(f"sending to {self.peer!r} failed: {exc.strerror or exc}") from None
+            raise PeerLost(f"sending to {self.peer!r} failed: {exc.strerror or exc}") from None
         self._last_sent = time.monotonic()
 
     def _heartbeat_loop(self) -> None:
@@ -312,10 +315,10 @@ class StreamChannel:
         self._counts["payload_bytes_received"] += len(frame)
         return self._inbox.put(frame, stop=self._stop)
 
-    def _fail(self, text: str, *, level: int = logging.WARNING) -> None:
+    def _fail(self, text: str, *, level: int = logging.WARNING, kind: type[TransportError] = TransportError) -> None:
         if not self._closed:
             log.log(level, "channel to %s: %s", self.peer, text)
-        self._inbox.put(TransportError(text), stop=self._stop)
+        self._inbox.put(kind(text), stop=self._stop)
 
     def _read_loop(self) -> None:
         selector = selectors.DefaultSelector()
@@ -331,7 +334,7 @@ class StreamChannel:
                     if now - last_heard > self.options.idle_timeout_s and not self._closed:
                         self._fail(
                             f"nothing from {self.peer!r} for {self.options.idle_timeout_s} s, not even a heartbeat: "
-                            "the peer is down or the network is cut"
+                            "the peer is down or the network is cut", kind=PeerLost,
                         )
                         return
                     continue
@@ -351,7 +354,7 @@ class StreamChannel:
         except (TimeoutError, BlockingIOError, InterruptedError):
             return True
         except OSError as exc:
-            self._fail(f"connection to {self.peer!r} failed: {exc.strerror or exc}")
+            self._fail(f"connection to {self.peer!r} failed: {exc.strerror or exc}", kind=PeerLost)
             return False
         if not data:
             self._end_of_stream(clean=not self._layer.closes_explicitly)
@@ -389,10 +392,11 @@ class StreamChannel:
             )
         elif not clean:
             self._fail(
-                f"connection to {self.peer!r} dropped without a TLS close: the peer crashed or the network failed"
+                f"connection to {self.peer!r} dropped without a TLS close: the peer crashed or the network failed",
+                kind=PeerLost,
             )
         else:
-            self._fail(f"{self.peer!r} closed the channel", level=logging.INFO)
+            self._fail(f"{self.peer!r} closed the channel", level=logging.INFO, kind=PeerClosed)
 
     def _close_socket_if_done(self) -> None:
         with self._life_lock:

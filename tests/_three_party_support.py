@@ -1,0 +1,89 @@
+"""Three parties as a new user would set them up by hand: a bank listening, "shop" and "telco" dialing.
+
+The data is a 3-way vertical partition of the bundled UCI bank sample (4,521 rows): the bank holds the profile and
+the label, the shop the credit columns, the telco the call records. Configs are hand-written as in docs/pilot.md.
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+from sklearn.model_selection import train_test_split
+
+from vsplit.datasets import load, partition
+from vsplit.pilot.prepare import ensure_keys
+from vsplit.runtime.atomic import save_with
+
+COLUMNS = {
+    "bank": ["age", "job", "marital", "education", "y"],
+    "shop": ["default", "balance", "housing", "loan"],
+    "telco": ["contact", "day", "month", "duration", "campaign", "pdays", "previous", "poutcome"],
+}
+PARTNERS = ("shop", "telco")
+
+_BANK = """[party]
+name = "bank"
+role = "label"
+
+[data]
+path = "data/train.parquet"
+test_path = "data/test.parquet"
+id_column = "customer_id"
+label = "y"
+positive_label = "yes"
+
+[network]
+listen = "127.0.0.1:{port}"
+key = "keys/bank.key"
+cert = "keys/bank.pem"
+peers = {{ shop = "keys/peers/shop.pem", telco = "keys/peers/telco.pem" }}
+connect_timeout_s = 60
+read_timeout_s = 60
+
+[output]
+dir = "../runs"
+run_id = "{run_id}"
+baselines = false
+"""
+
+_PARTNER = """[party]
+name = "{name}"
+role = "feature"
+
+[data]
+path = "data/train.parquet"
+test_path = "data/test.parquet"
+id_column = "customer_id"
+
+[network]
+dial = "127.0.0.1:{port}"
+key = "keys/{name}.key"
+cert = "keys/{name}.pem"
+peers = {{ bank = "keys/peers/bank.pem" }}
+connect_timeout_s = 60
+read_timeout_s = 60
+
+[output]
+dir = "../runs"
+run_id = "{run_id}"
+"""
+
+
+def prepare_three_parties(root: Path, *, port: int, run_id: str, extra: str = "", seed: int = 0) -> dict[str, Path]:
+    """Tables, keys and hand-written ``party.toml`` files for bank, shop and telco under ``root``; the configs."""
+    source = load("bank")
+    train, test = train_test_split(source, test_size=0.2, stratify=source["y"], random_state=seed)
+    split = {"columns": COLUMNS, "label_party": "bank", "label": "y", "overlap": 0.9, "extra": 0.05}
+    tables = {"train": partition(train, seed=seed, **split)}
+    used = set().union(*(t["customer_id"] for t in tables["train"].values()))
+    tables["test"] = partition(test, seed=seed + 1, reserved_ids=used, **split)
+    for name, parts in tables.items():
+        for party, table in parts.items():
+            save_with(root / party / "data" / f"{name}.parquet", lambda h, t=table: t.to_parquet(h, index=False))
+    ensure_keys(root, list(COLUMNS))
+    configs = {}
+    for party in COLUMNS:
+        template = _BANK if party == "bank" else _PARTNER
+        configs[party] = root / party / "party.toml"
+        configs[party].write_text(template.format(name=party, port=port, run_id=run_id) + extra)
+    return configs
