@@ -1,7 +1,7 @@
 """ECDH-PSI between two OS processes: wall time, peak memory and bytes per party.
 
     python benchmarks/psi.py --size N [--partner-size M] [--overlap F] [--reveal both|label_party]
-                             [--workers W] [--transport socket|tls] [--vs-openmined]
+                             [--workers W] [--buckets B] [--transport socket|tls] [--vs-openmined]
 
 The parent writes each party's IDs to a Parquet file (so the parties stream them and their memory is their own),
 starts the label party and the partner as separate processes joined by a channel - a local Unix socket by default,
@@ -13,7 +13,13 @@ same IDs in the same order, and prints ONE JSON object::
     {"sizes": {"label": N, "partner": M}, "intersection": k, "seconds": wall, "peak_rss_mb": {...},
      "bytes_sent": {...}, "party_seconds": {...}, "verified": true, ...}
 
-``peak_rss_mb`` is, per party, the peak resident memory (VmHWM) of its main process plus that of its workers.
+``peak_rss_mb`` is, per party, the peak resident memory (VmHWM) of its main process plus that of its workers;
+``peak_rss_mb_workers`` lists each worker's. ``--buckets B`` runs bucketed PSI (:mod:`vsplit.psi.buckets`);
+``points_sent`` then includes the dummies that pad each bucket. ``core_us_per_id`` is, per party, its CPU time
+(main process plus workers) in microseconds per ID it handled (its own plus the peer's, each blinded once by it):
+the per-core cost of the protocol, which does not depend on how many cores ran it.
+``seconds_including_startup`` is the wall time from starting the two party processes to both results (interpreter
+start-up, imports, worker pools, connecting); ``seconds`` is the PSI run alone.
 ``cpu_seconds`` (main process plus workers, per party) does not depend on other load: on an idle machine the wall
 time is about their sum divided by the cores; ``load_average_before`` shows whether something else was running.
 ``--vs-openmined`` also runs the ``openmined-psi`` package (P-256, one thread, client learns the intersection) on
@@ -121,7 +127,7 @@ def party(role: str, table: str, spec: dict, settings: dict, ready, barrier, res
         peer = "partner" if role == "label" else "label"
         channel = _channel(role, spec, ready)
         pump = Pump(role, {peer: channel}, session=spec["session"], timeout=600)
-        config = PsiConfig(reveal=settings["reveal"], context="benchmark")
+        config = PsiConfig(reveal=settings["reveal"], context="benchmark", buckets=settings["buckets"])
         source = ParquetIds(table, column=COLUMN)
         if role == "label":
             machine = LabelParty(source, partners=[peer], config=config, backend=backend)
@@ -134,6 +140,7 @@ def party(role: str, table: str, spec: dict, settings: dict, ready, barrier, res
         cpu, cpu_main = _cpu_seconds(pids) - cpu_before, _cpu_seconds(pids[:1]) - main_before
         rss = _peak_rss_mb(pids)
         rss_main = _peak_rss_mb([os.getpid()])
+        rss_workers = [_peak_rss_mb([pid]) for pid in pids[1:]]
         backend.close()
         channel.close()
         results.put(
@@ -144,6 +151,9 @@ def party(role: str, table: str, spec: dict, settings: dict, ready, barrier, res
                 "bytes_sent": alignment.stats.bytes_sent,
                 "peak_rss_mb": rss,
                 "peak_rss_mb_main": rss_main,
+                "peak_rss_mb_workers": rss_workers,
+                "peer_size": sum(alignment.stats.peer_sizes.values()),
+                "points_sent": alignment.stats.points_sent,
                 "size": alignment.stats.size,
                 "cpu_seconds": round(cpu, 2),
                 "cpu_seconds_main": round(cpu_main, 2),
@@ -206,6 +216,7 @@ def main(argv: list[str] | None = None) -> dict:
     parser.add_argument("--overlap", type=float, default=0.5, help="shared fraction of the smaller set")
     parser.add_argument("--reveal", choices=["both", "label_party"], default="both")
     parser.add_argument("--workers", type=int, default=os.cpu_count() or 1, help="worker processes per party")
+    parser.add_argument("--buckets", type=int, default=1, help="PSI buckets per party (1: unbucketed)")
     parser.add_argument("--transport", choices=["socket", "tls"], default="socket")
     parser.add_argument("--vs-openmined", action="store_true")
     args = parser.parse_args(argv)
@@ -223,7 +234,7 @@ def main(argv: list[str] | None = None) -> dict:
             for name in ("label", "partner"):
                 files = write_identity(create_identity(name), tmp / name)
                 spec["identities"][name] = {"cert": str(files.cert_path), "key": str(files.key_path)}
-        settings = {"workers": args.workers, "reveal": args.reveal}
+        settings = {"workers": args.workers, "reveal": args.reveal, "buckets": args.buckets}
         ready, barrier, results = ctx.Event(), ctx.Barrier(2), ctx.Queue()
         procs = [
             ctx.Process(
@@ -259,6 +270,13 @@ def main(argv: list[str] | None = None) -> dict:
             "peak_rss_mb_main_process": {r: got[r]["peak_rss_mb_main"] for r in ("label", "partner")},
             "cpu_seconds": {r: got[r]["cpu_seconds"] for r in ("label", "partner")},
             "cpu_seconds_main_process": {r: got[r]["cpu_seconds_main"] for r in ("label", "partner")},
+            "core_us_per_id": {
+                r: round(got[r]["cpu_seconds"] * 1e6 / (got[r]["size"] + got[r]["peer_size"]), 2)
+                for r in ("label", "partner")
+            },
+            "peak_rss_mb_workers": {r: got[r]["peak_rss_mb_workers"] for r in ("label", "partner")},
+            "points_sent": {r: got[r]["points_sent"] for r in ("label", "partner")},
+            "buckets": args.buckets,
             "load_average_before": load_before,
             "expected_intersection": shared,
             "verified": bool(len(rows["label"]) == shared and verify(tmp, rows["label"], rows["partner"])),

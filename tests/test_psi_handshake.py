@@ -9,7 +9,7 @@ import pytest
 
 from vsplit.errors import ProtocolError, RemoteAbort
 from vsplit.protocol.abort import Abort, AbortCode
-from vsplit.psi import IdPolicy, LabelParty, Partner, PsiConfig
+from vsplit.psi import PSI_VERSION, IdPolicy, LabelParty, Partner, PsiConfig
 from vsplit.runtime.inprocess import connect, run_machines
 
 
@@ -26,11 +26,12 @@ def run_pair(bank: LabelParty, shop: Partner) -> tuple[ProtocolError, list[int]]
 
 def test_partner_with_another_protocol_version_is_refused(monkeypatch: pytest.MonkeyPatch) -> None:
     bank = LabelParty(["a"], partners=["shop"])
-    monkeypatch.setattr("vsplit.psi.handshake.PSI_VERSION", 2)
+    monkeypatch.setattr("vsplit.psi.handshake.PSI_VERSION", PSI_VERSION + 1)
     shop = Partner(["a"], label_party="bank")
     error, codes = run_pair(bank, shop)
     assert error.code == AbortCode.VERSION_MISMATCH
-    assert "version 2, this side runs 1" in str(error) and "same vsplit version" in str(error)
+    assert f"version {PSI_VERSION + 1}, this side runs {PSI_VERSION}" in str(error)
+    assert "same vsplit version" in str(error)
     assert codes == [AbortCode.VERSION_MISMATCH]
 
 

@@ -40,11 +40,13 @@ class Recorder:
 
 @pytest.mark.parametrize("reveal", ["both", "label_party"])
 @pytest.mark.parametrize("parties", [2, 3])
-def test_no_raw_id_or_unsalted_hash_in_any_frame(reveal: str, parties: int) -> None:
+@pytest.mark.parametrize("buckets", [1, 4])
+def test_no_raw_id_or_unsalted_hash_in_any_frame(reveal: str, parties: int, buckets: int) -> None:
     tables = {"bank": BANK, "shop": SHOP, "telco": TELCO}
     tables = dict(list(tables.items())[:parties])
     tap = Recorder()
-    out = align_in_process(tables, label_party="bank", config=PsiConfig(reveal=reveal), taps=[tap])
+    config = PsiConfig(reveal=reveal, buckets=buckets)
+    out = align_in_process(tables, label_party="bank", config=config, taps=[tap])
     assert out["bank"].size == (30 if parties == 2 else 15)
     wire = b"".join(frame for *_, frame in tap.frames)
     everyone = {v for ids in tables.values() for v in ids}

@@ -24,9 +24,10 @@ from dataclasses import dataclass
 from typing import Literal
 
 from vsplit.errors import ConfigError
+from vsplit.psi.buckets import check_buckets
 
-#: Version of the PSI protocol; both parties must run the same one.
-PSI_VERSION = 1
+#: Version of the PSI protocol; both parties must run the same one (2: bucketed, with bucket tags).
+PSI_VERSION = 2
 #: Default protocol label hashed into every u-coordinate (domain separation).
 DEFAULT_LABEL = b"vsplit-psi-v1"
 #: Largest number of points (or positions) one message may carry: 4 MiB of points.
@@ -45,6 +46,8 @@ class PsiConfig:
         label: the protocol label for domain separation; change it only to run a separate protocol instance.
         chunk: points per message (2^16 points are 2 MiB).
         window: how many of its own chunks a party may have in flight before the peer answers; bounds memory.
+        buckets: how many buckets each party splits its IDs into (see :mod:`vsplit.psi.buckets`); each bucket is
+            padded to a public size and blinded with its own scalar. 1 (default) is the unbucketed protocol.
     """
 
     reveal: Literal["both", "label_party"] = "both"
@@ -52,6 +55,7 @@ class PsiConfig:
     label: bytes = DEFAULT_LABEL
     chunk: int = 1 << 16
     window: int = 4
+    buckets: int = 1
 
     def __post_init__(self) -> None:
         if self.reveal not in REVEAL_MODES:
@@ -62,3 +66,4 @@ class PsiConfig:
             raise ConfigError(f"psi.chunk: {self.chunk} is not in 1..{MAX_CHUNK}; 65536 is a good value")
         if not 1 <= self.window <= 64:
             raise ConfigError(f"psi.window: {self.window} is not in 1..64; 4 is a good value")
+        check_buckets(self.buckets)

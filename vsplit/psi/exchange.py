@@ -1,7 +1,10 @@
 """One pair's ECDH-PSI exchange seen from one side: the engine inside the party machines.
 
 Theory of operation. After both :class:`Hello` messages, each side hashes its IDs under the shared salt, shuffles
-them and streams them blinded with its own fresh scalar, ``window`` chunks ahead. The peer blinds each chunk once
+them and streams them blinded with its own fresh scalar, ``window`` chunks ahead. With ``PsiConfig(buckets=B)``
+the IDs are laid out bucket after bucket, each bucket padded to a public size with dummies and blinded with its own
+scalar, every chunk tagged with its bucket (:mod:`vsplit.psi.buckets`); the receiver checks that each of the
+peer's buckets holds exactly its share of the announced total. The peer blinds each chunk once
 more and answers in the same order: with the values (:class:`Doubled`) if the sender may learn the overlap, else
 with a bare :class:`Ack`. Every answer lets the sender stream one more chunk, so memory and in-flight data stay
 bounded however large the sets are. A side that learns the overlap matches the double-blinded values of the peer's
@@ -22,6 +25,7 @@ from vsplit.errors import AlignmentError, ProtocolError
 from vsplit.protocol.abort import AbortCode
 from vsplit.protocol.message import Message
 from vsplit.psi import curve
+from vsplit.psi.buckets import BucketLayout, bucket_of
 from vsplit.psi.config import PsiConfig
 from vsplit.psi.handshake import check_hello, make_hello, session_salt
 from vsplit.psi.ids import IdPolicy
@@ -65,8 +69,9 @@ class PairExchange:
         self.hello = make_hello(config, role=role, parties=parties, normalisation=policy.spec)
         self.peer_hello: Hello | None = None
         self._source, self._policy, self._config, self._backend = source, policy, config, backend
-        self._scalar = curve.new_scalar()
+        self._scalars = [curve.new_scalar() for _ in range(config.buckets)]
         self.prepared: PreparedIds | None = None
+        self.layout: BucketLayout | None = None
         self._hashed: np.ndarray | None = None
         self._own_chunks = 0
         self._sent = 0
@@ -76,6 +81,8 @@ class PairExchange:
         self.peer_total: int | None = None
         self._peer_seen = 0
         self._peer_offset = 0
+        self._peer_bucket = 0
+        self._peer_in_bucket = 0
         self._pending: list[tuple[int, np.ndarray]] = []
         self._found: list[tuple[np.ndarray, np.ndarray, np.ndarray]] = []
         self.points_sent = 0
@@ -90,8 +97,21 @@ class PairExchange:
 
     @property
     def size(self) -> int:
-        """Points this side sends (its distinct IDs); 0 before the handshake."""
+        """This side's distinct IDs; 0 before the handshake."""
         return 0 if self.prepared is None else len(self.prepared.send_rows)
+
+    @property
+    def sent_total(self) -> int:
+        """Points this side sends, dummies included; 0 before the handshake."""
+        return 0 if self.layout is None else len(self.layout.order)
+
+    def rows_at(self, positions: np.ndarray) -> np.ndarray:
+        """This side's rows at ``positions`` of its sent order; a dummy position is the peer's protocol violation."""
+        assert self.layout is not None
+        rows = self.layout.order[positions]
+        if len(rows) and int(rows.min()) < 0:
+            raise violation("a position of a dummy point was matched or selected")
+        return rows
 
     # -- dispatch --------------------------------------------------------------------------------------------------
     def receive(self, msg: Message) -> list[Message]:
@@ -127,34 +147,41 @@ class PairExchange:
                 f"{self._source.name}: no IDs to align ({self.prepared.rows_read} rows read), so no customer is "
                 "shared; check the ID column"
             )
-        self._own_chunks = -(-n // self._config.chunk)
+        buckets = self._config.buckets
+        self.layout = BucketLayout.build(self.prepared.send_rows, bucket_of(self._hashed, buckets=buckets),
+                                         buckets=buckets)
+        self._own_chunks = buckets * self.layout.chunks_per_bucket(self._config.chunk)
         if self.learns:
-            self._own_doubles = np.empty((n, curve.POINT_BYTES), dtype=np.uint8)
+            self._own_doubles = np.empty((self.sent_total, curve.POINT_BYTES), dtype=np.uint8)
         return [self._next_own() for _ in range(min(self._config.window, self._own_chunks))]
 
     # -- own chunks ------------------------------------------------------------------------------------------------
-    def _chunk_slice(self, index: int) -> slice:
-        return slice(index * self._config.chunk, (index + 1) * self._config.chunk)
+    def _chunk(self, index: int) -> tuple[int, slice]:
+        assert self.layout is not None
+        return self.layout.chunk(index, self._config.chunk)
 
     def _next_own(self) -> Blinded:
-        assert self.prepared is not None and self._hashed is not None
+        assert self.prepared is not None and self._hashed is not None and self.layout is not None
         index = self._sent
-        rows = self.prepared.send_rows[self._chunk_slice(index)]
-        points = self._backend.blind(self._hashed[rows], scalar=self._scalar)
+        bucket, positions = self._chunk(index)
+        points = self._backend.blind(self.layout.points(positions, self._hashed), scalar=self._scalars[bucket])
         self._sent += 1
         if self._sent == self._own_chunks:
             self._hashed = self.prepared.hashed = None  # type: ignore[assignment]  # free the hashes early
         self.points_sent += len(points)
-        return Blinded(index=index, total=len(self.prepared.send_rows), points=points)
+        return Blinded(index=index, total=self.sent_total, points=points, bucket=bucket)
 
     def _on_answer(self, msg: Doubled | Ack) -> list[Message]:
         if msg.index != self._answered or msg.index >= self._sent:
             raise violation(f"answer to chunk {msg.index} out of order (expected {self._answered})")
+        bucket, positions = self._chunk(msg.index)
+        if msg.bucket != bucket:
+            raise violation(f"answer to chunk {msg.index} tagged bucket {msg.bucket}, the chunk was in {bucket}")
         if isinstance(msg, Doubled):
             if not self.learns:
                 raise violation("the peer returned double-blinded values this side agreed not to learn")
             assert self.prepared is not None and self._own_doubles is not None
-            target = self._own_doubles[self._chunk_slice(msg.index)]
+            target = self._own_doubles[positions]
             if len(msg.points) != len(target):
                 raise violation(f"Doubled chunk {msg.index} has {len(msg.points)} points, {len(target)} were sent")
             target[...] = msg.points
@@ -181,8 +208,9 @@ class PairExchange:
         k = len(msg.points)
         if self._peer_offset + k > msg.total:
             raise violation(f"Blinded chunk {msg.index} of {k} points does not fit the announced {msg.total}")
+        self._check_peer_bucket(msg, k)
         try:
-            doubles = self._backend.blind(msg.points, scalar=self._scalar)
+            doubles = self._backend.blind(msg.points, scalar=self._scalars[msg.bucket])
         except curve.LowOrderPoint as exc:
             raise violation(f"{exc} (chunk {msg.index})") from None
         if self.learns:
@@ -192,8 +220,20 @@ class PairExchange:
         self.points_received += k
         if self.peer_learns:
             self.points_sent += k
-            return [Doubled(index=msg.index, points=doubles)]
-        return [Ack(index=msg.index)]
+            return [Doubled(index=msg.index, points=doubles, bucket=msg.bucket)]
+        return [Ack(index=msg.index, bucket=msg.bucket)]
+
+    def _check_peer_bucket(self, msg: Blinded, k: int) -> None:
+        """The peer's buckets come in order, each exactly ``total / buckets`` points (its public padded size)."""
+        buckets = self._config.buckets
+        if msg.total % buckets:
+            raise violation(f"the peer announced {msg.total} points, not a multiple of its {buckets} buckets")
+        size = msg.total // buckets
+        if msg.bucket == self._peer_bucket + 1 and self._peer_in_bucket == size:
+            self._peer_bucket, self._peer_in_bucket = msg.bucket, 0
+        if msg.bucket != self._peer_bucket or self._peer_in_bucket + k > size:
+            raise violation(f"Blinded chunk {msg.index} (bucket {msg.bucket}) breaks the padded bucket layout")
+        self._peer_in_bucket += k
 
     def _match(self, offset: int, values: np.ndarray) -> None:
         if self._index is None:
@@ -220,7 +260,7 @@ class PairExchange:
         if len(np.unique(own)) != len(own):
             raise violation("the peer sent the same point twice")
         self.match_values, self.match_own, self.match_peer = values, own, peer
-        self.match_rows = self.prepared.send_rows[own]
+        self.match_rows = self.rows_at(own)
 
 
 def agreed_order(values: np.ndarray) -> np.ndarray:

@@ -46,6 +46,7 @@ def make_hello(config: PsiConfig, *, role: str, parties: int, normalisation: str
         normalisation=normalisation,
         binding=np.frombuffer(binding(config), dtype=np.uint8).copy(),
         nonce=np.frombuffer(os.urandom(32), dtype=np.uint8).copy(),
+        buckets=config.buckets,
     )
 
 
@@ -77,6 +78,12 @@ def check_hello(mine: Hello, theirs: Hello) -> None:
         raise ProtocolError(
             f"the peer normalises IDs with {theirs.normalisation!r}, this side with {mine.normalisation!r}; "
             "use the same IdPolicy(strip=..., casefold=..., nfc=...) on both sides",
+            code=AbortCode.CONFIG_MISMATCH,
+        )
+    if theirs.buckets != mine.buckets:
+        raise ProtocolError(
+            f"the peer splits its IDs into {theirs.buckets} buckets, this side into {mine.buckets}; set the same "
+            "psi.buckets on both sides",
             code=AbortCode.CONFIG_MISMATCH,
         )
     if mine.parties and theirs.parties and mine.parties != theirs.parties:

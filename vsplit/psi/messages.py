@@ -21,6 +21,7 @@ from dataclasses import dataclass
 import numpy as np
 
 from vsplit.protocol.message import Message, message, require, require_array
+from vsplit.psi.buckets import MAX_BUCKETS
 from vsplit.psi.config import MAX_CHUNK
 
 #: The largest set size a peer may announce (far above any real table; bounds what a peer can make us allocate).
@@ -30,6 +31,10 @@ ROLES = ("label", "partner")
 
 def _index(owner: str, index: int) -> None:
     require(0 <= index < MAX_TOTAL, f"{owner}.index must be >= 0, got {index}")
+
+
+def _bucket(owner: str, bucket: int) -> None:
+    require(0 <= bucket < MAX_BUCKETS, f"{owner}.bucket must be in 0..{MAX_BUCKETS - 1}, got {bucket}")
 
 
 def _points(owner: str, points: np.ndarray) -> None:
@@ -49,9 +54,11 @@ class Hello(Message):
     normalisation: str
     binding: np.ndarray
     nonce: np.ndarray
+    buckets: int = 1
 
     def __post_init__(self) -> None:
         require(self.role in ROLES, f"Hello.role must be one of {ROLES}, got {self.role!r}")
+        require(1 <= self.buckets <= MAX_BUCKETS, f"Hello.buckets out of range: {self.buckets}")
         require(len(self.reveal) <= 32 and len(self.normalisation) <= 128, "Hello: settings text too long")
         require(0 <= self.parties <= 1024, f"Hello.parties out of range: {self.parties}")
         require_array("Hello.binding", self.binding, dtype="uint8", ndim=1, width=32)
@@ -63,16 +70,19 @@ class Hello(Message):
 class Blinded(Message):
     """Chunk ``index`` of the sender's IDs, hashed and blinded once, in the sender's shuffled order.
 
-    ``total`` is the number of points the sender sends in all. Chunks are never empty: a party without IDs aborts
-    with ``NO_OVERLAP`` instead of sending.
+    ``total`` is the number of points the sender sends in all, dummies included: ``buckets`` times the padded
+    bucket size. ``bucket`` tags the bucket the chunk belongs to; a chunk never spans two. Chunks are never empty:
+    a party without IDs aborts with ``NO_OVERLAP`` instead of sending.
     """
 
     index: int
     total: int
     points: np.ndarray
+    bucket: int = 0
 
     def __post_init__(self) -> None:
         _index("Blinded", self.index)
+        _bucket("Blinded", self.bucket)
         require(0 < self.total < MAX_TOTAL, f"Blinded.total out of range: {self.total}")
         _points("Blinded", self.points)
 
@@ -84,9 +94,11 @@ class Doubled(Message):
 
     index: int
     points: np.ndarray
+    bucket: int = 0
 
     def __post_init__(self) -> None:
         _index("Doubled", self.index)
+        _bucket("Doubled", self.bucket)
         _points("Doubled", self.points)
 
 
@@ -96,9 +108,11 @@ class Ack(Message):
     """Chunk ``index`` was processed, and its double-blinded values stay with the sender of this Ack."""
 
     index: int
+    bucket: int = 0
 
     def __post_init__(self) -> None:
         _index("Ack", self.index)
+        _bucket("Ack", self.bucket)
 
 
 @message(0x0205)

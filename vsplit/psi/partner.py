@@ -112,7 +112,7 @@ class Partner(PartyMachine):
             raise violation(f"Selected chunk {msg.index} out of order or with a changed total")
         self._selected_total = msg.total
         self._selected_count += len(msg.positions)
-        if self._selected_count > msg.total or (len(msg.positions) and int(msg.positions.max()) >= pair.size):
+        if self._selected_count > msg.total or (len(msg.positions) and int(msg.positions.max()) >= pair.sent_total):
             raise violation("Selected positions beyond what this side sent")
         self._selected.append(msg.positions)
         if self._selected_count < msg.total:
@@ -123,6 +123,5 @@ class Partner(PartyMachine):
             raise violation("the label party selected a row twice")
         if pair.learns and not np.isin(positions, pair.match_own).all():
             raise violation("the label party selected rows outside the overlap this side computed")
-        assert pair.prepared is not None
-        self._finish(pair.prepared.send_rows[positions], [pair])
+        self._finish(pair.rows_at(positions), [pair])
         return []
