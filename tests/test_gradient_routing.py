@@ -10,9 +10,10 @@ import torch
 from vsplit.models.rng import PartyRng
 from vsplit.models.tabular import TabularMLP
 from vsplit.models.top import TopModel
-from vsplit.protocol.training import FeatureTrainer, LabelTrainer, Plan
+from vsplit.protocol.training import Plan, SplitMachine
 from vsplit.protocol.training.messages import Gradients
 from vsplit.runtime.inprocess import connect, run_machines
+from vsplit.topology import Topology
 
 
 def test_each_party_receives_the_gradient_of_its_own_embeddings():
@@ -31,18 +32,18 @@ def test_each_party_receives_the_gradient_of_its_own_embeddings():
         if isinstance(msg, Gradients):
             received[recipient] = msg.values.copy()
 
+    topology = Topology.vertical(label_party="bank", feature_parties=["p1", "p2"], width=4)
     machines = {
-        "bank": LabelTrainer(
-            name="bank", plan=plan, top=top, local={"bank": (bottoms["bank"], inputs["bank"])},
-            remote={"p1": 4, "p2": 4}, labels=labels,
+        "bank": SplitMachine(
+            name="bank", topology=topology, modules={"bank": bottoms["bank"], "top": top},
+            data={"bank": inputs["bank"]}, plan=plan, labels=labels,
             optimizer=torch.optim.SGD([*top.parameters(), *bottoms["bank"].parameters()], lr=0.1),
             rng=PartyRng(0), patience=None,
         ),
         **{
-            p: FeatureTrainer(
-                name=p, label_party="bank", model=bottoms[p],
-                optimizer=torch.optim.SGD(bottoms[p].parameters(), lr=0.1),
-                inputs=inputs[p], rng=PartyRng(0),
+            p: SplitMachine(
+                name=p, topology=topology, modules={p: bottoms[p]}, data={p: inputs[p]},
+                optimizer=torch.optim.SGD(bottoms[p].parameters(), lr=0.1), rng=PartyRng(0),
             )
             for p in ("p1", "p2")
         },

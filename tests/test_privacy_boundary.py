@@ -5,9 +5,9 @@ from __future__ import annotations
 import numpy as np
 import pytest
 
-import vsplit.estimator as estimator_module
+import vsplit.app.local as local_module
 from vsplit.estimator import SplitClassifier
-from vsplit.protocol.training.messages import Embeddings, EpochEnd, Gradients, Ready, TrainingPlan
+from vsplit.protocol.training.messages import Activations, EpochEnd, Gradients, Ready, TrainingPlan
 from vsplit.runtime import inprocess
 
 
@@ -16,10 +16,11 @@ def frames(monkeypatch):
     """Capture every frame any party sends, with its sender and decoded message."""
     captured: list[tuple[str, str, object, bytes]] = []
 
-    def connect_with_tap(parties, **kwargs):
-        return inprocess.connect(parties, taps=[lambda s, r, m, f: captured.append((s, r, m, bytes(f)))], **kwargs)
+    def connect_with_tap(parties, *, taps=(), **kwargs):
+        tap = [lambda s, r, m, f: captured.append((s, r, m, bytes(f)))]
+        return inprocess.connect(parties, taps=[*taps, *tap], **kwargs)
 
-    monkeypatch.setattr(estimator_module, "connect", connect_with_tap)
+    monkeypatch.setattr(local_module, "connect", connect_with_tap)
     return captured
 
 
@@ -46,7 +47,7 @@ def test_frames_hold_no_raw_values_ids_or_labels(views, frames):
 
     kinds = {(s, type(m)) for s, _, m, _ in frames}
     assert kinds == {
-        ("partner", Ready), ("partner", Embeddings), ("bank", TrainingPlan), ("bank", Gradients), ("bank", EpochEnd)
+        ("partner", Ready), ("partner", Activations), ("bank", TrainingPlan), ("bank", Gradients), ("bank", EpochEnd)
     }
     for sender, _, _msg, frame in frames:
         for marker in id_bytes[:: max(1, len(id_bytes) // 200)]:

@@ -12,9 +12,13 @@ from vsplit.errors import CheckpointError, VsplitError
 from vsplit.models.rng import PartyRng
 from vsplit.models.tabular import TabularMLP
 from vsplit.models.top import TopModel
-from vsplit.protocol.training import FeatureTrainer, LabelTrainer, Plan
+from vsplit.protocol.training import Plan, SplitMachine
+from vsplit.protocol.training.messages import Gradients
 from vsplit.runtime.checkpoint import load_checkpoint, save_checkpoint
 from vsplit.runtime.inprocess import connect, run_machines
+from vsplit.topology import Topology
+
+TOPOLOGY = Topology.vertical(label_party="bank", feature_parties=["partner"], width=4)
 
 N = 96
 
@@ -45,22 +49,24 @@ def machines(setup, store, *, resume=None, kill_partner_at=None):
         return save
 
     partner_bottom = bottoms["partner"]
-    partner = FeatureTrainer(
-        name="partner", label_party="bank", model=partner_bottom,
-        optimizer=torch.optim.Adam(partner_bottom.parameters(), lr=0.01), inputs=data["partner"], rng=PartyRng(7),
+    partner = SplitMachine(
+        name="partner", topology=TOPOLOGY, modules={"partner": partner_bottom},
+        optimizer=torch.optim.Adam(partner_bottom.parameters(), lr=0.01), data={"partner": data["partner"]},
+        rng=PartyRng(7),
         resume_epoch=resume.get("partner", -1), restore=lambda e: store[("partner", e)], on_epoch_end=saver("partner"),
     )
     if kill_partner_at is not None:
-        original = partner._on_gradients
+        original = partner.receive
 
-        def dying(msg):
-            if (msg.epoch, msg.step) == kill_partner_at:
+        def dying(sender, msg):
+            if isinstance(msg, Gradients) and (msg.epoch, msg.step) == kill_partner_at:
                 raise Killed
-            return original(msg)
+            return original(sender, msg)
 
-        partner._on_gradients = dying
-    bank = LabelTrainer(
-        name="bank", plan=plan, top=top, local={"bank": (bottoms["bank"], data["bank"])}, remote={"partner": 4},
+        partner.receive = dying
+    bank = SplitMachine(
+        name="bank", topology=TOPOLOGY, plan=plan, modules={"bank": bottoms["bank"], "top": top},
+        data={"bank": data["bank"]},
         labels=labels, optimizer=torch.optim.Adam([*top.parameters(), *bottoms["bank"].parameters()], lr=0.01),
         rng=PartyRng(8), patience=None,
         resume_epoch=resume.get("bank", -1), restore=lambda e: store[("bank", e)], on_epoch_end=saver("bank"),

@@ -42,9 +42,9 @@ def test_two_processes_over_tls_reach_the_in_process_parameters(tmp_path, bank_m
     bank = load_checkpoint(runs / "bank" / "model.npz", run_id="tls-equals-inprocess", party="bank")
     partner = load_checkpoint(runs / "partner" / "model.npz", run_id="tls-equals-inprocess", party="partner")
     expected = {
-        "bank bottom": (bank["bottom"], clf.label_party_.model.state_dict()),
-        "top": (bank["top"], clf.label_party_.top.state_dict()),
-        "partner bottom": (partner["bottom"], clf.feature_parties_["partner"].model.state_dict()),
+        "bank bottom": (bank["segments"]["bank"], clf.label_party_.model.state_dict()),
+        "top": (bank["segments"]["top"], clf.label_party_.top.state_dict()),
+        "partner bottom": (partner["segments"]["partner"], clf.feature_parties_["partner"].model.state_dict()),
     }
     for what, (got, want) in expected.items():
         assert got.keys() == want.keys(), what
@@ -52,5 +52,5 @@ def test_two_processes_over_tls_reach_the_in_process_parameters(tmp_path, bank_m
             assert torch.equal(got[key], want[key]), f"{what}: {key} differs"
     # the partner's saved part holds nothing of the bank's, and the other way round
     assert "top" not in partner and "label" not in partner
-    assert set(bank["top_widths"]) == {"bank", "partner"}
-    assert np.isfinite(bank["bottom"]["mlp.0.weight"].numpy()).all()
+    assert set(bank["segments"]) == {"bank", "top"} and set(partner["segments"]) == {"partner"}
+    assert np.isfinite(bank["segments"]["bank"]["mlp.0.weight"].numpy()).all()

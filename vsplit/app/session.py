@@ -41,6 +41,8 @@ class Schedule:
     patience: int | None = 3
     seed: int = 0
     eval_chunk: int = 8192
+    #: tell every party that joint scoring of a test table follows training
+    then_score: bool = False
 
 
 @dataclass(frozen=True)
@@ -89,7 +91,8 @@ def make_plan(party: LabelParty, rows: np.ndarray, schedule: Schedule) -> Plan:
     """The coordinator's plan: stratified validation rows and the shared batch schedule's seed."""
     roles = party.make_roles(rows, validation_fraction=schedule.validation_fraction, seed=schedule.seed)
     return Plan(epochs=schedule.epochs, batch_size=schedule.batch_size,
-                seed=derive_seed(schedule.seed, "schedule") % 2**31, roles=roles, eval_chunk=schedule.eval_chunk)
+                seed=derive_seed(schedule.seed, "schedule") % 2**31, roles=roles, eval_chunk=schedule.eval_chunk,
+                then_score=schedule.then_score)
 
 
 def train_session(

@@ -38,7 +38,9 @@ if sys.version_info >= (3, 11):
 else:  # pragma: no cover
     import tomli as tomllib
 
-ROLES = ("label", "feature")
+ROLES = ("label", "feature", "compute")
+KINDS = ("vertical", "vanilla", "u_shaped")
+TASKS = ("binary", "multiclass", "regression")
 
 
 def load_config(
@@ -182,23 +184,40 @@ def _name(hint: Any) -> str:
 def _cross_checks(config: PartyConfig, folder: Path, *, check_files: bool) -> list[str]:
     errors = []
     party, data, net = config.party, config.data, config.network
+    kind = config.topology.kind
     if party.role not in ROLES:
-        errors.append(f"party.role: must be 'label' or 'feature', got {party.role!r}")
+        errors.append(f"party.role: must be 'label', 'feature' or 'compute', got {party.role!r}")
+    if kind not in KINDS:
+        errors.append(f"topology.kind: must be one of {', '.join(KINDS)}; got {kind!r}")
+    if config.topology.task not in TASKS:
+        errors.append(f"topology.task: must be one of {', '.join(TASKS)}; got {config.topology.task!r}")
     if party.role == "label" and not data.label:
         errors.append("data.label: the label party must name its label column")
-    if party.role == "feature" and data.label is not None:
+    if party.role in ("feature", "compute") and data.label is not None:
         errors.append(_LABEL_ON_FEATURE)
-    if party.role == "label" and not net.listen:
-        errors.append("network.listen: the label party listens for its partners; set e.g. listen = \"0.0.0.0:7700\"")
-    if party.role == "feature" and not net.dial:
-        errors.append("network.dial: a feature party dials the label party; set e.g. dial = \"bank.example:7700\"")
+    if party.role != "compute" and not data.path:
+        errors.append("data.path: missing; point it at this party's CSV or Parquet file")
+    if party.role == "compute" and (data.path or data.test_path):
+        errors.append("data: a compute party holds no data; remove data.path and data.test_path")
+    if party.role == "compute" and kind != "u_shaped":
+        errors.append(f"party.role: a compute party (no data) takes part only in a u_shaped split, not {kind!r}")
+    if kind == "u_shaped" and party.role == "feature":
+        errors.append("party.role: a u_shaped split has a label party (the client) and a compute party (the server)")
+    hub = party.role == ("compute" if kind == "u_shaped" else "label")
+    if hub and not net.listen:
+        errors.append(f"network.listen: the {party.role} party is the hub the others reach, so it listens; set e.g. "
+                      "listen = \"0.0.0.0:7700\"")
+    if not hub and party.role in ROLES and not net.dial:
+        errors.append("network.dial: this party dials the hub (the label party, or the u_shaped server); set e.g. "
+                      "dial = \"bank.example:7700\"")
     if party.name in net.peers:
         errors.append(f"network.peers.{party.name}: a party cannot be its own peer")
     if not net.peers:
         errors.append("network.peers: name at least one peer and the path to its certificate")
-    if party.role == "feature" and len(net.peers) != 1:
-        errors.append("network.peers: a feature party talks to exactly one peer, the label party")
-    for key, allowed in (("train.optimizer", ("adam", "adamw", "sgd")), ("model.merge", ("concat", "sum", "mean")),
+    if not hub and len(net.peers) != 1:
+        errors.append("network.peers: this party talks to exactly one peer, the hub")
+    merges = ("concat", "sum", "mean", "attention")
+    for key, allowed in (("train.optimizer", ("adam", "adamw", "sgd")), ("model.merge", merges),
                          ("psi.duplicates", ("error", "first")), ("psi.reveal", ("both", "label_party")),
                          ("data.missing", ("error", "impute")), ("data.scaling", ("quantile", "standard"))):
         section, name = key.split(".")
@@ -214,7 +233,7 @@ def _cross_checks(config: PartyConfig, folder: Path, *, check_files: bool) -> li
         errors.append(f"train.validation_fraction: must be in [0, 1), got {train.validation_fraction}")
     errors += _defense_checks(config)
     if check_files:
-        if not (folder / data.path).is_file():
+        if data.path and not (folder / data.path).is_file():
             errors.append(f"data.path: {folder / data.path} not found; point it at this party's CSV or Parquet file")
         for key, file in (("network.key", net.key), ("network.cert", net.cert)):
             if not (folder / file).is_file():
@@ -241,7 +260,10 @@ def _defense_checks(config: PartyConfig) -> list[str]:
         except ConfigError as exc:
             errors.append(f"privacy.defenses[{i}]: {exc}")
             continue
-        wrong = {"label": "feature", "feature": "label"}[config.party.role]
+        wrong = {"label": "feature", "feature": "label"}.get(config.party.role)
+        if wrong is None:
+            errors.append(f"privacy.defenses[{i}]: a compute party runs no defenses; configure them at the client")
+            continue
         if wrong in used:
             errors.append(f"privacy.defenses[{i}]: {text!r} runs at the {wrong} party, not at this {config.party.role} "
                           f"party; configure it in the {wrong} party's party.toml")

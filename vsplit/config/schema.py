@@ -16,7 +16,9 @@ A minimal label-party config::
     cert = "keys/bank.pem"
     peers = { partner = "keys/partner.pem" }
 
-Everything else has a default. Paths are relative to the config file's folder.
+Everything else has a default: ``[topology] kind = "vertical"``. In a U-shaped split the label party (the client)
+dials and the ``compute`` party (the server) listens: the hub, the party every other party reaches, listens.
+Paths are relative to the config file's folder.
 """
 
 from __future__ import annotations
@@ -27,12 +29,32 @@ from dataclasses import dataclass, field
 @dataclass(frozen=True)
 class PartySection:
     name: str
-    role: str  # "label" or "feature"
+    #: "label" (holds the labels: the coordinator), "feature" (holds feature columns), "compute" (no data: runs
+    #: segments only, the U-shaped server)
+    role: str
+
+
+@dataclass(frozen=True)
+class TopologySection:
+    #: "vertical" (partners' bottoms feed the label party's top), "vanilla" (a feature client runs the layers before
+    #: the cut, the label party the rest), "u_shaped" (the label party keeps head, tail and labels; a compute
+    #: party runs the middle)
+    kind: str = "vertical"
+    #: vertical: every party with feature columns besides the label party, in a fixed order every party lists the
+    #: same way (default: the label party's peers; a partner's default is itself alone)
+    feature_parties: tuple[str, ...] | None = None
+    #: "binary", "multiclass" or "regression"
+    task: str = "binary"
+    #: multiclass: the number of classes (default: counted from the label column)
+    n_classes: int | None = None
+    #: u_shaped: width of the middle segment's output (default: model.embedding_width)
+    middle_width: int | None = None
 
 
 @dataclass(frozen=True)
 class DataSection:
-    path: str
+    #: this party's table (a compute party has none)
+    path: str = ""
     id_column: str = "customer_id"
     features: tuple[str, ...] | None = None
     categorical: tuple[str, ...] | None = None
@@ -106,8 +128,9 @@ class OutputSection:
 @dataclass(frozen=True)
 class PartyConfig:
     party: PartySection
-    data: DataSection
     network: NetworkSection
+    data: DataSection = field(default_factory=DataSection)
+    topology: TopologySection = field(default_factory=TopologySection)
     model: ModelSection = field(default_factory=ModelSection)
     train: TrainSection = field(default_factory=TrainSection)
     psi: PsiSection = field(default_factory=PsiSection)

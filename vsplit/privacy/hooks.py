@@ -17,8 +17,7 @@ import numpy as np
 import torch
 
 from vsplit.errors import ConfigError
-from vsplit.protocol.training.hooks import TrainingHooks
-from vsplit.protocol.training.hooks import LocalLoss, StepInfo
+from vsplit.protocol.training.hooks import LocalLoss, StepInfo, TrainingHooks
 
 
 class SumOfLosses:

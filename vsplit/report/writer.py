@@ -93,9 +93,16 @@ def write_partner_report(folder: Path, report: dict[str, Any]) -> Path:
     report = {"schema": SCHEMA + "-partner", **report}
     _json(folder / "report.json", report)
     comm = report["communication"]
-    lines = [f"# vsplit run `{report['run_id']}`: report of {report['party']}", "",
-             "This party sent only embeddings of its own rows (and PSI's blinded points); it received only gradients "
-             "of those embeddings, the training plan and end-of-epoch signals.", ""]
+    what = {
+        "compute": "This party holds no data: it received activations of the client's head and the gradients of its "
+                   "own output, and sent its middle segment's activations and the gradients of what it received.",
+        "label": "This party kept its rows, labels and predictions; only activations and gradients crossed.",
+    }.get(report.get("role", ""), "This party sent only activations of its own rows (and PSI's blinded points); it "
+                                  "received only their gradients, the training plan and end-of-epoch signals.")
+    lines = [f"# vsplit run `{report['run_id']}`: report of {report['party']}", "", what, ""]
+    if report.get("metrics"):
+        lines += ["| test metric | value |", "| --- | ---: |"]
+        lines += [f"| {k} | {v:.4f} |" for k, v in report["metrics"].items() if isinstance(v, float)] + [""]
     lines += [*_traffic_table("sent", comm["sent"]), "", *_traffic_table("received", comm["received"]), ""]
     lines += ["| phase | seconds |", "| --- | ---: |"] + [f"| {k} | {v:.2f} |" for k, v in report["seconds"].items()]
     path = folder / "report.md"

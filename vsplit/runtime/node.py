@@ -25,20 +25,21 @@ import numpy as np
 import pandas as pd
 import torch
 
+from vsplit.app.local import run_sessions
+from vsplit.app.session import PsiSettings, Schedule, score_session, train_session
 from vsplit.config import PartyConfig, resolve
+from vsplit.config.topology import topology_of
 from vsplit.data.sources import read_table
 from vsplit.errors import CheckpointError, ConfigError
-from vsplit.metrics import binary_metrics
 from vsplit.models.seeds import derive_seed
-from vsplit.party import FeatureParty, LabelParty, ModelSettings, binarise
-from vsplit.protocol.training import Plan
-from vsplit.psi import IdPolicy, Partner, PsiConfig, run_party
-from vsplit.psi import LabelParty as PsiLabelParty
-from vsplit.runtime.alignment import canonical_rows
+from vsplit.party import ComputeParty, FeatureParty, LabelParty, ModelSettings
+from vsplit.protocol.training.hooks import TrainingHooks
 from vsplit.runtime.atomic import write_atomic
 from vsplit.runtime.checkpoint import load_checkpoint, save_checkpoint
 from vsplit.runtime.progress import EpochClock, TqdmProgress
+from vsplit.runtime.psi import run_party
 from vsplit.runtime.pump import Pump
+from vsplit.topology.graph import Topology
 from vsplit.transport.channel import Channel
 
 log = logging.getLogger(__name__)
@@ -87,13 +88,14 @@ class PartyNode:
         self.progress = progress
         self.folder = resolve(config, config.output.dir) / config.output.run_id / self.name
         torch.set_num_threads(max(1, config.train.threads))
-        self.table = read_table(
+        self.table = None if self.role == "compute" else read_table(
             resolve(config, config.data.path),
             id_column=config.data.id_column,
             features=config.data.features,
             label=config.data.label,
         )
         self.party = self._build_party(self.table)
+        self.topology: Topology = topology_of(config, label_has_features=getattr(self.party, "has_features", True))
         self._hooks: Any = None
 
     # -- building ----------------------------------------------------------------------------------------------------
@@ -105,19 +107,27 @@ class PartyNode:
             scaling=d.scaling, missing=d.missing,
         )
 
-    def _build_party(self, table: pd.DataFrame) -> LabelParty | FeatureParty:
+    def _build_party(self, table: pd.DataFrame | None) -> LabelParty | FeatureParty | ComputeParty:
         d = self.config.data
         categorical = list(d.categorical) if d.categorical is not None else None
+        if self.role == "compute" or table is None:
+            return ComputeParty(self.name, settings=self._settings(), seed=self.config.train.seed)
         if self.role == "label":
             assert d.label is not None
             return LabelParty(self.name, table, label=d.label, id_column=d.id_column, positive_label=d.positive_label,
-                              settings=self._settings(), categorical=categorical, seed=self.config.train.seed)
+                              settings=self._settings(), categorical=categorical, seed=self.config.train.seed,
+                              task=self.config.topology.task)
         return FeatureParty(self.name, table, id_column=d.id_column, settings=self._settings(),
                             categorical=categorical, seed=self.config.train.seed)
 
     @property
     def peers(self) -> list[str]:
         return list(self.config.network.peers)
+
+    @property
+    def is_hub(self) -> bool:
+        """The hub listens; the others dial it: the label party, or the U-shaped compute server."""
+        return self.role == ("compute" if self.topology.kind == "u_shaped" else "label")
 
     # -- channels ----------------------------------------------------------------------------------------------------
     def open_channels(self) -> dict[str, Channel]:
@@ -126,16 +136,16 @@ class PartyNode:
         from vsplit.transport.stream import ChannelOptions
 
         net = self.config.network
-        address = net.listen if self.role == "label" else net.dial
+        address = net.listen if self.is_hub else net.dial
         assert address is not None
         host, _, port = address.rpartition(":")
         if not host or not port.isdigit():
-            key = "network.listen" if self.role == "label" else "network.dial"
+            key = "network.listen" if self.is_hub else "network.dial"
             raise ConfigError(f"{key}: {address!r} is not HOST:PORT")
         options = ChannelOptions(max_frame=net.max_frame_mb << 20)
         return dict(open_channels(
             self.name,
-            role="listen" if self.role == "label" else "dial",
+            role="listen" if self.is_hub else "dial",
             address=(host, int(port)),
             own_cert=resolve(self.config, net.cert),
             own_key=resolve(self.config, net.key),
@@ -155,142 +165,156 @@ class PartyNode:
                     timeout=self.config.network.read_timeout_s)
         scored = None
         try:
-            phase = time.perf_counter()
-            alignment = run_party(pump, self.psi_machine(self.party.ids))
-            seconds["psi"] = time.perf_counter() - phase
-            phase = time.perf_counter()
-            result = self._train(pump, canonical_rows(alignment), checkpointing)
-            seconds["train"] = time.perf_counter() - phase
+            outcome = self._train(pump, checkpointing, seconds)
+            result = NodeResult(party=self.name, role=self.role, psi={})
+            if isinstance(self.party, LabelParty):
+                training = outcome.result
+                result.history, result.best_epoch = training.history, training.best_epoch
+                result.epoch_seconds = [round(x, 4) for x in outcome.extra["clock"].seconds]
             self.save_model()
-            if self.config.data.test_path:  # "" (e.g. --set data.test_path="") means none
+            test = self._test_table()
+            if test is not None or (self.role == "compute" and outcome.extra["machine"].plan.then_score):
                 phase = time.perf_counter()
-                data = self.config.data
-                assert data.test_path
-                test = read_table(resolve(self.config, data.test_path), id_column=data.id_column,
-                                  features=data.features, label=data.label)
                 scored = self.score(pump, test)
                 seconds["score"] = time.perf_counter() - phase
         finally:
             for channel in channels.values():
                 channel.close()
-        result.psi = {"train": psi_summary(alignment)}
+        result.psi = {"train": psi_summary(outcome.alignment)} if outcome.alignment is not None else {}
         result.comm = pump.stats.as_dict()
         if scored is not None:
-            result.psi["test"] = scored.psi
+            if scored.psi:
+                result.psi["test"] = scored.psi
             if isinstance(self.party, LabelParty):
                 result.test = evaluate_labels(self.party, scored.table, scored.rows, scored.proba)
                 result.test["n_scored"] = len(scored.rows)
                 if self.config.output.baselines:
                     phase = time.perf_counter()
-                    result.baselines = {"label_party_only": self.label_party_only(scored.table, scored.rows)}
+                    alone = self.label_party_only(scored.table, scored.rows)
+                    if alone is not None:
+                        result.baselines = {"label_party_only": alone}
                     seconds["baseline"] = time.perf_counter() - phase
         result.seconds = {k: round(v, 3) for k, v in seconds.items()}
         self._write_json("result.json", result.__dict__)
         self.write_report(result, scored)
         return result
 
-    # -- scoring -----------------------------------------------------------------------------------------------------
-    def score(self, pump: Pump, table: pd.DataFrame) -> Scored:
-        """Align ``table``'s customers with the peers by PSI and score them; only the label party gets scores."""
-        ids, inputs = self.party.prepare(table)
-        alignment = run_party(pump, self.psi_machine(ids))
-        rows = canonical_rows(alignment)
-        pick = None if inputs is None else (inputs[0][rows], inputs[1][rows])
-        if isinstance(self.party, LabelParty):
-            width = self.config.model.embedding_width
-            remote = {p: self.config.model.peer_widths.get(p, width) for p in self.peers}
-            proba = pump.run(self.party.scorer(pick, remote=remote, n_rows=len(rows)))
-        else:
-            assert pick is not None
-            hooks = self._hooks if self._hooks is not None else self.defense_hooks()
-            pump.run(self.party.scorer(pick, label_party=self.peers[0],
-                                       embedding_hooks=hooks.embedding_hooks.get(self.name, ())))
-            proba = None
-        return Scored(table=table, ids=ids, rows=rows, proba=proba, psi=psi_summary(alignment))
+    def _test_table(self) -> pd.DataFrame | None:
+        data = self.config.data
+        if not data.test_path or self.role == "compute":  # "" (e.g. --set data.test_path="") means none
+            return None
+        return read_table(resolve(self.config, data.test_path), id_column=data.id_column, features=data.features,
+                          label=data.label)
 
-    def label_party_only(self, test: pd.DataFrame, rows: np.ndarray) -> dict[str, float]:
-        """The baseline the bank can compute alone: the same code with no partner, scored on the same rows."""
+    def _drive(self, session: Any, pump: Pump, seconds: dict[str, float]) -> Any:
+        """Run this party's session over ``pump``: each stage's machine in turn (the same session as in-process)."""
+        try:
+            stage, machine = next(session)
+            while True:
+                began = time.perf_counter()
+                value = run_party(pump, machine) if stage == "psi" else pump.run(machine)
+                seconds[stage] = seconds.get(stage, 0.0) + time.perf_counter() - began
+                stage, machine = session.send(value)
+        except StopIteration as stop:
+            return stop.value
+
+    def psi_settings(self) -> PsiSettings:
+        """This party's PSI settings, as configured (run id bound into the session salt)."""
+        from vsplit.psi import IdPolicy, PsiConfig
+
+        psi = self.config.psi
+        return PsiSettings(config=PsiConfig(reveal=psi.reveal, context=self.config.output.run_id),
+                           policy=IdPolicy(casefold=psi.case_fold, dedupe=psi.duplicates))
+
+    def schedule(self, *, then_score: bool = False) -> Schedule:
+        t = self.config.train
+        return Schedule(epochs=t.epochs, batch_size=t.batch_size, validation_fraction=t.validation_fraction,
+                        patience=t.patience, seed=t.seed, then_score=then_score)
+
+    # -- scoring -----------------------------------------------------------------------------------------------------
+    def score(self, pump: Pump, table: pd.DataFrame | None) -> Scored:
+        """Align ``table``'s customers with the peers by PSI (where the split needs it) and score them jointly;
+        only the label party gets scores. A compute party has no table (``None``)."""
+        prepared = self.party.prepare(table) if table is not None else None
+        hooks = self._hooks if self._hooks is not None else self.defense_hooks()
+        session = score_session(self.party, self.topology, prepared, psi=self.psi_settings(), hooks=hooks)
+        outcome = self._drive(session, pump, {})
+        ids = prepared[0] if prepared is not None else np.zeros(0, dtype=object)
+        rows = outcome.rows if outcome.rows is not None else np.zeros(0, dtype=np.int64)
+        proba = outcome.result if isinstance(self.party, LabelParty) else None
+        psi = psi_summary(outcome.alignment) if outcome.alignment is not None else {}
+        return Scored(table=table if table is not None else pd.DataFrame(), ids=ids, rows=rows, proba=proba, psi=psi)
+
+    def label_party_only(self, test: pd.DataFrame, rows: np.ndarray) -> dict[str, float] | None:
+        """The baseline the label party can compute alone, scored on the same rows: its own columns alone
+        (vertical), or the same network trained without the server (U-shaped); none where it has no features."""
         assert isinstance(self.party, LabelParty)
         alone = self._build_party(self.table)
         assert isinstance(alone, LabelParty)
+        if not alone.has_features:
+            return None
+        if self.topology.kind == "u_shaped":
+            run = self.topology.placed_on(self.name)
+            server = ComputeParty(self.topology.segment("middle").owner, settings=self._settings(),
+                                  seed=self.config.train.seed)
+            placed = {seg: (module, None) for seg, module in server.modules_for(self.topology).items()}
+        else:
+            run = Topology.vertical(label_party=self.name, feature_parties=[], width=self.config.model.embedding_width)
+            placed = None
         own = np.argsort(alone.ids, kind="stable")
-        t = self.config.train
-        plan = Plan(epochs=t.epochs, batch_size=t.batch_size, seed=derive_seed(t.seed, "schedule") % 2**31,
-                    roles=alone.make_roles(own, validation_fraction=t.validation_fraction, seed=t.seed))
-        trainer = alone.trainer(own, remote={}, plan=plan, patience=t.patience)
-        trainer.start()
-        _, inputs = alone.prepare(test)
-        assert inputs is not None and trainer.done
-        scorer = alone.scorer((inputs[0][rows], inputs[1][rows]), remote={}, n_rows=len(rows))
-        scorer.start()
-        metrics = evaluate_labels(alone, test, rows, scorer.result)
+        sid = session_id(self.config.output.run_id + ":alone")
+        run_sessions({self.name: train_session(alone, run, schedule=self.schedule(), rows=own, placed=placed)},
+                     session=sid)
+        ids, inputs = alone.prepare(test)
+        scored = run_sessions({self.name: score_session(alone, run, (ids, inputs), rows=rows, placed=placed)},
+                              session=sid)
+        metrics = evaluate_labels(alone, test, rows, scored[self.name].result)
         metrics["n_scored"] = len(rows)
         return metrics
 
-    def psi_machine(self, ids: np.ndarray) -> Any:
-        """This party's PSI machine over ``ids``, as configured (run id bound into the session salt)."""
-        psi = self.config.psi
-        config = PsiConfig(reveal=psi.reveal, context=self.config.output.run_id)
-        policy = IdPolicy(casefold=psi.case_fold, dedupe=psi.duplicates)
-        if self.role == "label":
-            return PsiLabelParty(list(ids), partners=self.peers, config=config, policy=policy)
-        return Partner(list(ids), label_party=self.peers[0], config=config, policy=policy)
-
     def defense_hooks(self) -> Any:
         """The training hooks of this party's configured defenses (``privacy.defenses``)."""
-        from vsplit.estimator import TrainingHooks
+        texts = self.config.privacy.defenses
+        if not texts or self.role == "compute":
+            return TrainingHooks()
         from vsplit.privacy.defenses import make_defense
 
-        texts = self.config.privacy.defenses
-        if not texts:
-            return TrainingHooks()
         defense = make_defense("+".join(texts))
         partners = self.peers if self.role == "label" else [self.name]
         return defense.hooks(feature_parties=partners, seed=derive_seed(self.config.train.seed, "defense"))
 
-    def _train(self, pump: Pump, rows: np.ndarray, checkpointing: tuple[int, Any, Any]) -> NodeResult:
+    def _train(self, pump: Pump, checkpointing: tuple[int, Any, Any], seconds: dict[str, float]) -> Any:
         clock = EpochClock()
         callbacks = [TqdmProgress(desc=f"{self.name} epoch", disable=not self.progress), clock]
-        last, restore, save = checkpointing
         hooks = self._hooks = self.defense_hooks()
-        if isinstance(self.party, LabelParty):
-            t = self.config.train
-            roles = self.party.make_roles(rows, validation_fraction=t.validation_fraction, seed=t.seed)
-            plan = Plan(epochs=t.epochs, batch_size=t.batch_size, seed=derive_seed(t.seed, "schedule") % 2**31,
-                        roles=roles)
-            width = self.config.model.embedding_width
-            remote = {p: self.config.model.peer_widths.get(p, width) for p in self.peers}
-            trainer = self.party.trainer(rows, remote=remote, plan=plan, patience=t.patience, callbacks=callbacks,
-                                         resume_epoch=last, restore=restore, on_epoch_end=save,
-                                         gradient_hooks=hooks.gradient_hooks, label_transform=hooks.label_transform)
-            training = pump.run(trainer)
-            return NodeResult(party=self.name, role=self.role, psi={}, history=training.history,
-                              best_epoch=training.best_epoch, epoch_seconds=[round(s, 4) for s in clock.seconds])
-        trainer = self.party.trainer(rows, label_party=self.peers[0], resume_epoch=last, restore=restore,
-                                     on_epoch_end=save, embedding_hooks=hooks.embedding_hooks.get(self.name, ()),
-                                     local_loss=hooks.local_losses.get(self.name))
-        pump.run(trainer)
-        return NodeResult(party=self.name, role=self.role, psi={})
+        then_score = self.role == "label" and bool(self.config.data.test_path)
+        session = train_session(self.party, self.topology, schedule=self.schedule(then_score=then_score),
+                                psi=self.psi_settings(), hooks=hooks, callbacks=callbacks,
+                                checkpointing=checkpointing)
+        outcome = self._drive(session, pump, seconds)
+        outcome.extra["clock"] = clock
+        return outcome
 
     # -- joint prediction with saved model parts ---------------------------------------------------------------------
     def load_model(self) -> None:
-        """Load this party's own saved model part (and preprocessing) from ``model.npz``."""
+        """Load this party's own saved model parts (and preprocessing) from ``model.npz``."""
         from vsplit.data.preprocess import TablePreprocessor
 
-        state = load_checkpoint(self.folder / "model.npz", run_id=self.config.output.run_id, party=self.name)
+        path = self.folder / "model.npz"
+        state = load_checkpoint(path, run_id=self.config.output.run_id, party=self.name)
         if state["role"] != self.role:
-            raise CheckpointError(f"{self.folder / 'model.npz'} is a {state['role']} party's model, not {self.role}")
+            raise CheckpointError(f"{path} is a {state['role']} party's model, not {self.role}")
+        if state.get("topology") != self.topology.view_fingerprint(self.name):
+            raise CheckpointError(f"{path} was trained with another topology than {self.config.source} describes; "
+                                  "predict with the config it was trained with")
         party = self.party
         if "preprocessor" in state:
             party.preprocessor = TablePreprocessor.from_state(state["preprocessor"])
-        if party.model is not None:
-            party.model.load_state_dict(state["bottom"])
-        if isinstance(party, LabelParty):
-            party.build_top(state["top_widths"])
-            assert party.top is not None
-            party.top.load_state_dict(state["top"])
+        width = party.task_width if isinstance(party, LabelParty) else 1
+        for seg, module in party.modules_for(self.topology, task_width=width).items():
+            module.load_state_dict(state["segments"][seg])
 
-    def predict(self, table_path: Path, *, ids_path: Path | None = None,
+    def predict(self, table_path: Path | None, *, ids_path: Path | None = None,
                 channels: Mapping[str, Channel] | None = None) -> Path:
         """Score customers jointly with the saved model parts; the label party writes ``predictions.csv``.
 
@@ -300,9 +324,13 @@ class PartyNode:
         """
         self.load_model()
         d = self.config.data
-        table = read_table(table_path, id_column=d.id_column, features=self.party.feature_columns or None)
+        table = None
+        if not isinstance(self.party, ComputeParty):
+            if table_path is None:
+                raise ConfigError(f"{self.name}: predict needs --input, this party's table of the customers to score")
+            table = read_table(table_path, id_column=d.id_column, features=self.party.feature_columns or None)
         requested: list[str] | None = None
-        if ids_path is not None and isinstance(self.party, LabelParty):
+        if ids_path is not None and isinstance(self.party, LabelParty) and table is not None:
             requested = [str(v).strip() for v in read_table(ids_path, id_column=d.id_column, features=[])[d.id_column]]
             table = table[table[d.id_column].isin(set(requested))].reset_index(drop=True)
         channels = dict(channels) if channels is not None else self.open_channels()
@@ -311,6 +339,9 @@ class PartyNode:
         started = time.perf_counter()
         try:
             scored = self.score(pump, table)
+        except BaseException as exc:
+            pump.fail(exc)
+            raise
         finally:
             for channel in channels.values():
                 channel.close()
@@ -367,20 +398,23 @@ class PartyNode:
         return last, restore, save
 
     def save_model(self) -> Path:
-        """Write this party's own model part (and its preprocessing) to ``model.npz``; nothing of a peer's."""
+        """Write this party's own model parts (and its preprocessing) to ``model.npz``; nothing of a peer's."""
         party = self.party
-        state: dict[str, Any] = {"party": self.name, "role": self.role, "settings": self._settings().__dict__,
-                                 "feature_columns": party.feature_columns, "id_column": party.id_column}
-        if party.model is not None:
-            state["bottom"] = party.model.state_dict()
-        if party.preprocessor is not None:
-            state["preprocessor"] = party.preprocessor.state()
+        width = party.task_width if isinstance(party, LabelParty) else 1
+        state: dict[str, Any] = {
+            "party": self.name, "role": self.role, "settings": self._settings().__dict__,
+            "topology": self.topology.view_fingerprint(self.name),
+            "segments": {seg: m.state_dict() for seg, m in party.modules_for(self.topology, task_width=width).items()},
+        }
+        if not isinstance(party, ComputeParty):
+            state["feature_columns"] = party.feature_columns
+            state["id_column"] = party.id_column
+            if party.preprocessor is not None:
+                state["preprocessor"] = party.preprocessor.state()
         if isinstance(party, LabelParty):
-            assert party.top is not None
-            state["top"] = party.top.state_dict()
-            state["top_widths"] = dict(party.top_widths)
             state["label"] = party.label
-            state["positive_label"] = _jsonable(party.positive_label)
+            state["task"] = party.task.name
+            state["label_info"] = {k: _jsonable(v) for k, v in party.label_info.items()}
         path = self.folder / "model.npz"
         save_checkpoint(path, state, run_id=self.config.output.run_id, party=self.name)
         return path
@@ -395,10 +429,14 @@ class PartyNode:
         common = {"run_id": self.config.output.run_id, "party": self.name, "role": self.role,
                   "created": time.strftime("%Y-%m-%dT%H:%M:%S%z"), "seconds": result.seconds,
                   "config_hashes": {self.name: self.config_hash()}}
-        if not isinstance(self.party, LabelParty) or scored is None or result.test is None:
-            return write_partner_report(self.folder, {**common, "communication": result.comm, "psi": result.psi})
-        assert scored.proba is not None
-        y = binarise(scored.table[self.party.label], self.party.positive_label, self.party.label).numpy()[scored.rows]
+        common["topology"] = self.topology.kind
+        binary = isinstance(self.party, LabelParty) and self.party.task.name == "binary"
+        if not binary or scored is None or result.test is None:
+            extra = {"metrics": result.test, "history": result.history} if result.test is not None else {}
+            return write_partner_report(self.folder, {**common, "communication": result.comm, "psi": result.psi,
+                                                      **extra})
+        assert isinstance(self.party, LabelParty) and scored.proba is not None
+        y = self.party.task.encode_with(scored.table[self.party.label], self.party.label_info).numpy()[scored.rows]
         aucs = {"split": result.test["auc"], **{k: v["auc"] for k, v in result.baselines.items()}}
         plots = write_plots(self.folder, y=y, proba=scored.proba, history=result.history, aucs=aucs)
         report = {**common, "metrics": result.test, "baselines": result.baselines, "history": result.history,
@@ -414,9 +452,9 @@ class PartyNode:
 
 
 def evaluate_labels(party: LabelParty, table: pd.DataFrame, rows: np.ndarray, proba: np.ndarray) -> dict[str, float]:
-    """Metrics of ``proba`` against the label party's own labels of ``rows``."""
-    y = binarise(table[party.label], party.positive_label, party.label).numpy()[rows]
-    return binary_metrics(y, proba)
+    """Metrics of ``proba`` (the task's predictions) against the label party's own labels of ``rows``."""
+    y = party.task.encode_with(table[party.label], party.label_info).numpy()[rows]
+    return party.task.metrics(y, proba)
 
 
 def psi_summary(alignment: Any) -> dict[str, Any]:

@@ -3,7 +3,7 @@
 Example:
     >>> from vsplit.topology import Topology, describe
     >>> vertical = Topology.vertical(label_party="bank", feature_parties=["partner"])
-    >>> "cut c0: partner/partner -> bank/top" in describe(vertical)
+    >>> "cut partner>bank: partner/partner -> bank/top" in describe(vertical)
     True
 """
 

@@ -27,6 +27,7 @@ from __future__ import annotations
 
 import hashlib
 import json
+import zlib
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field, replace
 
@@ -156,9 +157,28 @@ class Topology:
         }
 
     def fingerprint(self) -> str:
-        """A short hex digest of the topology (every segment, owner, edge and shape), exchanged before training."""
-        text = json.dumps(self.to_dict(), sort_keys=True, separators=(",", ":"))
-        return hashlib.sha256(text.encode()).hexdigest()[:32]
+        """A short hex digest of the whole topology (every segment, owner, edge and shape)."""
+        return _digest(self.to_dict())
+
+    def view_fingerprint(self, party: str) -> str:
+        """A digest of what ``party`` must agree on: its segments and every cut that touches it.
+
+        A partner in a vertical split knows only itself and the label party; its view fingerprint still equals the
+        label party's fingerprint of that partner's view, and differs as soon as a width, a name or the kind does.
+
+        >>> full = Topology.vertical(label_party="bank", feature_parties=["shop", "telco"])
+        >>> mine = Topology.vertical(label_party="bank", feature_parties=["shop"])
+        >>> full.view_fingerprint("shop") == mine.view_fingerprint("shop"), full.fingerprint() == mine.fingerprint()
+        (True, False)
+        """
+        own = [s for s in self.segments if s.owner == party]
+        return _digest({
+            "kind": self.kind,
+            "labels": self.label_owner,
+            "segments": [[s.name, list(s.inputs), s.loss, [list(x) for x in s.shapes]] for s in own],
+            "cuts": [[c.id, c.src, c.src_owner, c.dst, list(c.readers), [list(x) for x in c.shapes]]
+                     for c in self.cuts if party in (c.src_owner, c.dst)],
+        })
 
     # -- constructors ------------------------------------------------------------------------------------------------
     @classmethod
@@ -260,6 +280,16 @@ def _validate(segments: Sequence[Segment]) -> tuple[Segment, ...]:
     return tuple(ordered)
 
 
+def _digest(tree: object) -> str:
+    return hashlib.sha256(json.dumps(tree, sort_keys=True, separators=(",", ":")).encode()).hexdigest()[:32]
+
+
+def cut_id(src: str, dst: str) -> int:
+    """A cut's id: derived from its segment and receiving party, so a party that knows only its own part of a
+    topology numbers its cuts as the others do."""
+    return zlib.crc32(f"{src}>{dst}".encode()) & 0x7FFFFFFF
+
+
 def _cuts(segments: Sequence[Segment]) -> tuple[Cut, ...]:
     cuts: list[Cut] = []
     for s in segments:
@@ -268,5 +298,7 @@ def _cuts(segments: Sequence[Segment]) -> tuple[Cut, ...]:
             if s.name in r.inputs and r.owner != s.owner:
                 by_party.setdefault(r.owner, []).append(r.name)
         for party, names in by_party.items():
-            cuts.append(Cut(len(cuts), s.name, s.owner, party, tuple(names), s.shapes))
+            cuts.append(Cut(cut_id(s.name, party), s.name, s.owner, party, tuple(names), s.shapes))
+    if len({c.id for c in cuts}) != len(cuts):
+        raise ConfigError("topology: two cuts hash to the same id; rename a segment")
     return tuple(cuts)

@@ -10,12 +10,13 @@ no step program can deadlock. A topology whose components form a cycle (a party 
 that chain's result in the same autograd graph) is refused.
 
 Example:
-    >>> from vsplit.topology.graph import Topology
+    >>> from vsplit.topology.graph import Cut, Topology
     >>> t = Topology.u_shaped(client="client", server="server")
     >>> print(format_program(compile_program(t, "server")))
-    AwaitActivations(c0) Forward(middle) SendActivations(c1) AwaitGradients(c1) Backward(middle) SendGradients(c0) Step
+    AwaitActivations(head>server) Forward(middle) SendActivations(middle>client) AwaitGradients(middle>client) \
+Backward(middle) SendGradients(head>server) Step
     >>> print(format_program(compile_program(t, "client", phase="eval")))
-    Forward(head) SendActivations(c0) AwaitActivations(c1) Forward(tail) Collect(tail)
+    Forward(head) SendActivations(head>server) AwaitActivations(middle>client) Forward(tail) Collect(tail)
 """
 
 from __future__ import annotations
@@ -23,7 +24,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 
 from vsplit.errors import ConfigError
-from vsplit.topology.graph import Topology
+from vsplit.topology.graph import Cut, Topology
 
 #: Operation kinds.
 AWAIT_ACT, FORWARD, SEND_ACT, LOSS, COLLECT, AWAIT_GRAD, BACKWARD, SEND_GRAD, STEP = (
@@ -38,12 +39,13 @@ class Op:
 
     kind: str
     arg: object = None
+    label: str = ""
 
     def __str__(self) -> str:
+        if self.label:
+            return f"{self.kind}({self.label})"
         if self.arg is None:
             return self.kind
-        if isinstance(self.arg, int):
-            return f"{self.kind}(c{self.arg})"
         if isinstance(self.arg, tuple):
             return f"{self.kind}({'+'.join(self.arg)})"
         return f"{self.kind}({self.arg})"
@@ -117,9 +119,9 @@ def compile_program(topology: Topology, party: str, *, phase: str = "train") -> 
                 cut = cut_by_src_dst[(i, party)]
                 if cut.id not in awaited:
                     awaited.add(cut.id)
-                    ops.append(Op(AWAIT_ACT, cut.id))
+                    ops.append(Op(AWAIT_ACT, cut.id, _label(cut)))
         ops.append(Op(FORWARD, s.name))
-        ops.extend(Op(SEND_ACT, c.id) for c in topology.cuts if c.src == s.name)
+        ops.extend(Op(SEND_ACT, c.id, _label(c)) for c in topology.cuts if c.src == s.name)
         if s.loss:
             ops.append(Op(LOSS if phase == "train" else COLLECT, s.name))
     if phase == "eval":
@@ -128,11 +130,15 @@ def compile_program(topology: Topology, party: str, *, phase: str = "train") -> 
         if owner[comp[0]] != party:
             continue
         members = set(comp)
-        ops.extend(Op(AWAIT_GRAD, c.id) for c in topology.cuts if c.src in members)
+        ops.extend(Op(AWAIT_GRAD, c.id, _label(c)) for c in topology.cuts if c.src in members)
         ops.append(Op(BACKWARD, comp))
-        ops.extend(Op(SEND_GRAD, c.id) for c in topology.cuts_into(party) if members & set(c.readers))
+        ops.extend(Op(SEND_GRAD, c.id, _label(c)) for c in topology.cuts_into(party) if members & set(c.readers))
     ops.append(Op(STEP))
     return tuple(ops)
+
+
+def _label(cut: Cut) -> str:
+    return f"{cut.src}>{cut.dst}"
 
 
 def describe(topology: Topology) -> str:
@@ -140,7 +146,7 @@ def describe(topology: Topology) -> str:
     lines = [f"topology {topology.kind} ({topology.fingerprint()}); labels at {topology.label_owner}"]
     for c in topology.cuts:
         shapes = ", ".join("x".join(map(str, s)) for s in c.shapes)
-        lines.append(f"  cut c{c.id}: {c.src_owner}/{c.src} -> {c.dst}/{'+'.join(c.readers)}  [{shapes}]")
+        lines.append(f"  cut {_label(c)}: {c.src_owner}/{c.src} -> {c.dst}/{'+'.join(c.readers)}  [{shapes}]")
     for party in topology.parties:
         lines.append(f"{party}:")
         lines.append(f"  train: {format_program(compile_program(topology, party))}")

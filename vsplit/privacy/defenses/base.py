@@ -26,10 +26,10 @@ from typing import Any, ClassVar
 import torch
 
 from vsplit.errors import ConfigError
-from vsplit.protocol.training.hooks import TrainingHooks
 from vsplit.models.registry import Registry
 from vsplit.models.seeds import derive_seed
 from vsplit.privacy.accounting import Guarantee
+from vsplit.protocol.training.hooks import TrainingHooks
 
 #: Defense names -> the class (or a named setting: a factory with preset arguments).
 DEFENSES: Registry[Callable[..., Defense]] = Registry("defense")

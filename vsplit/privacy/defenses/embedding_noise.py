@@ -25,10 +25,9 @@ import math
 import torch
 
 from vsplit.errors import ConfigError
-from vsplit.protocol.training.hooks import TrainingHooks
 from vsplit.privacy.accounting import Guarantee, gaussian_guarantee
 from vsplit.privacy.defenses.base import DEFENSES, Defense
-from vsplit.protocol.training.hooks import StepInfo
+from vsplit.protocol.training.hooks import StepInfo, TrainingHooks
 
 
 class _EmbeddingNoiseHook:

@@ -30,10 +30,10 @@ import numpy as np
 import torch
 
 from vsplit.errors import ConfigError
-from vsplit.protocol.training.hooks import TrainingHooks
 from vsplit.models.seeds import derive_seed
 from vsplit.privacy.accounting import Guarantee
 from vsplit.privacy.defenses.base import DEFENSES, Defense
+from vsplit.protocol.training.hooks import TrainingHooks
 
 
 class _RandomizedResponse:

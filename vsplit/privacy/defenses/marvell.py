@@ -28,9 +28,8 @@ import torch
 from scipy.optimize import minimize
 
 from vsplit.errors import ConfigError
-from vsplit.protocol.training.hooks import TrainingHooks
 from vsplit.privacy.defenses.base import DEFENSES, Defense
-from vsplit.protocol.training.hooks import StepInfo
+from vsplit.protocol.training.hooks import StepInfo, TrainingHooks
 
 
 def symmetric_kl(x: np.ndarray, *, v0: float, v1: float, gap2: float, dim: int) -> float:

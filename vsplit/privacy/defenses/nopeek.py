@@ -22,8 +22,8 @@ import torch
 from torch.nn import functional as F
 
 from vsplit.errors import ConfigError
-from vsplit.protocol.training.hooks import TrainingHooks
 from vsplit.privacy.defenses.base import DEFENSES, Defense
+from vsplit.protocol.training.hooks import TrainingHooks
 
 
 def _centred_distances(x: torch.Tensor) -> torch.Tensor:

@@ -163,7 +163,7 @@ class SplitMachine:
         self.resume_epoch = resume_epoch
         self.restore = restore
         self.on_epoch_end = on_epoch_end
-        self.fingerprint = topology.fingerprint()
+        self.fingerprint = topology.view_fingerprint(name)
         self.result: Any = None
         self.done = False
         self.epoch = 0
@@ -236,10 +236,11 @@ class SplitMachine:
 
     # -- handshake ---------------------------------------------------------------------------------------------------
     def _check_topology(self, sender: str, msg: Ready) -> None:
-        if msg.topology != self.fingerprint:
+        expected = self.topology.view_fingerprint(sender)
+        if msg.topology != expected:
             raise ProtocolError(
-                f"{self.name}: {sender!r} is configured with another topology (fingerprint {msg.topology}, this "
-                f"party's is {self.fingerprint}); give every party the same [topology] and model widths",
+                f"{self.name}: {sender!r} is configured with another topology (its view {msg.topology}, this "
+                f"party's view of it {expected}); give every party the same [topology] and model widths",
                 code=AbortCode.CONFIG_MISMATCH,
             )
 

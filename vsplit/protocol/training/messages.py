@@ -29,7 +29,8 @@ ROLE_TRAIN, ROLE_VALID, ROLE_UNUSED = 0, 1, 2
 @message(0x0101)
 @dataclass(frozen=True)
 class TrainingPlan(Message):
-    """Coordinator -> every party: the agreed schedule and each aligned row's role (``predict``: score every row)."""
+    """Coordinator -> every party: the agreed schedule and each aligned row's role (``predict``: score every row;
+    ``then_score``: joint scoring of a test table follows training)."""
 
     epochs: int
     batch_size: int
@@ -37,6 +38,7 @@ class TrainingPlan(Message):
     eval_chunk: int
     start_epoch: int
     predict: bool
+    then_score: bool
     roles: np.ndarray
 
     def __post_init__(self) -> None:

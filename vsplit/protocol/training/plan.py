@@ -31,6 +31,8 @@ class Plan:
     eval_chunk: int = 8192
     start_epoch: int = 0
     predict: bool = False
+    #: a joint scoring session follows training (a compute party, which holds no test table, learns it here)
+    then_score: bool = False
 
     @classmethod
     def scoring(cls, n_rows: int, *, chunk: int = 8192) -> Plan:
@@ -61,6 +63,7 @@ class Plan:
             eval_chunk=self.eval_chunk,
             start_epoch=self.start_epoch,
             predict=self.predict,
+            then_score=self.then_score,
             roles=self.roles.astype(np.uint8),
         )
 
@@ -74,4 +77,5 @@ class Plan:
             eval_chunk=msg.eval_chunk,
             start_epoch=msg.start_epoch,
             predict=msg.predict,
+            then_score=msg.then_score,
         )
