@@ -3,8 +3,9 @@
 Theory of operation. A :class:`Pump` belongs to one party. It encodes each :class:`Outgoing` into a frame stamped
 with the session id and a per-peer sequence number, sends it on that peer's channel, and for each received frame
 checks the session and that the sequence number is exactly the next one (so a replayed, dropped or foreign frame
-fails loudly), decodes it and feeds it to the machine. If anything goes wrong, every peer gets an
-:class:`~vsplit.protocol.abort.Abort` carrying only a code, and the local error is raised with the details.
+fails loudly), decodes it and feeds it to the machine. If anything goes wrong, every open peer gets an
+:class:`~vsplit.protocol.abort.Abort` carrying only a code (once; a hub passes one partner's abort on to the
+others), and the local error is raised with the details.
 
 A peer that closes its channel cleanly (:class:`~vsplit.transport.channel.PeerClosed`, raised only after its last
 frame) has finished its part: the pump stops reading from it and carries on with the others, as a hub does while
@@ -60,6 +61,7 @@ class Pump:
         self._order = list(self.channels)  # the peers still open, polled in turn
         self._next = 0
         self.closed: list[str] = []  # peers that closed their channel cleanly, in the order they did
+        self._aborted = False
         self.machine: Machine | None = None
 
     # -- sending ---------------------------------------------------------------------------------------------------
@@ -99,7 +101,9 @@ class Pump:
         self._recv_seq[peer] += 1
         self.stats.record("received", peer, type(msg).__name__, len(frame))
         if isinstance(msg, Abort):
-            raise RemoteAbort(f"{peer} aborted: {msg.reason} (code {msg.code})", code=msg.code)
+            error = RemoteAbort(f"{peer} aborted: {msg.reason} (code {msg.code})", code=msg.code)
+            error.peer = peer  # type: ignore[attr-defined]  # the others are told, not the peer that aborted
+            raise error
         assert self.machine is not None, "deliver() needs a machine: call begin() first"
         self.send_all(self.machine.receive(peer, msg))
 
@@ -182,16 +186,24 @@ class Pump:
         try:
             return action()
         except Exception as exc:
-            self._failed(exc)
+            self.fail(exc)
             raise
 
-    def _failed(self, exc: Exception) -> None:
-        if not isinstance(exc, RemoteAbort):  # the peer that aborted already told everyone
-            self.abort(code_for(exc))
+    def fail(self, exc: BaseException) -> None:
+        """Tell every open peer that this party stops because of ``exc``: its code; an abort received is passed on.
 
-    def abort(self, code: AbortCode) -> None:
-        """Send ``Abort(code)`` to every peer, ignoring peers that are already gone."""
+        The peer that sent an abort is not told again, so a hub relays one partner's abort to the other partners.
+        """
+        self.abort(code_for(exc), skip=getattr(exc, "peer", None) if isinstance(exc, RemoteAbort) else None)
+
+    def abort(self, code: AbortCode, *, skip: str | None = None) -> None:
+        """Send ``Abort(code)`` once to every open peer but ``skip``, ignoring peers that are already gone."""
+        if self._aborted:
+            return
+        self._aborted = True
         for peer in self._order:
+            if peer == skip:
+                continue
             try:
                 self.send(Outgoing(peer, Abort(code=int(code))))
             except (VsplitError, OSError):
