@@ -177,6 +177,9 @@ class PartyNode:
                 phase = time.perf_counter()
                 scored = self.score(pump, test)
                 seconds["score"] = time.perf_counter() - phase
+        except BaseException as exc:  # a failure between protocols (e.g. an unreadable test table) is told too
+            pump.fail(exc)
+            raise
         finally:
             for channel in channels.values():
                 channel.close()
