@@ -13,7 +13,7 @@ import sys
 from vsplit.errors import VsplitError
 
 #: Command modules, in the order ``vsplit --help`` lists them.
-COMMANDS = ["keys", "psi", "train", "run", "predict", "report", "pilot", "demo", "privacy"]
+COMMANDS = ["keys", "psi", "train", "run", "predict", "report", "pilot", "demo", "privacy", "plan", "topology"]
 
 EXIT_OK, EXIT_ERROR, EXIT_USAGE, EXIT_INTERRUPTED = 0, 1, 2, 130
 

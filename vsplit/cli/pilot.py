@@ -1,9 +1,11 @@
-"""Run a whole cross-organization pilot on this machine: bank and partner as two processes over mutual TLS.
+"""Run a whole cross-organization pilot on this machine: every party as its own process over mutual TLS.
 
 Example:
     vsplit pilot bank-marketing
     vsplit pilot secretflow-bank --set train.epochs=5
     vsplit pilot bank-marketing --run-id my-first-pilot --quiet
+    vsplit pilot u-shaped-credit     # the bank keeps columns, labels, head and tail; a compute party runs the middle
+    vsplit pilot vanilla-credit      # a data owner runs the first layers; the bank holds labels and the rest
 
 Creates keys when missing, lays out each party's folder (parties/<party>/ for bank-marketing), starts
 `vsplit train` for both parties (PSI, training, evaluation, model parts saved), then `vsplit predict` for both (a
@@ -17,13 +19,13 @@ from __future__ import annotations
 import argparse
 
 NAME = "pilot"
-HELP = "run a two-process pilot on a bundled preset over mutual TLS, with report"
+HELP = "run a pilot on a bundled preset, one process per party over mutual TLS, with report"
 
 
 def add_arguments(parser: argparse.ArgumentParser) -> None:
     from vsplit.pilot.orchestrate import PRESETS
 
-    parser.add_argument("preset", choices=sorted(PRESETS), help="bundled data set and split")
+    parser.add_argument("preset", choices=sorted(PRESETS), help="bundled data set and kind of split")
     parser.add_argument("--run-id", help="name of the run (default: preset and time)")
     parser.add_argument("--root", help="folder holding the party folders (default: parties/ for bank-marketing)")
     parser.add_argument("--set", dest="overrides", action="append", default=[], metavar="KEY=VALUE",
@@ -39,9 +41,10 @@ def run(args: argparse.Namespace) -> int:
     result = run_pilot(args.preset, root=Path(args.root) if args.root else None, run_id=args.run_id,
                        overrides=tuple(args.overrides), quiet=args.quiet)
     report = result.report
-    rows = [("split (bank + partner)", report["metrics"])]
+    kind = report.get("topology", "vertical")
+    rows = [(f"split ({kind})", report["metrics"])]
     rows += [(k.replace("_", " "), v) for k, v in report["baselines"].items()]
-    print(f"\n{args.preset}: test AUC on the {report['metrics']['n_scored']} customers both parties know")
+    print(f"\n{args.preset}: test AUC on the {report['metrics']['n_scored']} customers the parties share")
     for name, metrics in rows:
         print(f"  {name:<24} AUC {metrics['auc']:.4f}   KS {metrics['ks']:.4f}   F1 {metrics['f1']:.4f}")
     print(f"report: {result.run_dir / 'bank' / 'report.md'}   ({result.seconds:.0f} s)")

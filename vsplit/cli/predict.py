@@ -22,7 +22,7 @@ HELP = "joint batch prediction with the saved model parts (label party gets the 
 
 def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--config", required=True, help="this party's party.toml (the one it trained with)")
-    parser.add_argument("--input", required=True, help="this party's table of the customers to score")
+    parser.add_argument("--input", help="this party's table of the customers to score (a compute party has none)")
     parser.add_argument("--ids", help="label party: a CSV/Parquet with the ID column of the customers to score")
     parser.add_argument("--set", dest="overrides", action="append", default=[], metavar="KEY=VALUE")
     parser.add_argument("--quiet", action="store_true")
@@ -36,7 +36,7 @@ def run(args: argparse.Namespace) -> int:
     config = load_config(args.config, overrides=args.overrides)
     node = PartyNode(config, progress=False)
     with log_to_run_folder(node.folder):
-        path = node.predict(Path(args.input), ids_path=Path(args.ids) if args.ids else None)
+        path = node.predict(Path(args.input) if args.input else None, ids_path=Path(args.ids) if args.ids else None)
     if not args.quiet:
         print(f"{config.party.name}: wrote {path}")
     return 0

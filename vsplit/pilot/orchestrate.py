@@ -1,8 +1,9 @@
 """Run a whole pilot on one machine: one OS process per party over mutual TLS on localhost, then the report.
 
-Theory of operation. :func:`run_pilot` lays out each party's folder (own data, own keys, the peer's pinned
-certificate), starts ``vsplit train`` for the bank and the partner as two processes, waits for both, then starts
-``vsplit predict`` for both to score the bank's test customers with the saved model parts. Finally it trains the
+Theory of operation. :func:`run_pilot` lays out each party's folder (own data, own keys, the peers' pinned
+certificates), starts ``vsplit train`` for every party as its own process (vertical: the bank and its partner;
+vanilla: the partner with the columns and the bank with the labels; U-shaped: the bank and a compute party),
+waits for all, then starts ``vsplit predict`` for all to score the bank's test customers with the saved parts. Finally it trains the
 centralized baseline (only possible here, where the pooled data exists) and adds it to the bank's report.
 ``parties/run_pilot.sh`` shows the same steps by hand.
 """
@@ -22,11 +23,57 @@ from typing import Any
 from vsplit.config import load_config, resolve
 from vsplit.errors import VsplitError
 from vsplit.pilot.configs import write_missing_configs
-from vsplit.pilot.prepare import prepare_preset
+from vsplit.pilot.prepare import ensure_keys, export_tables
 from vsplit.runtime.atomic import write_atomic
 
-PRESETS = {"bank-marketing": "bank_marketing", "bank-marketing-no-duration": "bank_marketing_no_duration",
-           "secretflow-bank": "secretflow_bank", "default-credit": "default_credit"}
+VERTICAL = {"bank": "label", "partner": "feature"}
+
+
+@dataclass(frozen=True)
+class PilotSpec:
+    """A pilot: the bundled preset, the kind of split, and each party's role."""
+
+    preset: str
+    kind: str = "vertical"
+    roles: tuple[tuple[str, str], ...] = tuple(VERTICAL.items())
+
+
+PILOTS = {
+    "bank-marketing": PilotSpec("bank_marketing"),
+    "bank-marketing-no-duration": PilotSpec("bank_marketing_no_duration"),
+    "secretflow-bank": PilotSpec("secretflow_bank"),
+    "default-credit": PilotSpec("default_credit"),
+    # a data owner (the partner, every column) and a model owner (the bank, the outcomes and the layers after the cut)
+    "vanilla-credit": PilotSpec("default_credit", "vanilla"),
+    # the bank keeps every column, the labels, the first and the last layers; a compute provider runs the middle
+    "u-shaped-credit": PilotSpec("default_credit", "u_shaped", (("bank", "label"), ("cloud", "compute"))),
+}
+PRESETS = PILOTS  # the pilot names `vsplit pilot` accepts
+
+
+@dataclass(frozen=True)
+class PilotData:
+    """Each party's train and test tables for a pilot's kind of split (a compute party has none)."""
+
+    train: dict[str, Any]
+    test: dict[str, Any]
+
+
+def pilot_data(data: Any, kind: str) -> PilotData:
+    """The preset's tables as the split needs them: vertical as bundled; vanilla: the partner has every feature
+    column of the customers both know, the bank only the labels; U-shaped: the bank has every column and label."""
+    if kind == "vertical":
+        return PilotData(train=dict(data.train), test=dict(data.test))
+    tables: dict[str, dict[str, Any]] = {"train": {}, "test": {}}
+    for split in ("train", "test"):
+        pooled = data.pooled(split)
+        if kind == "vanilla":
+            labels = getattr(data, split)[data.label_party][[data.id_column, data.label]]
+            tables[split] = {"bank": labels.reset_index(drop=True),
+                             "partner": pooled.drop(columns=[data.label]).reset_index(drop=True)}
+        else:
+            tables[split] = {"bank": pooled.reset_index(drop=True)}
+    return PilotData(train=tables["train"], test=tables["test"])
 
 
 @dataclass
@@ -84,19 +131,25 @@ def run_pilot(
     """Run the pilot on bundled preset ``name`` (e.g. ``"bank-marketing"``) and return the bank's report."""
     from vsplit.datasets import preset
 
-    if name not in PRESETS:
-        raise VsplitError(f"unknown pilot {name!r}; choose one of: {', '.join(PRESETS)}")
+    if name not in PILOTS:
+        raise VsplitError(f"unknown pilot {name!r}; choose one of: {', '.join(PILOTS)}")
+    spec = PILOTS[name]
+    roles = dict(spec.roles)
     started = time.perf_counter()
-    data = preset(PRESETS[name], seed=0)
+    data = preset(spec.preset, seed=0)
+    tables = pilot_data(data, spec.kind)
     run_id = run_id or f"{name}-{time.strftime('%Y%m%d-%H%M%S')}"
     root = root or (Path("parties") if name == "bank-marketing" else Path("runs") / "pilots" / name)
-    configs = write_missing_configs(root, label=data.label, positive_label=data.positive_label)
-    prepare_preset(data, root)
+    configs = write_missing_configs(root, label=data.label, positive_label=data.positive_label, kind=spec.kind,
+                                    roles=roles)
+    export_tables(tables, root)
+    ensure_keys(root, list(roles))
+    hub = next(p for p, r in roles.items() if r == ("compute" if spec.kind == "u_shaped" else "label"))
     port = free_port()
     runs = Path("runs").resolve()
     common = [f"output.run_id={run_id}", f"output.dir={json.dumps(str(runs))}", *overrides]
-    sets = {"bank": [*common, f"network.listen=127.0.0.1:{port}"],
-            "partner": [*common, f"network.dial=127.0.0.1:{port}"]}
+    sets = {p: [*common, f"network.listen=127.0.0.1:{port}" if p == hub else f"network.dial=127.0.0.1:{port}"]
+            for p in roles}
     bank_config = load_config(configs["bank"], overrides=sets["bank"])
     run_dir = resolve(bank_config, bank_config.output.dir) / run_id
     logs = {p: run_dir / f"{p}.out" for p in configs}
@@ -112,12 +165,12 @@ def run_pilot(
 
     _wait(launch(["train"], {}), logs, timeout=timeout, step="training")
     test_ids = root / "bank" / "data" / "score_ids.csv"
-    write_atomic(test_ids, data.test["bank"][[data.id_column]].to_csv(index=False).encode())
-    predict_inputs = {p: ["--input", str((root / p / "data" / "test.parquet").resolve())] for p in configs}
+    write_atomic(test_ids, tables.test["bank"][[data.id_column]].to_csv(index=False).encode())
+    predict_inputs = {p: ["--input", str((root / p / "data" / "test.parquet").resolve())] for p in tables.test}
     predict_inputs["bank"] += ["--ids", str(test_ids.resolve())]
     _wait(launch(["predict"], predict_inputs), logs, timeout=timeout, step="prediction")
 
-    report = _add_centralized_baseline(run_dir, data, bank_config)
+    report = _add_centralized_baseline(run_dir, data, bank_config, spec, tables)
     report = _merge_partner(run_dir, report)
     from vsplit.report.render import render_report
 
@@ -126,8 +179,9 @@ def run_pilot(
     return PilotResult(run_dir=run_dir, report=report, seconds=seconds)
 
 
-def _add_centralized_baseline(run_dir: Path, data: Any, config: Any) -> dict[str, Any]:
-    """Train the same bottoms and top on the pooled columns (no cut) and score the same test customers."""
+def _add_centralized_baseline(run_dir: Path, data: Any, config: Any, spec: PilotSpec,
+                              tables: PilotData) -> dict[str, Any]:
+    """Train the same segments placed on the bank (no cut, pooled columns) and score the same test customers."""
     from vsplit.estimator import SplitClassifier
     from vsplit.evaluation import shared_test_views
 
@@ -140,9 +194,10 @@ def _add_centralized_baseline(run_dir: Path, data: Any, config: Any) -> dict[str
         top_hidden=m.top_hidden, merge=m.merge, dropout=m.dropout, optimizer=t.optimizer, lr=t.lr,
         weight_decay=t.weight_decay, epochs=t.epochs, batch_size=t.batch_size,
         validation_fraction=t.validation_fraction, patience=t.patience, scaling=d.scaling, missing=d.missing,
-        random_state=t.seed, alignment="join",
-    ).fit(data.train)
-    metrics = clf.evaluate(shared_test_views(data.test, label_party="bank", id_column=data.id_column))
+        random_state=t.seed, alignment="join", topology=spec.kind,
+        server=next((p for p, r in spec.roles if r == "compute"), "server"),
+    ).fit(tables.train)
+    metrics = clf.evaluate(shared_test_views(tables.test, label_party="bank", id_column=data.id_column))
     report["baselines"]["centralized"] = metrics
     report["seconds"]["centralized_baseline"] = round(time.perf_counter() - began, 3)
     return report

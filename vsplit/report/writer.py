@@ -57,14 +57,13 @@ def write_label_report(folder: Path, report: dict[str, Any]) -> Path:
         "| --- | " + " | ".join("---:" for _ in METRICS) + " |",
     ]
     lines += [f"| {name} | " + " | ".join(f"{v[k]:.4f}" for k in METRICS) + " |" for name, v in rows]
-    psi = report["psi"]["train"]
-    lines += [
-        "",
-        "## Record alignment (PSI)",
-        "",
-        f"Training: {psi['size']:,} customers here, peers {psi.get('peer_sizes', {})}, "
-        f"{psi['intersection']:,} shared.",
-    ]
+    psi = report["psi"].get("train")
+    lines += ["", "## Record alignment (PSI)", ""]
+    if psi is None:
+        lines.append(f"None: in this {report.get('topology', '')} split one party holds every row.")
+    else:
+        lines.append(f"Training: {psi['size']:,} customers here, peers {psi.get('peer_sizes', {})}, "
+                     f"{psi['intersection']:,} shared.")
     if "test" in report["psi"]:
         t = report["psi"]["test"]
         lines.append(f"Test: {t['size']:,} customers here, {t['intersection']:,} shared with every partner.")
