@@ -1,0 +1,42 @@
+"""The first-choice capture: ``torch.export`` on a deep copy, then one measured run of the exported graph.
+
+Export can leave fake tensors behind in buffers the model assigns during tracing, so it never sees the user's
+object. The exported program is unlifted to a graph module (parameters as ``get_attr``), its ops are named by the
+call paths of export's ``nn_module_stack``, and one run of the graph with real tensors
+(:func:`~vsplit.plan.measure.measured_run`) measures each op's FLOPs and saved storages and keeps its values.
+
+Example:
+    >>> import torch
+    >>> net = torch.nn.Sequential(torch.nn.Linear(3, 4), torch.nn.ReLU())
+    >>> captured = export_graph(net, (torch.randn(2, 3),))
+    >>> [(op.module, op.flops) for op in captured.ops]
+    [('0', 48), ('1', 0)]
+"""
+
+from __future__ import annotations
+
+import copy
+import time
+
+import torch
+from torch import fx
+from torch.utils import _pytree as pytree
+
+from vsplit.plan.graph import Captured, Op, is_op, module_path
+from vsplit.plan.measure import measure
+
+
+def _stack(node: fx.Node) -> tuple[str, ...]:
+    stack = node.meta.get("nn_module_stack") or {}
+    return tuple(module_path(key, path) for key, (path, _) in stack.items() if path)
+
+
+def export_graph(model: torch.nn.Module, example_inputs: tuple) -> Captured:
+    """Capture ``model`` with ``torch.export`` (non-strict); raises whatever export raises when it refuses."""
+    start = time.perf_counter()
+    program = torch.export.export(copy.deepcopy(model), tuple(example_inputs))
+    module = program.module()
+    graph = module.graph
+    ops = [Op(index=i, node=n, stack=_stack(n)) for i, n in enumerate(n for n in graph.nodes if is_op(n))]
+    flat, in_spec = pytree.tree_flatten((tuple(example_inputs), {}))
+    return measure("export", module, ops, flat, in_spec=in_spec, out_spec=None, start=start)
