@@ -2,6 +2,8 @@
 
 A machine never touches sockets, threads or clocks. It is fed one decoded message at a time and answers with the
 messages to send; a pump (:mod:`vsplit.runtime.pump`) moves them over whatever channel joins the parties.
+A machine that talks to several peers may also say whom it still waits for (``expects``, see
+:func:`still_expects`), so that a peer that finished and left is told apart from one it still needs.
 
 Example:
     >>> class Echo:
