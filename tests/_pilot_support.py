@@ -19,9 +19,11 @@ def free_port() -> int:
         return s.getsockname()[1]
 
 
-def write_configs(root: Path, *, port: int, run_id: str, extra: str = "") -> dict[str, Path]:
-    """The pilot's party.toml files for a bank and a partner, on ``port``, with ``extra`` TOML appended."""
-    paths = write_missing_configs(root, label="y", positive_label="yes")
+def write_configs(root: Path, *, port: int, run_id: str, extra: str = "", kind: str = "vertical",
+                  roles: dict[str, str] | None = None, label: str = "y", positive_label: object = "yes",
+                  ) -> dict[str, Path]:
+    """The pilot's party.toml files (a bank and a partner by default), on ``port``, with ``extra`` TOML appended."""
+    paths = write_missing_configs(root, label=label, positive_label=positive_label, kind=kind, roles=roles)
     for path in paths.values():
         text = path.read_text().replace("127.0.0.1:7700", f"127.0.0.1:{port}")
         text = text.replace('run_id = "pilot"', f'run_id = "{run_id}"')

@@ -51,6 +51,6 @@ def test_partner_keeps_only_its_own_outputs(pilot):
     partner = pilot.run_dir / "partner"
     assert not (partner / "predictions.csv").exists()
     theirs = json.loads((partner / "report.json").read_text())
-    assert "Embeddings" in theirs["communication"]["sent"]
+    assert "Activations" in theirs["communication"]["sent"]
     assert "Gradients" not in theirs["communication"]["sent"]
     assert "TrainingPlan" not in theirs["communication"]["sent"]

@@ -78,7 +78,7 @@ def test_keys_are_checked_by_fingerprint_and_an_impostor_is_refused(script):
 
 def test_only_embeddings_and_gradients_cross_the_cut(script):
     wire = script["figures"]["communication"]
-    assert set(wire["training_sent"]["partner"]) == {"Embeddings", "Ready"}
+    assert set(wire["training_sent"]["partner"]) == {"Activations", "Ready"}
     assert set(wire["training_sent"]["bank"]) == {"Gradients", "TrainingPlan", "EpochEnd"}
     # 16 float32 numbers per customer and epoch, plus a little framing
     assert 64 <= wire["embedding_bytes_per_customer_epoch"] < 66

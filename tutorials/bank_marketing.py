@@ -166,7 +166,7 @@ def communication(clf: SplitClassifier) -> dict[str, Any]:
     """Bytes and frames each party's pump sent during training (encoded frames, as on the network)."""
     stats = {party: pump.stats for party, pump in clf.pumps_.items()}
     sent = {party: s.as_dict()["sent"] for party, s in stats.items()}
-    embeddings = sent["partner"]["Embeddings"]["bytes"]
+    embeddings = sent["partner"]["Activations"]["bytes"]
     per_row = embeddings / (len(clf.history_) * clf.n_aligned_)
     out = {"training_sent": sent, "training_total": {p: s.total("sent") for p, s in stats.items()},
            "psi_bytes": clf.psi_stats_["bytes_sent"], "psi_intersection": clf.psi_stats_["intersection"],

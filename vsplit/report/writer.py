@@ -7,8 +7,8 @@ Example:
     >>> import tempfile, pathlib
     >>> folder = pathlib.Path(tempfile.mkdtemp())
     >>> path = write_partner_report(folder, {"run_id": "r", "party": "partner", "communication": {
-    ...     "sent": {"Embeddings": {"frames": 3, "bytes": 300}}, "received": {}}, "seconds": {"train": 1.0}})
-    >>> "Embeddings" in path.read_text()
+    ...     "sent": {"Activations": {"frames": 3, "bytes": 300}}, "received": {}}, "seconds": {"train": 1.0}})
+    >>> "Activations" in path.read_text()
     True
 """
 
