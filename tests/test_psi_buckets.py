@@ -11,9 +11,11 @@ from hypothesis import strategies as st
 
 from vsplit.errors import AlignmentError, ProtocolError
 from vsplit.protocol.abort import AbortCode
-from vsplit.psi import IdPolicy, LabelParty, Partner, ProcessBackend, PsiConfig, align_in_process
-from vsplit.psi.buckets import GRANULE, BucketLayout, bucket_of, padded_size
+from vsplit.psi import CsvIds, IdPolicy, LabelParty, Partner, ProcessBackend, PsiConfig, align_in_process
+from vsplit.psi.buckets import GRANULE, padded_size
 from vsplit.psi.messages import Blinded, Doubled
+from vsplit.psi.prepare import prepare_ids
+from vsplit.psi.sources import as_source
 
 POLICY = IdPolicy(dedupe="first")
 ID = st.integers(0, 60)
@@ -101,15 +103,55 @@ def test_every_bucket_on_the_wire_has_the_padded_public_size(buckets):
 
 
 def test_bucket_sizes_reveal_nothing_about_which_bucket_holds_more():
-    hashed = np.random.default_rng(3).integers(0, 256, (1000, 32), dtype=np.uint8)
-    of = bucket_of(hashed, buckets=4)
-    assert len(set(np.bincount(of).tolist())) > 1  # the real buckets differ...
-    layout = BucketLayout.build(np.random.default_rng(4).permutation(1000), of, buckets=4)
-    assert layout.size == padded_size(1000, buckets=4) and layout.size % GRANULE == 0
-    real = (layout.order >= 0).reshape(4, layout.size)
-    assert real.sum(axis=1).tolist() == np.bincount(of).tolist()  # ...the padded ones do not
-    assert sorted(layout.order[layout.order >= 0].tolist()) == list(range(1000))
-    assert not real[:, -GRANULE:].all(axis=1).any()  # dummies are mixed in, not stacked at the end
+    ids = [f"c{i}" for i in range(1000)]
+    ready = prepare_ids(as_source(ids), policy=POLICY, salt=bytes(32), label=b"L", buckets=4)
+    assert len(set(ready.counts.tolist())) > 1  # the real buckets differ...
+    assert ready.size == padded_size(1000, buckets=4) and ready.size % GRANULE == 0
+    orders = [ready.bucket(k)[0] for k in range(4)]
+    assert [len(o) for o in orders] == [ready.size] * 4  # ...the padded ones do not
+    assert [int((o >= 0).sum()) for o in orders] == ready.counts.tolist()
+    assert sorted(r for o in orders for r in o.tolist() if r >= 0) == list(range(1000))
+    assert not any((o[-GRANULE:] < 0).all() for o in orders)  # dummies are mixed in, not stacked at the end
+
+
+class Unsized:
+    """An ID source that cannot say its size (as a CSV file cannot), so a memory budget always spills it."""
+
+    def __init__(self, ids):
+        self._inner = as_source(ids)
+        self.name = "unsized"
+
+    def batches(self, size):
+        return self._inner.batches(size)
+
+    def size_hint(self):
+        return None
+
+    def values_at(self, rows):
+        return self._inner.values_at(rows)
+
+
+@pytest.mark.parametrize("spill", [False, True])
+def test_duplicates_are_found_bucket_by_bucket_in_memory_or_spilled(spill):
+    ids = [f"c{i % 300}" for i in range(400)]  # rows 300..399 repeat rows 0..99
+    ready = prepare_ids(Unsized(ids) if spill else as_source(ids), policy=POLICY, salt=bytes(32), label=b"L",
+                        buckets=5, memory_budget_mb=1)
+    assert ready.store.spilled is spill  # a source with a size hint that fits the budget stays in memory
+    assert (ready.rows_read, ready.duplicates, ready.distinct) == (400, 100, 300)
+    kept = sorted(r for k in range(5) for r in ready.bucket(k)[0].tolist() if r >= 0)
+    assert kept == list(range(300))
+
+
+def test_a_party_over_its_memory_budget_spills_its_buckets_and_finds_the_same_overlap(tmp_path):
+    bank = [f"c{i}" for i in range(3000)]
+    shop = [f"c{i}" for i in range(2000, 2600)]
+    (tmp_path / "bank.csv").write_text("id\n" + "\n".join(bank) + "\n")
+    source = CsvIds(tmp_path / "bank.csv", column="id")
+    assert source.size_hint() is None  # so a budget spills it
+    config = PsiConfig(buckets=3, memory_budget_mb=1, chunk=256)
+    out = aligned({"bank": source, "shop": shop}, config=config)
+    assert sorted(out["shop"].ids) == sorted(shop)
+    assert sorted(out["bank"].rows.tolist()) == list(range(2000, 2600))
 
 
 def test_parties_with_different_bucket_counts_are_refused():

@@ -75,11 +75,17 @@ def test_each_party_sends_in_a_fresh_random_order() -> None:
     from vsplit.psi.prepare import prepare_ids
     from vsplit.psi.sources import as_source
 
-    ready = prepare_ids(as_source([f"c{i}" for i in range(200)]), policy=IdPolicy(), salt=bytes(32), label=b"L")
-    assert sorted(ready.send_rows.tolist()) == list(range(200))
-    assert ready.send_rows.tolist() != list(range(200))
-    again = prepare_ids(as_source([f"c{i}" for i in range(200)]), policy=IdPolicy(), salt=bytes(32), label=b"L")
-    assert again.send_rows.tolist() != ready.send_rows.tolist()  # not predictable: a fresh seed each time
+    def sent_order(buckets: int) -> list[int]:
+        ready = prepare_ids(as_source([f"c{i}" for i in range(200)]), policy=IdPolicy(), salt=bytes(32), label=b"L",
+                            buckets=buckets)
+        return [row for k in range(buckets) for row in ready.bucket(k)[0].tolist() if row >= 0]
+
+    for buckets in (1, 3):
+        first = sent_order(buckets)
+        assert sorted(first) == list(range(200))
+        assert first != sorted(first) if buckets == 1 else all(first[i:i + 20] != sorted(first[i:i + 20])
+                                                                  for i in (0, 100))
+        assert sent_order(buckets) != first  # not predictable: a fresh seed each time
 
 
 def test_under_label_party_reveal_the_partner_never_receives_its_double_blinded_values() -> None:

@@ -27,16 +27,15 @@ Example:
     [10, 12, 8, 10]
     >>> padded_size(1_000_000, buckets=16)
     64064
-    >>> layout = BucketLayout.build(np.arange(40), bucket_of(hashed, buckets=4), buckets=4)
-    >>> layout.size, len(layout.order), int((layout.order >= 0).sum())
-    (64, 256, 40)
+    >>> order, points = pad_bucket(np.arange(10), hashed[:10], size=64, rng=np.random.default_rng(0))
+    >>> len(order), sorted(order[order >= 0].tolist()) == list(range(10)), points.shape
+    (64, True, (64, 32))
 """
 
 from __future__ import annotations
 
 import math
 import os
-from dataclasses import dataclass
 
 import numpy as np
 
@@ -46,6 +45,7 @@ from vsplit.errors import ConfigError
 MAX_BUCKETS = 1 << 12
 #: Bucket sizes are multiples of this.
 GRANULE = 64
+_U_MASK = np.array([0xFF] * 31 + [0x7F], np.uint8)
 
 
 def check_buckets(buckets: int) -> int:
@@ -71,60 +71,31 @@ def padded_size(n: int, *, buckets: int) -> int:
     return GRANULE * math.ceil((mean + 6 * math.sqrt(mean) + 6) / GRANULE)
 
 
-@dataclass(frozen=True)
-class BucketLayout:
-    """One party's sending order: ``buckets`` runs of ``size`` positions, bucket after bucket.
+def pad_bucket(rows: np.ndarray, hashed: np.ndarray, *, size: int, rng: np.random.Generator) -> tuple[
+    np.ndarray, np.ndarray
+]:
+    """One bucket in sending order: ``rows`` shuffled and padded with dummies to ``size`` positions.
 
-    Attributes:
-        order: int64, per position the row sent there, or ``-1 - j`` for dummy point ``j``.
-        buckets: the bucket count.
-        size: the padded size of every bucket.
-        dummies: ``(d, 32)`` uint8, the dummy u-coordinates.
+    Returns the row sent at each position (``-1`` for a dummy) and the u-coordinates sent there.
     """
+    order = np.full(size, -1, np.int64)
+    points = np.empty((size, 32), np.uint8)
+    places = rng.permutation(size)[: len(rows)]
+    order[places] = rows
+    points[places] = hashed
+    dummy = order < 0
+    if (count := int(dummy.sum())) > 0:  # random u-coordinates, bit 255 clear
+        points[dummy] = np.frombuffer(os.urandom(32 * count), np.uint8).reshape(count, 32) & _U_MASK
+    return order, points
 
-    order: np.ndarray
-    buckets: int
-    size: int
-    dummies: np.ndarray
 
-    @classmethod
-    def build(cls, send_rows: np.ndarray, bucket: np.ndarray, *, buckets: int) -> BucketLayout:
-        """Lay out ``send_rows`` (already shuffled) whose hashed IDs fall in buckets ``bucket[send_rows]``."""
-        if buckets == 1:
-            return cls(send_rows.astype(np.int64), 1, len(send_rows), np.zeros((0, 32), np.uint8))
-        of_row = bucket[send_rows]
-        counts = np.bincount(of_row, minlength=buckets)
-        size = max(padded_size(len(send_rows), buckets=buckets), GRANULE * -(-int(counts.max()) // GRANULE))
-        rng = np.random.default_rng(int.from_bytes(os.urandom(32), "little"))
-        order = np.empty(buckets * size, np.int64)
-        dummy = 0
-        grouped = send_rows[np.argsort(of_row, kind="stable")]  # keeps the shuffled order inside each bucket
-        start = 0
-        for k, count in enumerate(counts.tolist()):
-            filler = -1 - np.arange(dummy, dummy + size - count, dtype=np.int64)
-            dummy += size - count
-            order[k * size : (k + 1) * size] = rng.permutation(np.concatenate([grouped[start : start + count], filler]))
-            start += count
-        dummies = np.frombuffer(os.urandom(32 * dummy), np.uint8).reshape(dummy, 32).copy()
-        dummies[:, 31] &= 0x7F  # a u-coordinate: bit 255 clear
-        return cls(order, buckets, size, dummies)
+def chunks_per_bucket(size: int, chunk: int) -> int:
+    """Messages per bucket of ``size`` points when at most ``chunk`` points go in one."""
+    return max(1, -(-size // chunk))
 
-    def points(self, positions: slice, hashed: np.ndarray) -> np.ndarray:
-        """The u-coordinates sent at ``positions``: hashed IDs and dummies."""
-        rows = self.order[positions]
-        real = rows >= 0
-        out = np.empty((len(rows), 32), np.uint8)
-        out[real] = hashed[rows[real]]
-        out[~real] = self.dummies[-1 - rows[~real]]
-        return out
 
-    def chunks_per_bucket(self, chunk: int) -> int:
-        """Messages per bucket when at most ``chunk`` points go in one."""
-        return max(1, -(-self.size // chunk))
-
-    def chunk(self, index: int, chunk: int) -> tuple[int, slice]:
-        """Bucket and positions of message ``index``; a message never spans two buckets."""
-        per = self.chunks_per_bucket(chunk)
-        bucket, part = divmod(index, per)
-        start = bucket * self.size + part * chunk
-        return bucket, slice(start, min(start + chunk, (bucket + 1) * self.size))
+def chunk_of(index: int, *, size: int, chunk: int) -> tuple[int, slice]:
+    """Bucket and positions (in the whole sent order) of message ``index``; a message never spans two buckets."""
+    bucket, part = divmod(index, chunks_per_bucket(size, chunk))
+    start = bucket * size + part * chunk
+    return bucket, slice(start, min(start + chunk, (bucket + 1) * size))

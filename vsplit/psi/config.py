@@ -48,6 +48,9 @@ class PsiConfig:
         window: how many of its own chunks a party may have in flight before the peer answers; bounds memory.
         buckets: how many buckets each party splits its IDs into (see :mod:`vsplit.psi.buckets`); each bucket is
             padded to a public size and blinded with its own scalar. 1 (default) is the unbucketed protocol.
+        memory_budget_mb: this party's own setting (not compared with the peer's): above 0, its hashed IDs are
+            spilled to files by bucket (:mod:`vsplit.psi.store`) unless they fit in this many MiB; 0 keeps them in
+            memory.
     """
 
     reveal: Literal["both", "label_party"] = "both"
@@ -56,6 +59,7 @@ class PsiConfig:
     chunk: int = 1 << 16
     window: int = 4
     buckets: int = 1
+    memory_budget_mb: int = 0
 
     def __post_init__(self) -> None:
         if self.reveal not in REVEAL_MODES:
@@ -67,3 +71,5 @@ class PsiConfig:
         if not 1 <= self.window <= 64:
             raise ConfigError(f"psi.window: {self.window} is not in 1..64; 4 is a good value")
         check_buckets(self.buckets)
+        if not isinstance(self.memory_budget_mb, int) or self.memory_budget_mb < 0:
+            raise ConfigError(f"psi.memory_budget_mb: {self.memory_budget_mb!r} must be 0 (no limit) or more MiB")

@@ -25,7 +25,7 @@ from vsplit.errors import AlignmentError, ProtocolError
 from vsplit.protocol.abort import AbortCode
 from vsplit.protocol.message import Message
 from vsplit.psi import curve
-from vsplit.psi.buckets import BucketLayout, bucket_of
+from vsplit.psi.buckets import chunk_of, chunks_per_bucket
 from vsplit.psi.config import PsiConfig
 from vsplit.psi.handshake import check_hello, make_hello, session_salt
 from vsplit.psi.ids import IdPolicy
@@ -49,6 +49,9 @@ class PairExchange:
     """The exchange with one peer. ``role`` is this side's: ``"label"`` or ``"partner"``.
 
     ``parties`` goes into the Hello: the label party's party count, or 0 for a partner that follows the label.
+    Everything this side keeps per bucket (its points while it sends them, its double-blinded values until the
+    peer's bucket is matched, the peer's values that arrive before this side's bucket is complete) is freed as soon
+    as that bucket is done, so memory follows the buckets in flight rather than the whole table.
     """
 
     def __init__(
@@ -71,19 +74,21 @@ class PairExchange:
         self._source, self._policy, self._config, self._backend = source, policy, config, backend
         self._scalars = [curve.new_scalar() for _ in range(config.buckets)]
         self.prepared: PreparedIds | None = None
-        self.layout: BucketLayout | None = None
-        self._hashed: np.ndarray | None = None
+        #: The row sent at each position of this side's sent order (-1: a dummy), filled bucket by bucket.
+        self.order = np.zeros(0, np.int64)
+        self._sending: tuple[int, np.ndarray] | None = None  # the bucket being sent and its points
         self._own_chunks = 0
         self._sent = 0
         self._answered = 0
-        self._own_doubles: np.ndarray | None = None
-        self._index: PointIndex | None = None
+        self._own_doubles: dict[int, np.ndarray] = {}
+        self._answered_in: dict[int, int] = {}
+        self._index: dict[int, PointIndex] = {}
         self.peer_total: int | None = None
         self._peer_seen = 0
         self._peer_offset = 0
         self._peer_bucket = 0
         self._peer_in_bucket = 0
-        self._pending: list[tuple[int, np.ndarray]] = []
+        self._pending: dict[int, list[tuple[int, np.ndarray]]] = {}
         self._found: list[tuple[np.ndarray, np.ndarray, np.ndarray]] = []
         self.points_sent = 0
         self.points_received = 0
@@ -98,19 +103,18 @@ class PairExchange:
     @property
     def size(self) -> int:
         """This side's distinct IDs; 0 before the handshake."""
-        return 0 if self.prepared is None else len(self.prepared.send_rows)
+        return 0 if self.prepared is None else self.prepared.distinct
 
     @property
     def sent_total(self) -> int:
         """Points this side sends, dummies included; 0 before the handshake."""
-        return 0 if self.layout is None else len(self.layout.order)
+        return len(self.order)
 
     def rows_at(self, positions: np.ndarray) -> np.ndarray:
         """This side's rows at ``positions`` of its sent order; a dummy position is the peer's protocol violation."""
-        assert self.layout is not None
-        rows = self.layout.order[positions]
+        rows = self.order[positions]
         if len(rows) and int(rows.min()) < 0:
-            raise violation("a position of a dummy point was matched or selected")
+            raise violation("a position of a dummy point (or of a bucket not sent yet) was matched or selected")
         return rows
 
     # -- dispatch --------------------------------------------------------------------------------------------------
@@ -139,49 +143,57 @@ class PairExchange:
         self.peer_hello = hello
         label_hello, partner_hello = (self.hello, hello) if self.role == "label" else (hello, self.hello)
         salt = session_salt(label_hello=label_hello, partner_hello=partner_hello)
-        self.prepared = prepare_ids(self._source, policy=self._policy, salt=salt, label=self._config.label)
-        self._hashed = self.prepared.hashed
-        n = len(self.prepared.send_rows)
-        if n == 0:
+        config = self._config
+        self.prepared = prepare_ids(self._source, policy=self._policy, salt=salt, label=config.label,
+                                    buckets=config.buckets, memory_budget_mb=config.memory_budget_mb)
+        if self.prepared.distinct == 0:
             raise NothingToAlign(
                 f"{self._source.name}: no IDs to align ({self.prepared.rows_read} rows read), so no customer is "
                 "shared; check the ID column"
             )
-        buckets = self._config.buckets
-        self.layout = BucketLayout.build(self.prepared.send_rows, bucket_of(self._hashed, buckets=buckets),
-                                         buckets=buckets)
-        self._own_chunks = buckets * self.layout.chunks_per_bucket(self._config.chunk)
-        if self.learns:
-            self._own_doubles = np.empty((self.sent_total, curve.POINT_BYTES), dtype=np.uint8)
-        return [self._next_own() for _ in range(min(self._config.window, self._own_chunks))]
+        self.order = np.full(config.buckets * self.prepared.size, -1, np.int64)
+        self._own_chunks = config.buckets * chunks_per_bucket(self.prepared.size, config.chunk)
+        return [self._next_own() for _ in range(min(config.window, self._own_chunks))]
 
     # -- own chunks ------------------------------------------------------------------------------------------------
     def _chunk(self, index: int) -> tuple[int, slice]:
-        assert self.layout is not None
-        return self.layout.chunk(index, self._config.chunk)
+        assert self.prepared is not None
+        return chunk_of(index, size=self.prepared.size, chunk=self._config.chunk)
 
     def _next_own(self) -> Blinded:
-        assert self.prepared is not None and self._hashed is not None and self.layout is not None
+        assert self.prepared is not None
         index = self._sent
         bucket, positions = self._chunk(index)
-        points = self._backend.blind(self.layout.points(positions, self._hashed), scalar=self._scalars[bucket])
+        size = self.prepared.size
+        if self._sending is None or self._sending[0] != bucket:
+            order, points = self.prepared.bucket(bucket)
+            self.order[bucket * size : (bucket + 1) * size] = order
+            self._sending = (bucket, points)
+            self._answered_in[bucket] = 0
+            if self.learns:
+                self._own_doubles[bucket] = np.empty((size, curve.POINT_BYTES), np.uint8)
+        local = slice(positions.start - bucket * size, positions.stop - bucket * size)
+        points = self._backend.blind(self._sending[1][local], scalar=self._scalars[bucket])
         self._sent += 1
+        if positions.stop == (bucket + 1) * size:
+            self._sending = None  # the bucket is sent: free its points
         if self._sent == self._own_chunks:
-            self._hashed = self.prepared.hashed = None  # type: ignore[assignment]  # free the hashes early
+            self.prepared.store.close()
         self.points_sent += len(points)
         return Blinded(index=index, total=self.sent_total, points=points, bucket=bucket)
 
     def _on_answer(self, msg: Doubled | Ack) -> list[Message]:
         if msg.index != self._answered or msg.index >= self._sent:
             raise violation(f"answer to chunk {msg.index} out of order (expected {self._answered})")
+        assert self.prepared is not None
         bucket, positions = self._chunk(msg.index)
         if msg.bucket != bucket:
             raise violation(f"answer to chunk {msg.index} tagged bucket {msg.bucket}, the chunk was in {bucket}")
         if isinstance(msg, Doubled):
             if not self.learns:
                 raise violation("the peer returned double-blinded values this side agreed not to learn")
-            assert self.prepared is not None and self._own_doubles is not None
-            target = self._own_doubles[positions]
+            base = bucket * self.prepared.size
+            target = self._own_doubles[bucket][positions.start - base : positions.stop - base]
             if len(msg.points) != len(target):
                 raise violation(f"Doubled chunk {msg.index} has {len(msg.points)} points, {len(target)} were sent")
             target[...] = msg.points
@@ -189,12 +201,12 @@ class PairExchange:
         elif self.learns:
             raise violation("the peer withheld double-blinded values this side must learn")
         self._answered += 1
-        if self._answered == self._own_chunks and self.learns:
-            assert self._own_doubles is not None
-            self._index = PointIndex(self._own_doubles)
-            for offset, values in self._pending:
-                self._match(offset, values)
-            self._pending = []
+        self._answered_in[bucket] += len(range(positions.start, positions.stop))
+        if self._answered_in[bucket] == self.prepared.size and self.learns:
+            self._index[bucket] = PointIndex(self._own_doubles[bucket])
+            for offset, values in self._pending.pop(bucket, []):
+                self._match(bucket, offset, values)
+            self._release(bucket)
         return [self._next_own()] if self._sent < self._own_chunks else []
 
     # -- peer chunks -----------------------------------------------------------------------------------------------
@@ -214,10 +226,12 @@ class PairExchange:
         except curve.LowOrderPoint as exc:
             raise violation(f"{exc} (chunk {msg.index})") from None
         if self.learns:
-            self._match(self._peer_offset, doubles)
+            self._match(msg.bucket, self._peer_offset, doubles)
         self._peer_seen += 1
         self._peer_offset += k
         self.points_received += k
+        if self.learns:
+            self._release(msg.bucket)
         if self.peer_learns:
             self.points_sent += k
             return [Doubled(index=msg.index, points=doubles, bucket=msg.bucket)]
@@ -235,26 +249,39 @@ class PairExchange:
             raise violation(f"Blinded chunk {msg.index} (bucket {msg.bucket}) breaks the padded bucket layout")
         self._peer_in_bucket += k
 
-    def _match(self, offset: int, values: np.ndarray) -> None:
-        if self._index is None:
-            self._pending.append((offset, values))
+    def _peer_done_with(self, bucket: int) -> bool:
+        if bucket < self._peer_bucket:
+            return True
+        return bucket == self._peer_bucket and self.peer_total is not None and (
+            self._peer_in_bucket == self.peer_total // self._config.buckets
+        )
+
+    def _match(self, bucket: int, offset: int, values: np.ndarray) -> None:
+        index = self._index.get(bucket)
+        if index is None:
+            self._pending.setdefault(bucket, []).append((offset, values))
             return
-        own = self._index.find(values)
+        own = index.find(values)
         hit = np.flatnonzero(own >= 0)
         if hit.size:
-            self._found.append((values[hit], own[hit], offset + hit))
+            assert self.prepared is not None
+            self._found.append((values[hit], bucket * self.prepared.size + own[hit], offset + hit))
+
+    def _release(self, bucket: int) -> None:
+        """Free this side's values of ``bucket`` once both sides' points of it have been matched."""
+        if bucket in self._index and self._peer_done_with(bucket):
+            del self._index[bucket]
+            self._own_doubles.pop(bucket, None)
 
     # -- completion ------------------------------------------------------------------------------------------------
     def _check_complete(self) -> None:
         if self._answered < self._own_chunks or self.peer_total is None or self._peer_offset < self.peer_total:
             return
         self.complete = True
-        self._own_doubles = None
-        self._index = None
+        self._own_doubles, self._index, self._pending = {}, {}, {}
         if not self.learns or not self._found:
             self._found = []
             return
-        assert self.prepared is not None
         values, own, peer = (np.concatenate(parts) for parts in zip(*self._found, strict=True))
         self._found = []
         if len(np.unique(own)) != len(own):

@@ -64,7 +64,7 @@ class PartyMachine:
         ids = None if raw is None else [normalise_id(v, policy=self._policy) for v in raw]
         stats = PsiStats(
             rows=first.rows_read,
-            size=len(first.send_rows),
+            size=pairs[0].size,
             peer_sizes={p.peer: int(p.peer_total or 0) for p in pairs},
             intersection=len(rows),
             duplicates=first.duplicates,

@@ -1,84 +1,127 @@
-"""Turn a party's ID column into the u-coordinates it will send: normalise, hash, drop duplicates, shuffle.
+"""Turn a party's ID column into the u-coordinates it will send: normalise, hash, bucket, drop duplicates, shuffle.
 
-The column is read batch by batch and only the 32-byte hashes are kept, in row order. Duplicates are found on the
-hashes (equal salted hashes mean equal normalised IDs), so no set of Python strings is ever built. The sending order
-is a uniformly random permutation from a generator seeded with 256 bits from the OS CSPRNG, so the positions of
-shared IDs in what a party sends say nothing about where they sit in its table.
+The column is read batch by batch; each ID is hashed under the session salt and its row and hash go to its bucket
+(:mod:`vsplit.psi.store`, in memory or spilled to files), so no set of Python strings is ever built. Duplicates
+are found on the hashes one bucket at a time (equal salted hashes mean equal normalised IDs, which share a bucket).
+A bucket is laid out only when it is about to be sent: its rows in a uniformly random order from a generator seeded
+with 256 bits from the OS CSPRNG, padded with dummies to the public bucket size, so the positions of shared IDs in
+what a party sends say nothing about where they sit in its table. With one bucket (the default) there is no padding.
 
 Example:
     >>> from vsplit.psi.sources import as_source
     >>> from vsplit.psi.ids import IdPolicy
     >>> ready = prepare_ids(as_source(["b", "a", "b"]), policy=IdPolicy(dedupe="first"), salt=bytes(32), label=b"t")
-    >>> (ready.rows_read, ready.duplicates, sorted(ready.send_rows.tolist()))
-    (3, 1, [0, 1])
+    >>> (ready.rows_read, ready.duplicates, ready.distinct, ready.size)
+    (3, 1, 2, 2)
+    >>> order, points = ready.bucket(0)
+    >>> sorted(order.tolist()), points.shape
+    ([0, 1], (2, 32))
 """
 
 from __future__ import annotations
 
 import os
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 
 import numpy as np
 
 from vsplit.errors import AlignmentError
 from vsplit.psi import curve
+from vsplit.psi.buckets import GRANULE, bucket_of, pad_bucket, padded_size
 from vsplit.psi.ids import IdPolicy, encode_batch
 from vsplit.psi.index import repeated_rows
 from vsplit.psi.sources import IdSource
+from vsplit.psi.store import BYTES_PER_ID, BucketStore
 
 #: Rows read and hashed at a time.
 BATCH_ROWS = 1 << 16
 
 
+def _fresh_rng() -> np.random.Generator:
+    """A generator seeded with 256 bits from the OS CSPRNG: the sending order is not predictable."""
+    return np.random.default_rng(int.from_bytes(os.urandom(32), "little"))
+
+
 @dataclass
 class PreparedIds:
-    """A party's hashed IDs and its sending order.
+    """A party's hashed IDs, by bucket, ready to be laid out and sent.
 
     Attributes:
-        hashed: ``(rows_read, 32)`` uint8, the u-coordinate of every row, in row order (duplicates included).
-        send_rows: int64, the row of each point in sending order (shuffled, without duplicates).
+        store: rows and hashes per bucket (duplicates included).
+        counts: distinct IDs per bucket.
         rows_read: rows in the source.
         duplicates: rows dropped as repeats of an earlier row.
+        size: the public size every bucket is padded to (the distinct count with one bucket).
     """
 
-    hashed: np.ndarray
-    send_rows: np.ndarray
+    store: BucketStore
+    counts: np.ndarray
     rows_read: int
     duplicates: int
+    size: int
+    repeats: dict[int, np.ndarray] = field(default_factory=dict)
+    _rng: np.random.Generator = field(default_factory=_fresh_rng)
+
+    @property
+    def distinct(self) -> int:
+        """Distinct IDs in all buckets."""
+        return int(self.counts.sum())
+
+    def bucket(self, k: int) -> tuple[np.ndarray, np.ndarray]:
+        """Bucket ``k`` in sending order, then freed from the store: rows (``-1`` for dummies) and u-coordinates."""
+        rows, hashed = self.store.load(k)
+        repeats = self.repeats.pop(k, None)
+        if repeats is not None:
+            keep = np.ones(len(rows), bool)
+            keep[repeats] = False
+            rows, hashed = rows[keep], hashed[keep]
+        self.store.drop(k)
+        return pad_bucket(rows, hashed, size=self.size, rng=self._rng)
 
 
-def prepare_ids(source: IdSource, *, policy: IdPolicy, salt: bytes, label: bytes) -> PreparedIds:
-    """Hash every ID of ``source`` under ``salt`` and ``label``, apply the duplicate policy, shuffle.
+def prepare_ids(
+    source: IdSource,
+    *,
+    policy: IdPolicy,
+    salt: bytes,
+    label: bytes,
+    buckets: int = 1,
+    memory_budget_mb: int = 0,
+) -> PreparedIds:
+    """Hash every ID of ``source`` under ``salt`` and ``label`` into ``buckets``, apply the duplicate policy.
+
+    With ``memory_budget_mb`` > 0, buckets are spilled to files unless the source says it fits in that budget.
 
     Raises:
         DataError: an ID is missing, empty or of an unusable type (names the row).
         AlignmentError: duplicates under ``dedupe="error"`` (names how many and the fix).
     """
     hint = source.size_hint()
-    parts: list[np.ndarray] = []
-    hashed = np.empty((hint, curve.POINT_BYTES), dtype=np.uint8) if hint is not None else None
+    fits = hint is not None and hint * BYTES_PER_ID <= memory_budget_mb << 20
+    store = BucketStore(buckets, spill=memory_budget_mb > 0 and not fits)
     rows = 0
     for batch in source.batches(BATCH_ROWS):
         points = curve.hash_to_u(encode_batch(batch, policy=policy, first_row=rows), salt=salt, label=label)
-        if hashed is not None and rows + len(points) <= len(hashed):
-            hashed[rows : rows + len(points)] = points
-        else:
-            if hashed is not None:  # the hint was wrong: fall back to collecting parts
-                parts, hashed = [hashed[:rows]], None
-            parts.append(points)
+        store.add(np.arange(rows, rows + len(points), dtype=np.int64), points, bucket_of(points, buckets=buckets))
         rows += len(points)
-    if hashed is None:
-        hashed = np.concatenate(parts) if parts else np.zeros((0, curve.POINT_BYTES), np.uint8)
-    hashed = hashed[:rows]
-    repeats = repeated_rows(hashed)
-    if repeats.size and policy.dedupe == "error":
+    counts = np.zeros(buckets, np.int64)
+    repeats: dict[int, np.ndarray] = {}
+    first_repeat = rows
+    for k in range(buckets):
+        bucket_rows, hashed = store.load(k)
+        found = repeated_rows(hashed)  # positions in the bucket; its rows ascend, so the first row of each is kept
+        counts[k] = len(bucket_rows) - len(found)
+        if found.size:
+            repeats[k] = found
+            first_repeat = min(first_repeat, int(bucket_rows[found[0]]))
+    duplicates = int(sum(len(r) for r in repeats.values()))
+    if duplicates and policy.dedupe == "error":
+        store.close()
         raise AlignmentError(
-            f"{source.name}: {repeats.size} duplicate ID(s) after normalisation (first repeat at row {repeats[0]}); "
+            f"{source.name}: {duplicates} duplicate ID(s) after normalisation (first repeat at row {first_repeat}); "
             "remove them, or pass IdPolicy(dedupe='first') to keep the first row of each"
         )
-    keep = np.ones(rows, dtype=bool)
-    keep[repeats] = False
-    rng = np.random.default_rng(int.from_bytes(os.urandom(32), "little"))
-    send_rows = np.flatnonzero(keep).astype(np.int64)
-    rng.shuffle(send_rows)
-    return PreparedIds(hashed=hashed, send_rows=send_rows, rows_read=rows, duplicates=int(repeats.size))
+    distinct = int(counts.sum())
+    size = distinct if buckets == 1 else max(padded_size(distinct, buckets=buckets),
+                                             GRANULE * -(-int(counts.max()) // GRANULE))
+    return PreparedIds(store=store, counts=counts, rows_read=rows, duplicates=duplicates, size=size, repeats=repeats)
