@@ -1,7 +1,8 @@
 """ECDH-PSI between two OS processes: wall time, peak memory and bytes per party.
 
     python benchmarks/psi.py --size N [--partner-size M] [--overlap F] [--reveal both|label_party]
-                             [--workers W] [--buckets B] [--transport socket|tls] [--vs-openmined]
+                             [--workers W] [--buckets B] [--memory-budget-mb M] [--transport socket|tls]
+                             [--vs-openmined]
 
 The parent writes each party's IDs to a Parquet file (so the parties stream them and their memory is their own),
 starts the label party and the partner as separate processes joined by a channel - a local Unix socket by default,
@@ -15,9 +16,10 @@ same IDs in the same order, and prints ONE JSON object::
 
 ``peak_rss_mb`` is, per party, the peak resident memory (VmHWM) of its main process plus that of its workers;
 ``peak_rss_mb_workers`` lists each worker's. ``--buckets B`` runs bucketed PSI (:mod:`vsplit.psi.buckets`);
-``points_sent`` then includes the dummies that pad each bucket. ``core_us_per_id`` is, per party, its CPU time
-(main process plus workers) in microseconds per ID it handled (its own plus the peer's, each blinded once by it):
-the per-core cost of the protocol, which does not depend on how many cores ran it.
+``points_sent`` then includes the dummies that pad each bucket; ``--memory-budget-mb M`` spills each party's
+hashed IDs to files by bucket when they exceed ``M`` MiB (``psi.memory_budget_mb``). ``core_us_per_id`` is, per
+party, its CPU time (main process plus workers) in microseconds per ID it handled (its own plus the peer's, each
+blinded once by it): the per-core cost of the protocol, which does not depend on how many cores ran it.
 ``seconds_including_startup`` is the wall time from starting the two party processes to both results (interpreter
 start-up, imports, worker pools, connecting); ``seconds`` is the PSI run alone.
 ``cpu_seconds`` (main process plus workers, per party) does not depend on other load: on an idle machine the wall
@@ -127,7 +129,8 @@ def party(role: str, table: str, spec: dict, settings: dict, ready, barrier, res
         peer = "partner" if role == "label" else "label"
         channel = _channel(role, spec, ready)
         pump = Pump(role, {peer: channel}, session=spec["session"], timeout=600)
-        config = PsiConfig(reveal=settings["reveal"], context="benchmark", buckets=settings["buckets"])
+        config = PsiConfig(reveal=settings["reveal"], context="benchmark", buckets=settings["buckets"],
+                           memory_budget_mb=settings["memory_budget_mb"])
         source = ParquetIds(table, column=COLUMN)
         if role == "label":
             machine = LabelParty(source, partners=[peer], config=config, backend=backend)
@@ -217,6 +220,7 @@ def main(argv: list[str] | None = None) -> dict:
     parser.add_argument("--reveal", choices=["both", "label_party"], default="both")
     parser.add_argument("--workers", type=int, default=os.cpu_count() or 1, help="worker processes per party")
     parser.add_argument("--buckets", type=int, default=1, help="PSI buckets per party (1: unbucketed)")
+    parser.add_argument("--memory-budget-mb", type=int, default=0, help="spill hashed IDs above this (0: never)")
     parser.add_argument("--transport", choices=["socket", "tls"], default="socket")
     parser.add_argument("--vs-openmined", action="store_true")
     args = parser.parse_args(argv)
@@ -234,7 +238,8 @@ def main(argv: list[str] | None = None) -> dict:
             for name in ("label", "partner"):
                 files = write_identity(create_identity(name), tmp / name)
                 spec["identities"][name] = {"cert": str(files.cert_path), "key": str(files.key_path)}
-        settings = {"workers": args.workers, "reveal": args.reveal, "buckets": args.buckets}
+        settings = {"workers": args.workers, "reveal": args.reveal, "buckets": args.buckets,
+                    "memory_budget_mb": args.memory_budget_mb}
         ready, barrier, results = ctx.Event(), ctx.Barrier(2), ctx.Queue()
         procs = [
             ctx.Process(
@@ -277,6 +282,7 @@ def main(argv: list[str] | None = None) -> dict:
             "peak_rss_mb_workers": {r: got[r]["peak_rss_mb_workers"] for r in ("label", "partner")},
             "points_sent": {r: got[r]["points_sent"] for r in ("label", "partner")},
             "buckets": args.buckets,
+            "memory_budget_mb": args.memory_budget_mb,
             "load_average_before": load_before,
             "expected_intersection": shared,
             "verified": bool(len(rows["label"]) == shared and verify(tmp, rows["label"], rows["partner"])),
