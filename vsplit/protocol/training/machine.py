@@ -181,6 +181,7 @@ class SplitMachine:
         for c in topology.cuts_out_of(name):  # gradients come back from each cut's reader
             self._slots_from[c.dst] += len(c.shapes)
         self._inbox: dict[tuple, np.ndarray] = {}
+        self._next: dict[tuple, tuple[int, int]] = {}
         self._held = dict.fromkeys(self._peers, 0)
         self._remaining: dict[str, int] = {}
         self._ready: dict[str, int] = {}
@@ -446,17 +447,25 @@ class SplitMachine:
 
     # -- the inbox ---------------------------------------------------------------------------------------------------
     def _admit(self, sender: str, key: tuple, epoch: int, step: int, *, training: bool) -> None:
+        """Refuse a tensor that an honest peer cannot send now: for another epoch, out of order on its cut (a
+        duplicate, or a step skipped), ahead of what may be outstanding, or past the peer's bound."""
         if epoch != self.epoch and self._phase != PREDICT:
             raise ProtocolError(f"{self.name}: {sender!r} sent a tensor for epoch {epoch}, this is epoch {self.epoch}")
+        stream = key[:4]  # (kind, cut, slot, phase): one ordered stream per peer channel
+        last_epoch, expected = self._next.get(stream, (epoch, 0))
+        if last_epoch != epoch:
+            expected = 0
         if training:
             ahead = self._phase != TRAIN or not self.step <= step < self.step + 1
         else:
             ahead = step >= len(self._chunks) if self._phase >= EVAL else step >= self._limit
-        if ahead or key in self._inbox or self._held[sender] >= self._slots_from[sender] * self._limit:
+        if step != expected or ahead or self._held[sender] >= self._slots_from[sender] * self._limit:
             raise ProtocolError(
-                f"{self.name}: {sender!r} sent a tensor ahead of the protocol (epoch {epoch}, step {step}); refused",
+                f"{self.name}: {sender!r} sent a tensor out of order or ahead of the protocol (epoch {epoch}, step "
+                f"{step}, expected step {expected}); refused",
                 code=AbortCode.PROTOCOL_VIOLATION,
             )
+        self._next[stream] = (epoch, step + 1)
 
     def _store_activations(self, sender: str, msg: Activations) -> None:
         cut = self._cuts.get(msg.cut)
