@@ -1,6 +1,7 @@
-"""vsplit: vertical split learning for finance.
+"""vsplit: split learning for finance: vertical, vanilla and U-shaped splits on one engine.
 
-The front doors: :class:`SplitClassifier` for notebooks (all parties in one process), ``vsplit`` on the command line
+The front doors: :class:`SplitClassifier` for notebooks (all parties in one process; ``topology=`` picks the
+split), :class:`Topology` to describe a split of your own, ``vsplit`` on the command line
 for pilots (one process per organization over mutual TLS), :mod:`vsplit.datasets` for the bundled data and
 :mod:`vsplit.privacy` for attacks, defenses and audits.
 
@@ -31,22 +32,26 @@ __version__ = "0.1.0"
 
 #: Public names imported on first use: name -> "module:attribute". Add new front doors here and to ``__all__``.
 _LAZY = {
+    "ComputeParty": "vsplit.party:ComputeParty",
     "FeatureParty": "vsplit.party:FeatureParty",
     "LabelParty": "vsplit.party:LabelParty",
     "ModelSettings": "vsplit.party:ModelSettings",
     "SplitClassifier": "vsplit.estimator:SplitClassifier",
     "TrainingHooks": "vsplit.estimator:TrainingHooks",
+    "Topology": "vsplit.topology.graph:Topology",
 }
 __getattr__, __dir__ = lazy_attributes(__name__, _LAZY)
 
 if TYPE_CHECKING:  # for type checkers and IDEs only
     from vsplit.estimator import SplitClassifier, TrainingHooks
-    from vsplit.party import FeatureParty, LabelParty, ModelSettings
+    from vsplit.party import ComputeParty, FeatureParty, LabelParty, ModelSettings
+    from vsplit.topology.graph import Topology
 
 __all__ = [
     "AlignmentError",
     "AuthenticationError",
     "CheckpointError",
+    "ComputeParty",
     "ConfigError",
     "DataError",
     "FeatureParty",
@@ -55,6 +60,7 @@ __all__ = [
     "ProtocolError",
     "RemoteAbort",
     "SplitClassifier",
+    "Topology",
     "TrainingHooks",
     "TransportError",
     "VsplitError",
