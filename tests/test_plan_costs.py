@@ -83,5 +83,5 @@ def test_plan_is_json_ready():
 
 
 def test_unknown_cut_name_lists_the_cuts():
-    with pytest.raises(ConfigError, match="enc1.0"):
+    with pytest.raises(ConfigError, match=r"enc1\.0"):
         planned("unet", "export")[2].row("encoder")

@@ -15,8 +15,12 @@ Example:
 
 from __future__ import annotations
 
+import contextlib
 import copy
+import io
+import logging
 import time
+from collections.abc import Iterator
 
 import torch
 from torch import fx
@@ -24,6 +28,22 @@ from torch.utils import _pytree as pytree
 
 from vsplit.plan.graph import Captured, Op, is_op, module_path
 from vsplit.plan.measure import measure
+
+
+@contextlib.contextmanager
+def quiet_torch() -> Iterator[None]:
+    """Silence torch's own warnings and the graph it prints when export refuses: the planner says so in one line."""
+    loggers = [logger for name, logger in logging.root.manager.loggerDict.items()
+               if name.startswith("torch") and isinstance(logger, logging.Logger)]
+    levels = [logger.level for logger in loggers]
+    try:
+        for logger in loggers:
+            logger.setLevel(logging.ERROR)
+        with contextlib.redirect_stderr(io.StringIO()):
+            yield
+    finally:
+        for logger, level in zip(loggers, levels, strict=True):
+            logger.setLevel(level)
 
 
 def _stack(node: fx.Node) -> tuple[str, ...]:
@@ -34,7 +54,8 @@ def _stack(node: fx.Node) -> tuple[str, ...]:
 def export_graph(model: torch.nn.Module, example_inputs: tuple) -> Captured:
     """Capture ``model`` with ``torch.export`` (non-strict); raises whatever export raises when it refuses."""
     start = time.perf_counter()
-    program = torch.export.export(copy.deepcopy(model), tuple(example_inputs))
+    with quiet_torch():
+        program = torch.export.export(copy.deepcopy(model), tuple(example_inputs))
     module = program.module()
     graph = module.graph
     ops = [Op(index=i, node=n, stack=_stack(n)) for i, n in enumerate(n for n in graph.nodes if is_op(n))]
