@@ -46,7 +46,7 @@ class BlockNet(nn.Module):
 
     def forward(self, x: torch.Tensor) -> torch.Tensor:
         x = self.block2(self.block1(self.act(self.stem(x))))
-        return self.fc(torch.flatten(self.pool(x), 1))
+        return self.fc(self.pool(x).view(x.size(0), -1))  # a size read before the cut, used after it
 
 
 def _conv_relu(c_in: int, c_out: int) -> nn.Sequential:

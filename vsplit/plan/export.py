@@ -1,8 +1,9 @@
 """The first-choice capture: ``torch.export`` on a deep copy, then one measured run of the exported graph.
 
-Export can leave fake tensors behind in buffers the model assigns during tracing, so it never sees the user's
-object. The exported program is unlifted to a graph module (parameters as ``get_attr``), its ops are named by the
-call paths of export's ``nn_module_stack``, and one run of the graph with real tensors
+The batch dimension is exported as dynamic when the model allows it (else every shape is fixed), so the halves of a
+cut accept any batch size. Export can leave fake tensors behind in buffers the model assigns during tracing, so it
+never sees the user's object. The exported program is unlifted to a graph module (parameters as ``get_attr``), its
+ops are named by the call paths of export's ``nn_module_stack``, and one run of the graph with real tensors
 (:func:`~vsplit.plan.measure.measured_run`) measures each op's FLOPs and saved storages and keeps its values.
 
 Example:
@@ -46,16 +47,26 @@ def quiet_torch() -> Iterator[None]:
             logger.setLevel(level)
 
 
+def _dynamic_batch(inputs: tuple) -> tuple:
+    return tuple({0: torch.export.Dim.AUTO} if isinstance(t, torch.Tensor) and t.dim() else None for t in inputs)
+
+
 def _stack(node: fx.Node) -> tuple[str, ...]:
     stack = node.meta.get("nn_module_stack") or {}
-    return tuple(module_path(key, path) for key, (path, _) in stack.items() if path)
+    # export marks ops it adds itself (reading a dynamic size, say) with a placeholder entry: they belong to no module
+    return tuple(module_path(key, path) for key, (path, _) in stack.items()
+                 if path and not path.startswith("_empty_nn_module_stack"))
 
 
 def export_graph(model: torch.nn.Module, example_inputs: tuple) -> Captured:
     """Capture ``model`` with ``torch.export`` (non-strict); raises whatever export raises when it refuses."""
     start = time.perf_counter()
+    inputs = tuple(example_inputs)
     with quiet_torch():
-        program = torch.export.export(copy.deepcopy(model), tuple(example_inputs))
+        try:  # a dynamic batch dimension, so the halves of a cut take any batch size
+            program = torch.export.export(copy.deepcopy(model), inputs, dynamic_shapes=_dynamic_batch(inputs))
+        except Exception:  # some models only export with every shape fixed
+            program = torch.export.export(copy.deepcopy(model), inputs)
     module = program.module()
     graph = module.graph
     ops = [Op(index=i, node=n, stack=_stack(n)) for i, n in enumerate(n for n in graph.nodes if is_op(n))]

@@ -5,7 +5,8 @@ one tuple; the server half takes that tuple and returns the model's output in it
 tuple or dict). Both are plain :class:`torch.fx.GraphModule` s, so ``.parameters()``, ``.train()`` and
 ``state_dict()`` work and the topology engine can use them as segments. They hold the planner's copy of the
 parameters, named as in the model. A crossing tensor the server changes in place is cloned first, so the server
-also accepts leaf tensors that require grad (as a receiving party has). Shapes are those of the example inputs.
+also accepts leaf tensors that require grad (as a receiving party has). Halves of an exported graph take any batch
+size when the batch dimension exported as dynamic; a recorded graph keeps the example's shapes.
 
 Example:
     >>> import torch
@@ -26,6 +27,7 @@ import torch
 from torch import fx
 from torch.utils import _pytree as pytree
 
+from vsplit.errors import ConfigError
 from vsplit.plan.graph import Captured
 
 
@@ -37,13 +39,30 @@ def _writes_first_argument(node: fx.Node) -> bool:
     return alias is not None and alias.is_write
 
 
-def _copy(graph: fx.Graph, node: fx.Node, env: dict[fx.Node, fx.Node]) -> None:
+def _copy(graph: fx.Graph, node: fx.Node, env: dict[fx.Node, fx.Node], crossing: list[fx.Node] = ()) -> None:
     def lookup(arg: fx.Node) -> fx.Node:
         if arg not in env and arg.op == "get_attr":
             env[arg] = graph.get_attr(arg.target)
+        if arg not in env:
+            env[arg] = _size_from_crossing(graph, arg, env, crossing)
         return env[arg]
 
     env[node] = graph.node_copy(node, lookup)
+
+
+def _size_from_crossing(graph: fx.Graph, needed: fx.Node, env: dict, crossing: list[fx.Node]) -> fx.Node:
+    """A size the client computed (a dynamic batch, say) read again from a crossing tensor of the same size."""
+    value = needed.meta.get("val")
+    if isinstance(value, torch.SymInt):
+        for node in crossing:
+            meta = node.meta.get("val")
+            for dim, size in enumerate(getattr(meta, "shape", ())):
+                if isinstance(size, torch.SymInt) and size.node.expr == value.node.expr:
+                    return graph.call_function(torch.ops.aten.sym_size.int, (env[node], dim))
+    raise ConfigError(
+        f"the server half needs {needed.name!r} ({needed.target}) from before the cut, which is not a tensor and "
+        "not the size of one that crosses; cut elsewhere, or plan with method='record'"
+    )
 
 
 def _body(captured: Captured, position: int, *, client: bool) -> list[fx.Node]:
@@ -69,7 +88,7 @@ def split_graph(captured: Captured, position: int, crossing: list[fx.Node]) -> t
         if node in written:
             env[node] = back.call_function(torch.ops.aten.clone.default, (env[node],))
     for node in suffix:
-        _copy(back, node, env)
+        _copy(back, node, env, crossing)
     leaves = pytree.tree_map_only(fx.Node, lambda n: _lookup_output(back, n, env), list(_output_leaves(captured)))
     back.output(pytree.tree_unflatten(leaves, captured.out_spec))
     return _module(captured.root, front, "PlanClient"), _module(captured.root, back, "PlanServer")
