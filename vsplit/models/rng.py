@@ -26,19 +26,32 @@ class PartyRng:
     def __init__(self, seed: int) -> None:
         saved = torch.get_rng_state()
         torch.manual_seed(seed)
-        self.state = torch.get_rng_state()
+        self._state = torch.get_rng_state()
         torch.set_rng_state(saved)
         self._outer: torch.Tensor | None = None
 
+    @property
+    def state(self) -> torch.Tensor:
+        """The stream's state; inside the ``with`` block, the live one (e.g. for a checkpoint written there)."""
+        return _GLOBAL.get_state() if self._outer is not None else self._state
+
+    @state.setter
+    def state(self, value: torch.Tensor) -> None:
+        if self._outer is not None:
+            _GLOBAL.set_state(value)
+        else:
+            self._state = value
+
     def __enter__(self) -> PartyRng:
         self._outer = _GLOBAL.get_state()  # what torch.get_rng_state() does, minus a Python call: this runs every step
-        _GLOBAL.set_state(self.state)
+        _GLOBAL.set_state(self._state)
         return self
 
     def __exit__(self, *exc: object) -> None:
-        self.state = _GLOBAL.get_state()
+        self._state = _GLOBAL.get_state()
         assert self._outer is not None
         _GLOBAL.set_state(self._outer)
+        self._outer = None
 
 
 _GLOBAL = torch.default_generator

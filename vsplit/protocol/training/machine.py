@@ -30,6 +30,7 @@ import torch
 from torch import nn
 
 from vsplit.errors import ProtocolError
+from vsplit.models.determinism import any_random
 from vsplit.models.optim import clear_grads
 from vsplit.models.rng import PartyRng
 from vsplit.protocol.abort import AbortCode
@@ -164,6 +165,9 @@ class SplitMachine:
         self.restore = restore
         self.on_epoch_end = on_epoch_end
         self.fingerprint = topology.view_fingerprint(name)
+        # this party's random stream is swapped in around its work only where something can draw from it
+        self._random = bool(self.embedding_hooks or self.gradient_hooks or self.local_loss or self.observers) or (
+            any_random(self.modules.values()))
         self.result: Any = None
         self.done = False
         self.epoch = 0
@@ -298,12 +302,12 @@ class SplitMachine:
         if plan.predict:
             self._set_train(False)
             self._remaining = {p: n * len(self._chunks) for p, n in self._slots_from.items()}
-            return self._enter_eval(PREDICT)
+            return self._enter_eval(PREDICT) + self._run()
         self.epoch = plan.start_epoch
         if self.epoch >= plan.epochs or self.training.stopped_early:
             self._finish()
             return []
-        return self._enter_train()
+        return self._enter_train() + self._run()
 
     # -- phases ------------------------------------------------------------------------------------------------------
     def _enter_train(self) -> list[Outgoing]:
@@ -314,7 +318,7 @@ class SplitMachine:
         self._set_train(True)
         self._phase, self._ops, self.step, self._pc = TRAIN, self._train_ops, 0, 0
         self._new_unit()
-        return self._run()
+        return []
 
     def _enter_eval(self, phase: int) -> list[Outgoing]:
         self._set_train(False)
@@ -323,7 +327,7 @@ class SplitMachine:
         if not self._chunks:
             return self._end_phase()
         self._new_unit()
-        return self._run()
+        return []
 
     def _new_unit(self) -> None:
         self._ctx = {}
@@ -337,6 +341,12 @@ class SplitMachine:
             clear_grads(self.optimizer)
 
     def _run(self) -> list[Outgoing]:
+        if not self._random:
+            return self._loop()
+        with self.rng:
+            return self._loop()
+
+    def _loop(self) -> list[Outgoing]:
         out: list[Outgoing] = []
         while not self._waiting and not self.done:
             ops = self._ops
@@ -420,7 +430,7 @@ class SplitMachine:
             raise ProtocolError(f"{self.name}: epoch end for {msg.epoch}, expected {self.epoch}")
         self._epoch_done(msg.improved)
         self._waiting = ""
-        return self._after_epoch(msg.stop or self.epoch + 1 >= self.plan.epochs)
+        return self._after_epoch(msg.stop or self.epoch + 1 >= self.plan.epochs) + self._run()
 
     def _after_epoch(self, last: bool) -> list[Outgoing]:
         if self.on_epoch_end is not None:
@@ -529,17 +539,22 @@ class SplitMachine:
                         training=self._phase == TRAIN, labels=labels)
 
     def _forward(self, arg: tuple, out: list[Outgoing]) -> bool:
+        if self._phase != TRAIN:
+            with torch.no_grad():
+                return self._call(arg)
+        return self._call(arg)
+
+    def _call(self, arg: tuple) -> bool:
         name, module, inputs = arg
         ctx = self._ctx
-        with self.rng, torch.set_grad_enabled(self._phase == TRAIN):
-            if not inputs:
-                idx = self._idx
-                ctx[name] = module(*[t[idx] for t in self.data[name]])
-            elif len(inputs) == 1:
-                value = ctx[inputs[0]]
-                ctx[name] = module(*value) if type(value) is tuple else module(value)
-            else:
-                ctx[name] = module({i: ctx[i] for i in inputs})
+        if not inputs:
+            idx = self._idx
+            ctx[name] = module(*[t[idx] for t in self.data[name]])
+        elif len(inputs) == 1:
+            value = ctx[inputs[0]]
+            ctx[name] = module(*value) if type(value) is tuple else module(value)
+        else:
+            ctx[name] = module({i: ctx[i] for i in inputs})
         return True
 
     def _send_activations(self, cut_id: int, out: list[Outgoing]) -> bool:
@@ -553,7 +568,7 @@ class SplitMachine:
             info = self._info(self.name)
             hooked = []
             for t in tensors:
-                with self.rng, torch.set_grad_enabled(self._phase == TRAIN):
+                with torch.set_grad_enabled(self._phase == TRAIN):
                     for hook in self.embedding_hooks:
                         t = hook(t, info)
                 hooked.append(t)
@@ -641,9 +656,8 @@ class SplitMachine:
             if self.local_loss is not None:
                 src = self._cuts[cut_id].src
                 if src in self.data:
-                    with self.rng:
-                        inputs = tuple(t[self._idx] for t in self.data[src])
-                        extra = self.local_loss(inputs, ctx[("sent", cut_id)][0])
+                    inputs = tuple(t[self._idx] for t in self.data[src])
+                    extra = self.local_loss(inputs, ctx[("sent", cut_id)][0])
                     roots.append(extra)
                     grads.append(torch.ones_like(extra))
         if roots:
