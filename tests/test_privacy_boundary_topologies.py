@@ -62,7 +62,7 @@ def test_u_shaped_client_sends_no_rows_labels_or_predictions(views, frames):
     labels = (table["y"].to_numpy() == "yes")
     aligned = labels[clf.rows_["bank"]]
     logits = torch.logit(torch.from_numpy(proba)).numpy()
-    for _, recipient, msg, frame in frames:
+    for _, recipient, _msg, frame in frames:
         if recipient != "cloud":
             continue
         for encoded in (aligned.astype(np.uint8).tobytes(), aligned.astype(np.float32)[:32].tobytes()):

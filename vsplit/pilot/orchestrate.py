@@ -3,8 +3,9 @@
 Theory of operation. :func:`run_pilot` lays out each party's folder (own data, own keys, the peers' pinned
 certificates), starts ``vsplit train`` for every party as its own process (vertical: the bank and its partner;
 vanilla: the partner with the columns and the bank with the labels; U-shaped: the bank and a compute party),
-waits for all, then starts ``vsplit predict`` for all to score the bank's test customers with the saved parts. Finally it trains the
-centralized baseline (only possible here, where the pooled data exists) and adds it to the bank's report.
+waits for all, then starts ``vsplit predict`` for all to score the bank's test customers with the saved parts.
+Finally it trains the centralized baseline (only possible here, where the pooled data exists) and adds it to the
+bank's report.
 ``parties/run_pilot.sh`` shows the same steps by hand.
 """
 
