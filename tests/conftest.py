@@ -46,3 +46,19 @@ def data():
 
     train, test = split_views(make_imbalanced_views(4000, seed=0), seed=0)
     return AuditData(name="synthetic", train=train, test=test, label_party="bank", label="y", positive_label=1)
+
+
+@pytest.fixture
+def frames(monkeypatch):
+    """Every encoded frame any party sends in the in-process runtime: (sender, recipient, message, bytes)."""
+    import vsplit.app.local as local_module
+    from vsplit.runtime import inprocess
+
+    captured: list[tuple[str, str, object, bytes]] = []
+
+    def connect_with_tap(parties, *, taps=(), **kwargs):
+        tap = [lambda s, r, m, f: captured.append((s, r, m, bytes(f)))]
+        return inprocess.connect(parties, taps=[*taps, *tap], **kwargs)
+
+    monkeypatch.setattr(local_module, "connect", connect_with_tap)
+    return captured

@@ -3,25 +3,9 @@
 from __future__ import annotations
 
 import numpy as np
-import pytest
 
-import vsplit.app.local as local_module
 from vsplit.estimator import SplitClassifier
 from vsplit.protocol.training.messages import Activations, EpochEnd, Gradients, Ready, TrainingPlan
-from vsplit.runtime import inprocess
-
-
-@pytest.fixture
-def frames(monkeypatch):
-    """Capture every frame any party sends, with its sender and decoded message."""
-    captured: list[tuple[str, str, object, bytes]] = []
-
-    def connect_with_tap(parties, *, taps=(), **kwargs):
-        tap = [lambda s, r, m, f: captured.append((s, r, m, bytes(f)))]
-        return inprocess.connect(parties, taps=[*taps, *tap], **kwargs)
-
-    monkeypatch.setattr(local_module, "connect", connect_with_tap)
-    return captured
 
 
 def float_patterns(values: np.ndarray) -> list[bytes]:
