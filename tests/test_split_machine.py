@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import dataclasses
+
 import numpy as np
 import pytest
 import torch
@@ -11,7 +13,7 @@ from vsplit.models.rng import PartyRng
 from vsplit.models.tabular import TabularMLP
 from vsplit.models.top import TopModel
 from vsplit.protocol.training import Plan, SplitMachine
-from vsplit.protocol.training.messages import TRAIN, Activations, Gradients, Ready
+from vsplit.protocol.training.messages import PREDICT, TRAIN, Activations, Gradients, Ready
 from vsplit.topology import Topology
 
 N, WIDTH = 64, 4
@@ -125,3 +127,16 @@ def test_an_honest_step_answers_each_partner_with_its_own_gradient():
     assert sorted(o.to for o in out) == ["shop", "telco"]
     assert all(isinstance(o.message, Gradients) and o.message.step == 0 for o in out)
     assert m.step == 1 and not m._inbox
+
+
+def test_in_scoring_a_partner_that_has_sent_every_chunk_is_owed_nothing_though_the_hub_has_not_used_them():
+    m = bank()
+    m = SplitMachine(name="bank", topology=VERTICAL, modules=m.modules, optimizer=m.optimizer, rng=PartyRng(0),
+                     data={"bank": inputs(0)}, plan=Plan.scoring(N, chunk=16))  # 4 chunks
+    ready(m, "shop", "telco")
+    for step in range(4):  # telco is fast: every chunk arrives before any of shop's, and it may close now
+        m.receive("telco", dataclasses.replace(activations(VERTICAL, "telco", step=step), phase=PREDICT))
+    assert not m.expects("telco") and m.expects("shop")  # what a pump asks when telco closes its channel
+    for step in range(4):
+        m.receive("shop", dataclasses.replace(activations(VERTICAL, "shop", step=step), phase=PREDICT))
+    assert m.done and not m.expects("shop")

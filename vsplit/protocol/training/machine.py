@@ -490,6 +490,8 @@ class SplitMachine:
             )
         self._inbox[key] = msg.values
         self._held[sender] += 1
+        if self._phase == PREDICT:  # owed until received, not until used: a peer that sent all may close
+            self._remaining[sender] -= 1
 
     def _store_gradients(self, sender: str, msg: Gradients) -> None:
         cut = self._cuts.get(msg.cut)
@@ -509,8 +511,6 @@ class SplitMachine:
                 return None
         peer = cut.src_owner if kind == 0 else cut.dst
         self._held[peer] -= len(keys)
-        if self._phase == PREDICT:
-            self._remaining[peer] -= len(keys)
         return [inbox.pop(key) for key in keys]
 
     # -- ops ---------------------------------------------------------------------------------------------------------
