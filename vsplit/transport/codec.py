@@ -49,10 +49,12 @@ MAX_NDIM = 4
 MAX_DIM = 2**40
 SESSION_BYTES = 16
 
-#: Array dtypes allowed on the wire, by name; all little-endian. The position in this table is the wire code.
+#: Array dtypes allowed on the wire, by name; all little-endian. The position in this table is the wire code, so
+#: new dtypes are only ever appended (``uint16`` carries bfloat16 bit patterns, see
+#: :mod:`vsplit.protocol.training.compression`).
 DTYPES: dict[str, np.dtype] = {
     name: np.dtype(name).newbyteorder("<")
-    for name in ("float32", "float64", "int64", "int32", "uint32", "uint8", "bool")
+    for name in ("float32", "float64", "int64", "int32", "uint32", "uint8", "bool", "float16", "uint16", "int8")
 }
 _BY_CODE: tuple[np.dtype, ...] = tuple(DTYPES.values())
 _CODE_OF: dict[np.dtype, int] = {dtype: code for code, dtype in enumerate(_BY_CODE)}
@@ -258,6 +260,8 @@ def _read_arrays(
         shape = dims[:ndim]
         dtype = _BY_CODE[code]
         count = math.prod(shape)
+        if count == 0 and math.prod(d or 1 for d in shape) >= MAX_DIM:  # numpy refuses such shapes even when empty
+            raise ProtocolError(f"{layout.name}.{name}: bad shape {shape}: empty, but with huge dimensions")
         nbytes = count * dtype.itemsize
         if offset + nbytes > len(frame):
             have = len(frame) - offset
