@@ -232,6 +232,7 @@ def _cross_checks(config: PartyConfig, folder: Path, *, check_files: bool) -> li
     if not 0 <= train.validation_fraction < 1:
         errors.append(f"train.validation_fraction: must be in [0, 1), got {train.validation_fraction}")
     errors += _defense_checks(config)
+    errors += _compression_checks(config)
     if check_files:
         if data.path and not (folder / data.path).is_file():
             errors.append(f"data.path: {folder / data.path} not found; point it at this party's CSV or Parquet file")
@@ -268,6 +269,20 @@ def _defense_checks(config: PartyConfig) -> list[str]:
             errors.append(f"privacy.defenses[{i}]: {text!r} runs at the {wrong} party, not at this {config.party.role} "
                           f"party; configure it in the {wrong} party's party.toml")
     return errors
+
+
+def _compression_checks(config: PartyConfig) -> list[str]:
+    from vsplit.protocol.training.compression import PLAIN, get_codec  # numpy only, no PyTorch
+
+    net = config.network
+    try:
+        codec = get_codec(net.compression)
+    except ConfigError as exc:
+        return [f"network.compression: {exc}"]
+    if net.error_feedback and codec.kind == PLAIN:
+        return ["network.error_feedback: needs a lossy compression; set network.compression (e.g. \"int8\") or "
+                "remove error_feedback"]
+    return []
 
 
 __all__ = ["apply_override", "load_config", "resolve"]

@@ -115,6 +115,11 @@ class NetworkSection:
     connect_timeout_s: float = 120.0
     read_timeout_s: float = 300.0
     max_frame_mb: int = 64
+    #: how this party encodes the tensors it sends across a cut: "none" (float32, exact), "float16", "bfloat16",
+    #: "int8" (one scale per row), "topk_<fraction>" (gradients only, e.g. "topk_0.1"); it receives any of them
+    compression: str = "none"
+    #: carry what a lossy compression lost on a training tensor into the next tensor of the same stream
+    error_feedback: bool = False
 
 
 @dataclass(frozen=True)
