@@ -36,6 +36,7 @@ from vsplit.models.rng import PartyRng
 from vsplit.protocol.abort import AbortCode
 from vsplit.protocol.machine import Outgoing
 from vsplit.protocol.message import Message, all_finite
+from vsplit.protocol.training.compression import Compressor, shape_of, values_of
 from vsplit.protocol.training.hooks import EmbeddingHook, GradientHook, LocalLoss, Observer, StepInfo
 from vsplit.protocol.training.messages import (
     EVAL,
@@ -44,7 +45,10 @@ from vsplit.protocol.training.messages import (
     Activations,
     EpochEnd,
     Gradients,
+    PackedActivations,
+    PackedGradients,
     Ready,
+    SparseGradients,
     TrainingPlan,
 )
 from vsplit.protocol.training.plan import Plan
@@ -108,6 +112,8 @@ class SplitMachine:
         observers: see each gradient this party receives.
         local_loss: an extra loss on the activations a source segment of this party sends.
         resume_epoch / restore / on_epoch_end: checkpointing, as in :meth:`state`.
+        compression / error_feedback: the codec of the tensors this party sends (see
+            :mod:`~vsplit.protocol.training.compression`); it receives every codec.
     """
 
     def __init__(
@@ -131,6 +137,8 @@ class SplitMachine:
         resume_epoch: int = -1,
         restore: Callable[[int], dict[str, Any]] | None = None,
         on_epoch_end: Callable[[dict[str, Any]], None] | None = None,
+        compression: str = "none",
+        error_feedback: bool = False,
     ) -> None:
         self.name = name
         self.topology = topology
@@ -164,6 +172,7 @@ class SplitMachine:
         self.resume_epoch = resume_epoch
         self.restore = restore
         self.on_epoch_end = on_epoch_end
+        self.compressor = Compressor(compression, error_feedback=error_feedback)
         self.fingerprint = topology.view_fingerprint(name)
         # this party's random stream is swapped in around its work only where something can draw from it
         self._random = bool(self.embedding_hooks or self.gradient_hooks or self.local_loss or self.observers) or (
@@ -221,10 +230,10 @@ class SplitMachine:
 
     def receive(self, sender: str, msg: Message) -> list[Outgoing]:
         kind = type(msg)
-        if kind is Activations:
+        if kind is Activations or kind is PackedActivations:
             self._store_activations(sender, msg)  # type: ignore[arg-type]
             return self._run()
-        if kind is Gradients:
+        if kind is Gradients or kind is PackedGradients or kind is SparseGradients:
             self._store_gradients(sender, msg)  # type: ignore[arg-type]
             return self._run()
         if sender not in self._held:
@@ -477,29 +486,33 @@ class SplitMachine:
             )
         self._next[stream] = (epoch, step + 1)
 
-    def _store_activations(self, sender: str, msg: Activations) -> None:
+    def _store_activations(self, sender: str, msg: Activations | PackedActivations) -> None:
         cut = self._cuts.get(msg.cut)
         if cut is None or cut.dst != self.name or cut.src_owner != sender or msg.slot >= len(cut.shapes):
             raise ProtocolError(f"{self.name}: {sender!r} sent activations for cut {msg.cut}/{msg.slot}, not its own")
         key = (0, msg.cut, msg.slot, msg.phase, msg.step)
         self._admit(sender, key, msg.epoch, msg.step, training=msg.phase == TRAIN)
-        if msg.values.shape[1:] != cut.shapes[msg.slot]:
+        if shape_of(msg)[1:] != cut.shapes[msg.slot]:
             raise ProtocolError(
-                f"{self.name}: {sender!r} sent activations of shape {msg.values.shape[1:]} on cut c{cut.id}, "
+                f"{self.name}: {sender!r} sent activations of shape {shape_of(msg)[1:]} on cut c{cut.id}, "
                 f"expected {cut.shapes[msg.slot]}"
             )
-        self._inbox[key] = msg.values
+        self._inbox[key] = values_of(msg)
         self._held[sender] += 1
         if self._phase == PREDICT:  # owed until received, not until used: a peer that sent all may close
             self._remaining[sender] -= 1
 
-    def _store_gradients(self, sender: str, msg: Gradients) -> None:
+    def _store_gradients(self, sender: str, msg: Gradients | PackedGradients | SparseGradients) -> None:
         cut = self._cuts.get(msg.cut)
         if cut is None or cut.src_owner != self.name or cut.dst != sender or msg.slot >= len(cut.shapes):
             raise ProtocolError(f"{self.name}: {sender!r} sent gradients for cut {msg.cut}/{msg.slot}, not its own")
         key = (1, msg.cut, msg.slot, TRAIN, msg.step)
         self._admit(sender, key, msg.epoch, msg.step, training=True)
-        self._inbox[key] = msg.values
+        expected = (len(self._batches[msg.step]), *cut.shapes[msg.slot])
+        if shape_of(msg) != expected:  # checked before decoding, which allocates the declared shape
+            raise ProtocolError(f"{self.name}: {sender!r} sent gradients of shape {shape_of(msg)} on cut c{cut.id}, "
+                                f"expected {expected}")
+        self._inbox[key] = values_of(msg)
         self._held[sender] += 1
 
     def _take(self, kind: int, cut_id: int, phase: int) -> list[np.ndarray] | None:
@@ -585,8 +598,8 @@ class SplitMachine:
             values = t.detach().numpy()
             if values.dtype != np.float32 or not values.flags.c_contiguous:
                 values = np.ascontiguousarray(values, dtype=np.float32)
-            out.append(Outgoing(cut.dst, Activations(cut=cut_id, slot=slot, phase=self._phase, epoch=self.epoch,
-                                                     step=self.step, values=values)))
+            out.append(Outgoing(cut.dst, self.compressor.pack_activations(cut_id, slot, self._phase, self.epoch,
+                                                                          self.step, values)))
         return True
 
     def _await_activations(self, cut_id: int, out: list[Outgoing]) -> bool:
@@ -675,8 +688,8 @@ class SplitMachine:
                 values = np.ascontiguousarray(grad.detach().numpy(), dtype=np.float32)
             else:
                 values = grad.numpy()  # autograd's own gradient: contiguous float32 already
-            out.append(Outgoing(cut.src_owner, Gradients(cut=cut_id, slot=slot, epoch=self.epoch, step=self.step,
-                                                         values=values)))
+            out.append(Outgoing(cut.src_owner, self.compressor.pack_gradients(cut_id, slot, self.epoch, self.step,
+                                                                              values)))
         return True
 
     def _step(self, arg: object, out: list[Outgoing]) -> bool:
