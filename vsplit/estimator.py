@@ -33,6 +33,7 @@ from vsplit.app.local import run_sessions
 from vsplit.app.session import Schedule, score_session, train_session
 from vsplit.errors import ConfigError, DataError
 from vsplit.party import ComputeParty, FeatureParty, LabelParty, ModelSettings
+from vsplit.protocol.training.compression import get_codec
 from vsplit.protocol.training.hooks import TrainingHooks
 from vsplit.psi import PsiConfig, align_in_process
 from vsplit.runtime.alignment import canonical_rows, plain_join
@@ -75,6 +76,10 @@ class SplitClassifier:
             (:mod:`vsplit.models.tasks`).
         segments: modules of your own by segment name (e.g. ``{"head": ImageHead(), "middle": ...}``); source
             segments are called ``module(cat, num)``, see :mod:`vsplit.models.segments`.
+        compression: how every party encodes the tensors it sends across a cut: ``"none"`` (default: float32,
+            exact), ``"float16"``, ``"bfloat16"``, ``"int8"`` or ``"topk_<fraction>"`` (gradients only; see
+            :mod:`vsplit.protocol.training.compression` and ``docs/wan.md``).
+        error_feedback: carry what a lossy compression lost on a training tensor into the next one.
     """
 
     def __init__(
@@ -110,11 +115,15 @@ class SplitClassifier:
         server: str = "server",
         task: Any = "binary",
         segments: Mapping[str, nn.Module] | None = None,
+        compression: str = "none",
+        error_feedback: bool = False,
     ) -> None:
         self.topology = topology
         self.server = server
         self.task = task
         self.segments = segments
+        self.compression = compression
+        self.error_feedback = error_feedback
         self.label_party = label_party
         self.label = label
         self.id_column = id_column
@@ -356,6 +365,8 @@ class SplitClassifier:
             weight_decay=self.weight_decay,
             scaling=self.scaling,
             missing=self.missing,
+            compression=self.compression,
+            error_feedback=self.error_feedback,
         )
 
     def _align(self, ids: dict[str, np.ndarray], *, store: bool = True) -> dict[str, np.ndarray]:
@@ -395,3 +406,4 @@ class SplitClassifier:
             raise ConfigError(f"alignment must be 'psi' or 'join', got {self.alignment!r}")
         if self.epochs < 1 or self.batch_size < 1:
             raise ConfigError("epochs and batch_size must be at least 1")
+        get_codec(self.compression)  # an unknown name lists the valid ones

@@ -45,7 +45,8 @@ OptimizerSpec = str | Callable[[list[nn.Parameter]], torch.optim.Optimizer]
 
 @dataclass(frozen=True)
 class ModelSettings:
-    """Architecture and optimizer settings of one party's part of the model."""
+    """Architecture and optimizer settings of one party's part of the model, and how it compresses the tensors it
+    sends across a cut (``compression``, ``error_feedback``: see :mod:`vsplit.protocol.training.compression`)."""
 
     embedding_width: int = 16
     bottom_hidden: tuple[int, ...] = (64,)
@@ -57,6 +58,8 @@ class ModelSettings:
     weight_decay: float = 0.0
     scaling: str = "quantile"
     missing: str = "error"
+    compression: str = "none"
+    error_feedback: bool = False
 
 
 class _Segments:
@@ -119,6 +122,8 @@ class _Segments:
         own = {**extra, **self.modules_for(topology, task_width=task_width, skip=list(extra))}
         modules = {s.name: own[s.name] for s in topology.segments_of(self.name)}
         params = [p for m in dict.fromkeys(modules.values()) for p in m.parameters()]
+        s = self.settings
+        options = {"compression": s.compression, "error_feedback": s.error_feedback, **options}
         return SplitMachine(
             name=self.name, topology=topology, modules=modules, optimizer=self.optimizer(params) if train else None,
             rng=self.rng, data=data or {}, labels=labels, task=task, plan=plan, **options,

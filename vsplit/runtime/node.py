@@ -100,11 +100,11 @@ class PartyNode:
 
     # -- building ----------------------------------------------------------------------------------------------------
     def _settings(self) -> ModelSettings:
-        m, t, d = self.config.model, self.config.train, self.config.data
+        m, t, d, n = self.config.model, self.config.train, self.config.data, self.config.network
         return ModelSettings(
             embedding_width=m.embedding_width, bottom_hidden=m.bottom_hidden, top_hidden=m.top_hidden,
             merge=m.merge, dropout=m.dropout, optimizer=t.optimizer, lr=t.lr, weight_decay=t.weight_decay,
-            scaling=d.scaling, missing=d.missing,
+            scaling=d.scaling, missing=d.missing, compression=n.compression, error_feedback=n.error_feedback,
         )
 
     def _build_party(self, table: pd.DataFrame | None) -> LabelParty | FeatureParty | ComputeParty:
