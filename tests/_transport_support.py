@@ -1,11 +1,12 @@
-"""Helpers shared by the transport tests: identities, fast channel options, a raw TLS client, a TCP tap."""
+"""Helpers shared by the transport tests: identities, fast channel options, a raw TLS client, a TCP tap, and the
+link emulator of ``benchmarks/linkem.py``."""
 
 from __future__ import annotations
 
 import datetime as dt
 import socket
 import ssl
-import threading
+import sys
 from collections.abc import Iterable
 from pathlib import Path
 
@@ -14,6 +15,9 @@ from vsplit.transport.identity import IdentityFiles, create_identity, write_iden
 from vsplit.transport.pinning import Credentials
 from vsplit.transport.stream import ChannelOptions
 from vsplit.transport.tls import hello, parse_hello
+
+sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "benchmarks"))
+from linkem import LinkEmulator  # benchmarks/ is not a package: the link emulator is shared from there
 
 #: Short timers so dead peers and heartbeats show within a second.
 FAST = ChannelOptions(heartbeat_s=0.1, idle_timeout_s=2.0, handshake_timeout_s=5.0, linger_s=0.2)
@@ -92,55 +96,23 @@ class RawTlsClient:
         self.sock.close()
 
 
-class TcpTap:
-    """A TCP proxy on localhost that forwards one connection to ``upstream`` and records both directions."""
+class TcpTap(LinkEmulator):
+    """A TCP proxy on localhost that forwards to ``upstream`` and records both directions: the link emulator of
+    ``benchmarks/linkem.py`` with no delay, no bandwidth cap and recording on."""
 
     def __init__(self, upstream: tuple[str, int]) -> None:
-        self.upstream = upstream
-        self.client_to_server = bytearray()
-        self.server_to_client = bytearray()
-        self._server = socket.create_server(("127.0.0.1", 0))
-        self.address = self._server.getsockname()[:2]
-        self._threads: list[threading.Thread] = []
-        self._sockets: list[socket.socket] = []
-        self._lock = threading.Lock()
-        threading.Thread(target=self._accept, daemon=True).start()
+        super().__init__(target=upstream, record=True)
 
-    def _accept(self) -> None:
-        client, _ = self._server.accept()
-        server = socket.create_connection(self.upstream)
-        self._sockets += [client, server]
-        for src, dst, log in ((client, server, self.client_to_server), (server, client, self.server_to_client)):
-            thread = threading.Thread(target=self._pump, args=(src, dst, log), daemon=True)
-            thread.start()
-            self._threads.append(thread)
+    @property
+    def client_to_server(self) -> bytearray:
+        assert self.recorded is not None
+        return self.recorded["up"]
 
-    def _pump(self, src: socket.socket, dst: socket.socket, log: bytearray) -> None:
-        while True:
-            try:
-                data = src.recv(65536)
-            except OSError:
-                data = b""
-            if not data:
-                try:
-                    dst.shutdown(socket.SHUT_WR)
-                except OSError:
-                    pass
-                return
-            with self._lock:
-                log += data
-            try:
-                dst.sendall(data)
-            except OSError:
-                return
+    @property
+    def server_to_client(self) -> bytearray:
+        assert self.recorded is not None
+        return self.recorded["down"]
 
     def captured(self) -> bytes:
         with self._lock:
             return bytes(self.client_to_server) + bytes(self.server_to_client)
-
-    def close(self) -> None:
-        self._server.close()
-        for thread in self._threads:
-            thread.join(timeout=2)
-        for sock in self._sockets:
-            sock.close()
