@@ -45,6 +45,10 @@ class PeerLost(TransportError):
     code = 11
 
 
+class RecvTimeout(TransportError):
+    """``recv`` found no frame within its (positive) timeout; the channel itself may be fine."""
+
+
 class PeerClosed(TransportError):
     """The peer ended the channel cleanly (TLS ``close_notify``) after its last frame.
 
@@ -57,7 +61,7 @@ def take(get: Callable[[float | None], T], timeout: float | None, *, peer: str =
     """Call ``get(timeout)`` (which raises :class:`queue.Empty`) with the channel semantics of ``recv``.
 
     ``timeout=0`` polls and raises :class:`NothingYet`; a positive timeout that runs out raises
-    :class:`~vsplit.errors.TransportError`; ``None`` waits forever.
+    :class:`RecvTimeout` (a :class:`~vsplit.errors.TransportError`); ``None`` waits forever.
 
     >>> q = queue.SimpleQueue(); q.put(b"x")
     >>> take(lambda t: q.get(block=t != 0, timeout=t or None), 0)
@@ -72,4 +76,4 @@ def take(get: Callable[[float | None], T], timeout: float | None, *, peer: str =
     except queue.Empty:
         if timeout == 0:
             raise NothingYet from None
-        raise TransportError(f"no frame from {peer} within {timeout} s") from None
+        raise RecvTimeout(f"no frame from {peer} within {timeout} s") from None

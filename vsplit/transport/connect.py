@@ -151,12 +151,21 @@ class Listener:
 
     def accept_one(self, *, timeout_s: float, taken: frozenset[str] = frozenset()) -> TlsChannel:
         """Accept and authenticate one connection; raise :class:`AuthenticationError` saying why if refused."""
+        conn, addr = self.accept_socket(timeout_s=timeout_s)
+        return self.authenticate(conn, addr, taken=taken)
+
+    def accept_socket(self, *, timeout_s: float) -> tuple[socket.socket, tuple]:
+        """Accept one TCP connection, not yet authenticated (see :meth:`authenticate`)."""
         self._sock.settimeout(max(timeout_s, 0.001))
         try:
             conn, addr = self._sock.accept()
         except TimeoutError:
             raise TransportError(f"{self.credentials.party}: no connection within {timeout_s:.1f} s") from None
         _tune(conn)
+        return conn, addr
+
+    def authenticate(self, conn: socket.socket, addr: tuple, *, taken: frozenset[str] = frozenset()) -> TlsChannel:
+        """Run the TLS handshake, hello and pin checks on an accepted connection; close it if refused."""
         try:
             return accept_session(
                 conn, self.credentials, who=f"connection from {_show(addr)}", options=self.options, taken=taken

@@ -124,7 +124,7 @@ class RecordLayer(Protocol):
         """Wire bytes that end the stream cleanly (may be empty)."""
 
 
-class _Inbox:
+class Inbox:
     """A FIFO of received frames and failures, bounded by the bytes it holds (one frame always fits)."""
 
     def __init__(self, limit: int) -> None:
@@ -183,7 +183,7 @@ class StreamChannel:
         self._sock = sock
         self._layer = layer
         self._deframer = deframer if deframer is not None else Deframer(max_frame=self.options.max_frame)
-        self._inbox = _Inbox(self.options.max_buffered)
+        self._inbox = Inbox(self.options.max_buffered)
         self._send_lock = threading.Lock()
         self._life_lock = threading.Lock()
         self._stop = threading.Event()
@@ -409,4 +409,4 @@ class StreamChannel:
                 self._sock.close()
 
 
-__all__ = ["CHUNK", "ChannelOptions", "RecordLayer", "StreamChannel", "WireStats"]
+__all__ = ["CHUNK", "ChannelOptions", "Inbox", "RecordLayer", "StreamChannel", "WireStats"]

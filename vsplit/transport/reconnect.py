@@ -1,0 +1,246 @@
+"""Resumable channels between parties: the hub keeps listening for the whole run, partners redial.
+
+Theory of operation. These are the two ends of :class:`~vsplit.transport.resume.ResumableChannel` (whose module
+explains numbering, acks and resending); this module says where each new link comes from.
+
+* The dialing party (a partner) connects as :func:`vsplit.transport.connect.dial` does, retrying until the hub is
+  up, and then exchanges RESUME envelopes: the hub answers with no token (it knows no session with this party
+  yet) and the partner names the channel with a fresh random token. After a drop, the channel redials the same
+  address, with the same pinned certificates and the full mutual TLS 1.3 handshake, and resumes only if the hub
+  answers with the same token.
+* The listening party (the hub) keeps its socket open until every channel is closed. Each connection is
+  authenticated in its own thread (at most :data:`MAX_HANDSHAKES` at a time, each bounded by
+  ``handshake_timeout_s``), so a stranger that stalls its handshake delays nobody. A connection that fails the
+  TLS handshake, the hello or the pin check (an unknown certificate, the certificate of another party, no
+  certificate, plaintext) is refused, logged with its reason and kept in ``rejections``; it never reaches a
+  channel. An authenticated party gets the hub's RESUME (its token and how many frames the hub has received), and
+  its own RESUME decides: a new party with no token joins the run (until every pinned party has), the same token
+  resumes that party's channel, another token is refused (a restarted process cannot take over a running session).
+
+Example (a partner and a hub in one process; ``reconnect_timeout_s`` would come from the config):
+    >>> import tempfile, threading
+    >>> from pathlib import Path
+    >>> from vsplit.transport.identity import create_identity, write_identity
+    >>> out = Path(tempfile.mkdtemp())
+    >>> bank, insurer = (write_identity(create_identity(p), out) for p in ("bank", "insurer"))
+    >>> hub = StandingListener(Credentials.load("bank", own_cert=bank.cert_path, own_key=bank.key_path,
+    ...                        peers={"insurer": insurer.cert_path}), address=("127.0.0.1", 0))
+    >>> partner = open_resumable_channels("insurer", role="dial", address=hub.address, own_cert=insurer.cert_path,
+    ...                                   own_key=insurer.key_path, peers={"bank": bank.cert_path}, deadline_s=10)
+    >>> accepted = hub.accept_all(deadline_s=10)
+    >>> partner["bank"].send(b"hello bank")
+    >>> bytes(accepted["insurer"].recv(timeout=5))
+    b'hello bank'
+    >>> for channel in (*partner.values(), *accepted.values()):
+    ...     channel.close()
+"""
+
+from __future__ import annotations
+
+import logging
+import os
+import threading
+import time
+from collections.abc import Mapping
+from pathlib import Path
+from typing import Literal
+
+from vsplit.errors import AuthenticationError, ConfigError, TransportError
+from vsplit.transport import numbered
+from vsplit.transport.connect import DEFAULT_DEADLINE_S, Listener, dial
+from vsplit.transport.pinning import Credentials
+from vsplit.transport.resume import ResumableChannel, ResumeOptions, link_options, read_resume
+from vsplit.transport.stream import ChannelOptions
+from vsplit.transport.tls import TlsChannel
+
+log = logging.getLogger(__name__)
+
+#: Connections a listener authenticates at the same time; more are refused at once.
+MAX_HANDSHAKES = 8
+
+
+def open_resumable_channels(
+    me: str,
+    *,
+    role: Literal["listen", "dial"],
+    address: tuple[str, int],
+    own_cert: str | Path,
+    own_key: str | Path,
+    peers: Mapping[str, str | Path],
+    deadline_s: float = DEFAULT_DEADLINE_S,
+    options: ChannelOptions | None = None,
+    resume: ResumeOptions | None = None,
+) -> dict[str, ResumableChannel]:
+    """:func:`vsplit.transport.connect.open_channels`, with channels that survive dropped connections."""
+    credentials = Credentials.load(me, own_cert=own_cert, own_key=own_key, peers=peers)
+    if role == "listen":
+        return StandingListener(credentials, address=address, options=options, resume=resume).accept_all(
+            deadline_s=deadline_s)
+    if role == "dial":
+        if len(credentials.pins) != 1:
+            raise ConfigError(
+                f"{me}: a dialing party connects to exactly one peer (the label party), got {sorted(credentials.pins)}"
+            )
+        (hub,) = credentials.pins
+        return {hub: dial_resumable(credentials, peer=hub, address=address, deadline_s=deadline_s, options=options,
+                                    resume=resume)}
+    raise ConfigError(f"{me}: role must be 'listen' or 'dial', got {role!r}")
+
+
+def dial_resumable(
+    credentials: Credentials,
+    *,
+    peer: str,
+    address: tuple[str, int],
+    deadline_s: float = DEFAULT_DEADLINE_S,
+    options: ChannelOptions | None = None,
+    resume: ResumeOptions | None = None,
+) -> ResumableChannel:
+    """Connect to ``peer`` as :func:`~vsplit.transport.connect.dial` does; after a drop the channel redials."""
+    options = options if options is not None else ChannelOptions()
+    links = link_options(options)
+    who = f"{peer!r}"
+
+    def connect(seconds: float) -> tuple[TlsChannel, numbered.Envelope]:
+        link = dial(credentials, peer=peer, address=address, deadline_s=seconds, options=links)
+        try:
+            return link, read_resume(link, timeout=links.handshake_timeout_s, who=who)
+        except BaseException:
+            link.close()
+            raise
+
+    link, env = connect(deadline_s)
+    try:
+        if env.token != numbered.NO_TOKEN or env.seq:
+            raise TransportError(
+                f"{who} still runs a session with an earlier process of {credentials.party!r}: stop it (or wait until "
+                "it gives up after network.reconnect_timeout_s), then start both parties again with --resume"
+            )
+        token = os.urandom(numbered.TOKEN_BYTES)
+        link.send(numbered.resume(token, 0))
+    except BaseException:
+        link.close()
+        raise
+    return ResumableChannel(link, token=token, options=options, resume=resume, redial=connect)
+
+
+class StandingListener(Listener):
+    """The hub's listening socket, open for the whole run: first connections and reconnections of pinned parties.
+
+    :meth:`accept_all` returns when every pinned party has connected; the socket stays open (connections are
+    handled on a background thread) until every channel is closed or :meth:`close` is called.
+    """
+
+    def __init__(
+        self,
+        credentials: Credentials,
+        *,
+        address: tuple[str, int],
+        options: ChannelOptions | None = None,
+        resume: ResumeOptions | None = None,
+    ) -> None:
+        self.channel_options = options if options is not None else ChannelOptions()
+        self.resume = resume if resume is not None else ResumeOptions()
+        super().__init__(credentials, address=address, options=link_options(self.channel_options))
+        #: The channel of each party that has connected.
+        self.channels: dict[str, ResumableChannel] = {}
+        self._cond = threading.Condition()
+        self._slots = threading.BoundedSemaphore(MAX_HANDSHAKES)
+        self._stopped = threading.Event()
+        self._thread = threading.Thread(target=self._accept_loop, name=f"vsplit-listen-{credentials.party}",
+                                        daemon=True)
+        self._thread.start()
+
+    def accept_all(self, *, deadline_s: float = DEFAULT_DEADLINE_S) -> dict[str, ResumableChannel]:  # type: ignore[override]
+        """Wait until every pinned party has connected; refused connections are logged and skipped."""
+        deadline = time.monotonic() + deadline_s
+        wanted = set(self.credentials.pins)
+        with self._cond:
+            while set(self.channels) != wanted:
+                left = deadline - time.monotonic()
+                if left <= 0:
+                    break
+                self._cond.wait(min(left, 0.25))
+            channels = dict(self.channels)
+        if set(channels) == wanted:
+            return channels
+        for channel in channels.values():
+            channel.close()
+        self.close()
+        raise self._timed_out(sorted(wanted - set(channels)), deadline_s)
+
+    def close(self) -> None:
+        """Stop listening (channels stay open, but a dropped one can no longer come back)."""
+        self._stopped.set()
+        super().close()
+
+    # -- the background thread and one thread per connection --------------------------------------------------------
+    def _accept_loop(self) -> None:
+        while not self._stopped.is_set():
+            try:
+                conn, addr = self.accept_socket(timeout_s=0.25)
+            except TransportError:
+                continue  # nobody within the tick
+            except OSError:
+                return  # the socket was closed
+            if not self._slots.acquire(blocking=False):
+                log.warning("%s: refused a connection from %s: %d handshakes already running",
+                            self.credentials.party, addr, MAX_HANDSHAKES)
+                conn.close()
+                continue
+            threading.Thread(target=self._welcome, args=(conn, addr), daemon=True).start()
+
+    def _welcome(self, conn, addr) -> None:
+        try:
+            link = self.authenticate(conn, addr)
+            try:
+                refusal = self._join(link)
+            except BaseException:
+                link.close()
+                raise
+            if refusal is not None:
+                link.close()
+                raise AuthenticationError(refusal)
+        except AuthenticationError as exc:
+            log.warning("%s: refused a connection: %s", self.credentials.party, exc)
+            self.rejections.append(exc)
+        except TransportError as exc:
+            if not self._stopped.is_set():
+                log.warning("%s: a connection failed: %s", self.credentials.party, exc)
+                self.rejections.append(exc)
+        finally:
+            self._slots.release()
+
+    def _join(self, link: TlsChannel) -> str | None:
+        """Resume handshake of an authenticated link; it joins or resumes its party's channel. The refusal or None."""
+        party = link.peer
+        with self._cond:
+            channel = self.channels.get(party)
+        if channel is not None and channel.state in ("lost", "done"):
+            return f"{party!r} reconnected after its channel ended ({channel.state})"
+        token, received = (channel.token, channel.received) if channel is not None else (numbered.NO_TOKEN, 0)
+        link.send(numbered.resume(token, received))
+        env = read_resume(link, timeout=self.options.handshake_timeout_s, who=repr(party))
+        if channel is None:
+            if env.token == numbered.NO_TOKEN or env.seq:
+                return f"{party!r} tried to resume a session this party does not know (an earlier run?)"
+            with self._cond:
+                channel = self.channels.get(party)
+                if channel is None:
+                    self.channels[party] = ResumableChannel(
+                        link, token=env.token, options=self.channel_options, resume=self.resume,
+                        on_close=self._channel_closed,
+                    )
+                    log.info("%s: %s connected (%s)", self.credentials.party, party, link.peer_fingerprint)
+                    self._cond.notify_all()
+                    return None
+        return channel.adopt(link, token=env.token, received=env.seq)
+
+    def _channel_closed(self, channel: ResumableChannel) -> None:
+        with self._cond:
+            done = set(self.channels) == set(self.credentials.pins) and all(c.closed for c in self.channels.values())
+        if done:
+            self.close()
+
+
+__all__ = ["MAX_HANDSHAKES", "StandingListener", "dial_resumable", "open_resumable_channels"]
