@@ -115,6 +115,11 @@ class NetworkSection:
     connect_timeout_s: float = 120.0
     read_timeout_s: float = 300.0
     max_frame_mb: int = 64
+    #: when the connection to a peer drops mid-run (reset, EOF without goodbye, silence), redial (dialing side) or
+    #: keep listening (hub) for this long, re-authenticate with the same pinned certificates and resume where the
+    #: peer stopped receiving; past it the run stops (restart with --resume). 0 switches reconnects off. Keep it
+    #: below read_timeout_s, and the same on both sides
+    reconnect_timeout_s: float = 60.0
     #: how this party encodes the tensors it sends across a cut: "none" (float32, exact), "float16", "bfloat16",
     #: "int8" (one scale per row), "topk_<fraction>" (gradients only, e.g. "topk_0.1"); it receives any of them
     compression: str = "none"
