@@ -24,7 +24,8 @@ def test_partner_killed_mid_epoch_then_both_resume_to_the_uninterrupted_result(t
     port = free_port()
     configs = write_configs(tmp_path, port=port, run_id="resume", extra=SETTINGS)
     logs = {p: tmp_path / f"{p}-1.log" for p in configs}
-    procs = {p: start(["train", "--config", str(c), "--quiet", "--set", "output.baselines=false"], log=logs[p])
+    procs = {p: start(["train", "--config", str(c), "--quiet", "--set", "output.baselines=false",
+                       "--set", "network.reconnect_timeout_s=2"], log=logs[p])  # the killed partner never reconnects
              for p, c in configs.items()}
     checkpoints = tmp_path / "runs" / "resume" / "partner" / "checkpoints"
     deadline = time.monotonic() + 180

@@ -80,7 +80,8 @@ def test_bank_and_two_partners_train_score_and_predict_though_partners_finish_fi
 def test_partner_killed_mid_training_stops_the_others_with_an_error_naming_it(tmp_path):
     configs = prepare_three_parties(tmp_path, port=free_port(), run_id="drop",
                                     extra=TRAIN.format(epochs=40, batch=64))
-    procs, logs = _launch(tmp_path, configs, ["train"], "train")
+    short = ["--set", "network.reconnect_timeout_s=2"]  # a killed process never comes back: give up after 2 s
+    procs, logs = _launch(tmp_path, configs, ["train"], "train", extra=dict.fromkeys(configs, short))
     run = tmp_path / "runs" / "drop"
     deadline = time.monotonic() + 90
     while not (run / "telco" / "checkpoints" / "epoch-0000.npz").exists():

@@ -229,6 +229,9 @@ def _cross_checks(config: PartyConfig, folder: Path, *, check_files: bool) -> li
                             ("model.embedding_width", config.model.embedding_width, 1)):
         if value < low:
             errors.append(f"{key}: must be at least {low}, got {value}")
+    if net.reconnect_timeout_s < 0:
+        errors.append(f"network.reconnect_timeout_s: must be 0 (no reconnects) or positive, got "
+                      f"{net.reconnect_timeout_s}")
     if not 0 <= train.validation_fraction < 1:
         errors.append(f"train.validation_fraction: must be in [0, 1), got {train.validation_fraction}")
     errors += _defense_checks(config)

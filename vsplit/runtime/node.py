@@ -12,6 +12,7 @@ run are refused. Same seeds give the same model here as in one process (``tests/
 
 from __future__ import annotations
 
+import functools
 import hashlib
 import json
 import logging
@@ -131,7 +132,8 @@ class PartyNode:
 
     # -- channels ----------------------------------------------------------------------------------------------------
     def open_channels(self) -> dict[str, Channel]:
-        """Mutual-TLS channels to the peers: the label party listens, feature parties dial."""
+        """Mutual-TLS channels to the peers: the hub listens, the others dial. With ``network.reconnect_timeout_s``
+        above 0 they survive dropped connections (:mod:`vsplit.transport.resume`)."""
         from vsplit.transport.connect import open_channels
         from vsplit.transport.stream import ChannelOptions
 
@@ -142,8 +144,13 @@ class PartyNode:
         if not host or not port.isdigit():
             key = "network.listen" if self.is_hub else "network.dial"
             raise ConfigError(f"{key}: {address!r} is not HOST:PORT")
-        options = ChannelOptions(max_frame=net.max_frame_mb << 20)
-        return dict(open_channels(
+        opener: Any = open_channels
+        if net.reconnect_timeout_s > 0:
+            from vsplit.transport.reconnect import open_resumable_channels
+            from vsplit.transport.resume import ResumeOptions
+
+            opener = functools.partial(open_resumable_channels, resume=ResumeOptions(timeout_s=net.reconnect_timeout_s))
+        return dict(opener(
             self.name,
             role="listen" if self.is_hub else "dial",
             address=(host, int(port)),
@@ -151,7 +158,7 @@ class PartyNode:
             own_key=resolve(self.config, net.key),
             peers={peer: resolve(self.config, path) for peer, path in net.peers.items()},
             deadline_s=net.connect_timeout_s,
-            options=options,
+            options=ChannelOptions(max_frame=net.max_frame_mb << 20),
         ))
 
     # -- the run -----------------------------------------------------------------------------------------------------
