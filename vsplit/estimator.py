@@ -80,6 +80,8 @@ class SplitClassifier:
             exact), ``"float16"``, ``"bfloat16"``, ``"int8"`` or ``"topk_<fraction>"`` (gradients only; see
             :mod:`vsplit.protocol.training.compression` and ``docs/wan.md``).
         error_feedback: carry what a lossy compression lost on a training tensor into the next one.
+        pipeline_window, local_steps: let the parties that only send activations run ahead of the gradients, for
+            slow links (1 and 1: exact; see docs/wan.md and :mod:`vsplit.protocol.training.pipeline`).
     """
 
     def __init__(
@@ -117,7 +119,11 @@ class SplitClassifier:
         segments: Mapping[str, nn.Module] | None = None,
         compression: str = "none",
         error_feedback: bool = False,
+        pipeline_window: int = 1,
+        local_steps: int = 1,
     ) -> None:
+        self.pipeline_window = pipeline_window
+        self.local_steps = local_steps
         self.topology = topology
         self.server = server
         self.task = task
@@ -201,7 +207,7 @@ class SplitClassifier:
             hooks = TrainingHooks(label_transform=hooks.label_transform)
         schedule = Schedule(epochs=self.epochs, batch_size=self.batch_size,
                             validation_fraction=self.validation_fraction, patience=self.patience,
-                            seed=self.random_state)
+                            seed=self.random_state, window=self.pipeline_window, local_steps=self.local_steps)
         sessions = {}
         for name in run.parties:
             party = self._party(name)

@@ -43,6 +43,9 @@ class Schedule:
     eval_chunk: int = 8192
     #: tell every party that joint scoring of a test table follows training
     then_score: bool = False
+    #: training steps a source party may have in flight, and steps per exchange (see docs/wan.md); 1: exact
+    window: int = 1
+    local_steps: int = 1
 
 
 @dataclass(frozen=True)
@@ -92,7 +95,7 @@ def make_plan(party: LabelParty, rows: np.ndarray, schedule: Schedule) -> Plan:
     roles = party.make_roles(rows, validation_fraction=schedule.validation_fraction, seed=schedule.seed)
     return Plan(epochs=schedule.epochs, batch_size=schedule.batch_size,
                 seed=derive_seed(schedule.seed, "schedule") % 2**31, roles=roles, eval_chunk=schedule.eval_chunk,
-                then_score=schedule.then_score)
+                then_score=schedule.then_score, window=schedule.window, local_steps=schedule.local_steps)
 
 
 def train_session(

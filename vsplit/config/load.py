@@ -32,6 +32,7 @@ from typing import Any, Union, get_args, get_origin, get_type_hints
 
 from vsplit.config.schema import PartyConfig
 from vsplit.errors import ConfigError
+from vsplit.protocol.training.messages import MAX_AHEAD
 
 if sys.version_info >= (3, 11):
     import tomllib
@@ -232,6 +233,14 @@ def _cross_checks(config: PartyConfig, folder: Path, *, check_files: bool) -> li
     if net.reconnect_timeout_s < 0:
         errors.append(f"network.reconnect_timeout_s: must be 0 (no reconnects) or positive, got "
                       f"{net.reconnect_timeout_s}")
+    for key, value in (("train.pipeline_window", train.pipeline_window), ("train.local_steps", train.local_steps)):
+        if not 1 <= value <= MAX_AHEAD:
+            errors.append(f"{key}: must be 1 (exact) to {MAX_AHEAD}, got {value}")
+    if train.pipeline_window > 1 and train.local_steps > 1:
+        errors.append("train.pipeline_window, train.local_steps: choose one way to run ahead; set the other to 1")
+    if train.pipeline_window * train.local_steps > 1 and kind == "u_shaped":
+        errors.append("train.pipeline_window, train.local_steps: a u_shaped split cannot run ahead (the client also "
+                      "awaits the middle's output); set both to 1")
     if not 0 <= train.validation_fraction < 1:
         errors.append(f"train.validation_fraction: must be in [0, 1), got {train.validation_fraction}")
     errors += _defense_checks(config)

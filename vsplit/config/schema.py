@@ -89,6 +89,11 @@ class TrainSection:
     patience: int | None = 3
     #: torch threads of this party's process; 1 avoids two parties on one machine fighting over cores
     threads: int = 1
+    #: training steps a partner may send before the first one's gradients return (1: exact; docs/wan.md); the
+    #: label party's value is the run's
+    pipeline_window: int = 1
+    #: batches per exchange, each a local step on cached gradients (1: exact; docs/wan.md); the label party decides
+    local_steps: int = 1
 
 
 @dataclass(frozen=True)

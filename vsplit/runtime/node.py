@@ -239,7 +239,8 @@ class PartyNode:
     def schedule(self, *, then_score: bool = False) -> Schedule:
         t = self.config.train
         return Schedule(epochs=t.epochs, batch_size=t.batch_size, validation_fraction=t.validation_fraction,
-                        patience=t.patience, seed=t.seed, then_score=then_score)
+                        patience=t.patience, seed=t.seed, then_score=then_score, window=t.pipeline_window,
+                        local_steps=t.local_steps)
 
     # -- scoring -----------------------------------------------------------------------------------------------------
     def score(self, pump: Pump, table: pd.DataFrame | None) -> Scored:

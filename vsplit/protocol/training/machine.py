@@ -51,6 +51,7 @@ from vsplit.protocol.training.messages import (
     SparseGradients,
     TrainingPlan,
 )
+from vsplit.protocol.training.pipeline import AheadMixin
 from vsplit.protocol.training.plan import Plan
 from vsplit.topology.graph import Topology
 from vsplit.topology.program import (
@@ -91,7 +92,7 @@ def _default_task() -> Any:
     return make_task("binary")
 
 
-class SplitMachine:
+class SplitMachine(AheadMixin):
     """Runs one party's part of a topology.
 
     Args:
@@ -307,7 +308,8 @@ class SplitMachine:
             raise ProtocolError(f"{self.name}: {n} labels for {plan.n_rows} aligned rows", local=True)
         self._chunks = plan.eval_chunks()
         self._chunk_index = [torch.from_numpy(rows) for rows in self._chunks]
-        self._limit = max(1, len(self._chunks))
+        self._setup_ahead(plan)
+        self._limit = max(1, len(self._chunks), self._ahead)
         if plan.predict:
             self._set_train(False)
             self._remaining = {p: n * len(self._chunks) for p, n in self._slots_from.items()}
@@ -327,6 +329,8 @@ class SplitMachine:
         self._set_train(True)
         self._phase, self._ops, self.step, self._pc = TRAIN, self._train_ops, 0, 0
         self._new_unit()
+        if self._pipelined:
+            self._enter_ahead()
         return []
 
     def _enter_eval(self, phase: int) -> list[Outgoing]:
@@ -356,6 +360,8 @@ class SplitMachine:
             return self._loop()
 
     def _loop(self) -> list[Outgoing]:
+        if self._pipelined and self._phase == TRAIN:
+            return self._ahead_loop()
         out: list[Outgoing] = []
         while not self._waiting and not self.done:
             ops = self._ops
@@ -475,7 +481,8 @@ class SplitMachine:
         if last_epoch != epoch:
             expected = 0
         if training:
-            ahead = self._phase != TRAIN or not self.step <= step < self.step + 1
+            base = self._ahead_base()
+            ahead = self._phase != TRAIN or not base <= step < base + self._ahead
         else:
             ahead = step >= len(self._chunks) if self._phase >= EVAL else step >= self._limit
         if step != expected or ahead or self._held[sender] >= self._slots_from[sender] * self._limit:

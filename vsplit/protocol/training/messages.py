@@ -35,6 +35,8 @@ FLOAT16 = np.dtype("float16")
 UINT32 = np.dtype("uint32")
 #: Row roles in a plan.
 ROLE_TRAIN, ROLE_VALID, ROLE_UNUSED = 0, 1, 2
+#: The most training steps a party may run ahead of the gradients (pipeline window or local steps).
+MAX_AHEAD = 64
 
 
 @message(0x0101)
@@ -51,9 +53,16 @@ class TrainingPlan(Message):
     predict: bool
     then_score: bool
     roles: np.ndarray
+    #: training steps a source party may have in flight (1: exact; see vsplit.protocol.training.pipeline)
+    window: int = 1
+    #: training steps per exchange with cached peer tensors (1: exact)
+    local_steps: int = 1
 
     def __post_init__(self) -> None:
         require(self.epochs >= 1, "epochs must be at least 1")
+        require(1 <= self.window <= MAX_AHEAD, f"window must be 1 to {MAX_AHEAD}")
+        require(1 <= self.local_steps <= MAX_AHEAD, f"local_steps must be 1 to {MAX_AHEAD}")
+        require(self.window == 1 or self.local_steps == 1, "pipelining and local steps do not combine")
         require(self.batch_size >= 1, "batch_size must be at least 1")
         require(self.eval_chunk >= 1, "eval_chunk must be at least 1")
         require(0 <= self.start_epoch <= self.epochs, "start_epoch out of range")

@@ -33,6 +33,15 @@ class Plan:
     predict: bool = False
     #: a joint scoring session follows training (a compute party, which holds no test table, learns it here)
     then_score: bool = False
+    #: steps a source party may have in flight before their gradients return (1: exact)
+    window: int = 1
+    #: steps per exchange: a source party updates on the gradients of its last ``local_steps`` batches (1: exact)
+    local_steps: int = 1
+
+    @property
+    def ahead(self) -> int:
+        """How many training steps a source party may send before the first of them is answered."""
+        return max(self.window, self.local_steps)
 
     @classmethod
     def scoring(cls, n_rows: int, *, chunk: int = 8192) -> Plan:
@@ -65,6 +74,8 @@ class Plan:
             predict=self.predict,
             then_score=self.then_score,
             roles=self.roles.astype(np.uint8),
+            window=self.window,
+            local_steps=self.local_steps,
         )
 
     @classmethod
@@ -78,4 +89,6 @@ class Plan:
             start_epoch=msg.start_epoch,
             predict=msg.predict,
             then_score=msg.then_score,
+            window=msg.window,
+            local_steps=msg.local_steps,
         )
