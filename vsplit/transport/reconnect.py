@@ -56,7 +56,7 @@ from vsplit.transport.tls import TlsChannel
 log = logging.getLogger(__name__)
 
 #: Connections a listener authenticates at the same time; more are refused at once.
-MAX_HANDSHAKES = 8
+MAX_HANDSHAKES = 32
 
 
 def open_resumable_channels(

@@ -181,8 +181,7 @@ class ResumableChannel:
         self._failure: BaseException | None = None
         self._raised: BaseException | None = None
         self._stop = threading.Event()
-        self._reader = threading.Thread(target=self._read_loop, name=f"vsplit-resume-{self.peer}", daemon=True)
-        self._reader.start()
+        self._read_from(link)
 
     # -- Channel interface -----------------------------------------------------------------------------------------
     def send(self, frame: bytes | bytearray | memoryview) -> None:
@@ -339,12 +338,14 @@ class ResumableChannel:
         self._write(link, numbered.ack(received))
 
     # -- receiving -------------------------------------------------------------------------------------------------
-    def _read_loop(self) -> None:
+    def _read_from(self, link: TlsChannel) -> None:
+        """Start the thread that reads ``link`` while it is the current one (one thread per link, so a new link is
+        read at once even while the thread of a dead one still waits for its last tick)."""
+        threading.Thread(target=self._read_loop, args=(link,), name=f"vsplit-resume-{self.peer}", daemon=True).start()
+
+    def _read_loop(self, link: TlsChannel) -> None:
         try:
-            while True:
-                link = self._await_link()
-                if link is None:
-                    return
+            while link is self._link and not self._stop.is_set():
                 owed = self._inbound.received > self._told
                 try:
                     frame = link.recv(timeout=ACK_DELAY_S if owed else _TICK_S)
@@ -353,19 +354,15 @@ class ResumableChannel:
                     continue
                 except TransportError as exc:
                     self._link_failed(link, exc)
-                    continue
+                    return
                 self._handle(link, frame)
         except ProtocolError as exc:
             self._fatal(exc)
 
-    def _await_link(self) -> TlsChannel | None:
-        """The current link; None once the channel has ended. Declares the peer lost at the deadline."""
+    def _watch_deadline(self) -> None:
+        """While the link is down: declare the peer lost when the deadline passes."""
         with self._cond:
-            while True:
-                if self._stop.is_set() or self._state in ("lost", "done"):
-                    return None
-                if self._link is not None:
-                    return self._link
+            while self._state == "down" and not self._stop.is_set():
                 left = self._deadline - time.monotonic()
                 if left <= 0:
                     last = self.reconnects[-1].reason if self.reconnects else "no link"
@@ -374,8 +371,8 @@ class ResumableChannel:
                         f"{self.resume_options.timeout_s:g} s (network.reconnect_timeout_s); this run stops here, "
                         "restart both parties with --resume to continue from the last checkpoint"
                     ))
-                    return None
-                self._cond.wait(min(left, _TICK_S))
+                    return
+                self._cond.wait(left)
 
     def _handle(self, link: TlsChannel, frame: bytearray) -> None:
         env = numbered.parse(frame)
@@ -404,7 +401,7 @@ class ResumableChannel:
 
     # -- links coming and going ------------------------------------------------------------------------------------
     def _link_failed(self, link: TlsChannel, exc: TransportError) -> None:
-        redial = False
+        down = redial = False
         with self._cond:
             if link is not self._link:
                 return  # replaced already, or its failure is handled
@@ -415,11 +412,13 @@ class ResumableChannel:
                 now = time.monotonic()
                 self._state, self._deadline = "down", now + self.resume_options.timeout_s
                 self.reconnects.append(Reconnect(reason=str(exc), dropped_at=now))
-                redial = self._redial is not None
+                down, redial = True, self._redial is not None
                 log.warning("link to %r dropped (%s); %s for up to %g s", self.peer, exc,
                             "redialing" if redial else "waiting for it to reconnect", self.resume_options.timeout_s)
             self._cond.notify_all()
         link.close()
+        if down:
+            threading.Thread(target=self._watch_deadline, name=f"vsplit-deadline-{self.peer}", daemon=True).start()
         if redial:
             threading.Thread(target=self._redial_loop, name=f"vsplit-redial-{self.peer}", daemon=True).start()
 
@@ -488,6 +487,7 @@ class ResumableChannel:
                                      resent=len(backlog))
                     self.reconnects.append(drop)
                 self._cond.notify_all()
+            self._read_from(link)
             for envelope in backlog:
                 try:
                     link.send(envelope)
