@@ -177,6 +177,22 @@ def test_a_goodbye_is_a_clean_close_even_when_the_link_drops_just_before_it(ids)
     joined.close()
 
 
+def test_a_partner_that_closes_while_the_hub_is_busy_elsewhere_is_a_clean_close_not_a_drop(ids):
+    joined = Joined(ids)
+    partner, bank = joined.partners["insurer"], joined.bank["insurer"]
+    for i in range(3):
+        partner.send(numbered_frame(i))
+    began = time.monotonic()
+    partner.close()  # acknowledged by the hub's channel at once, though nobody there reads yet
+    assert time.monotonic() - began < FAST.linger_s
+    time.sleep(1.0)  # the hub computes; meanwhile the partner's connection is gone
+    assert [bytes(bank.recv(timeout=5)) for _ in range(3)] == [numbered_frame(i) for i in range(3)]
+    with pytest.raises(PeerClosed):
+        bank.recv(timeout=5)
+    assert bank.reconnects == [] and bank.state == "done"
+    joined.close()
+
+
 def test_a_full_resend_buffer_fails_clearly_when_the_peer_stops_reading(ids):
     small = replace(FAST, max_buffered=64 * 1024)
     joined = Joined(ids, options=small, resume=ResumeOptions(timeout_s=10, max_unacked=256 * 1024), delay_s=0)

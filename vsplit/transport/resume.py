@@ -176,6 +176,7 @@ class ResumableChannel:
         self._owed = (0, 0)  # frames and bytes received since then
         self._state = "up"  # up | down | lost | done
         self._deadline = 0.0
+        self._up_since = time.monotonic()
         self._peer_done = False
         self._closing = False
         self._failure: BaseException | None = None
@@ -314,11 +315,11 @@ class ResumableChannel:
                 self._cond.wait(min(_TICK_S, end - now))
 
     def _await_acknowledged(self) -> None:
+        linger, began = self.options.linger_s, time.monotonic()
         with self._cond:
-            end = time.monotonic() + self.options.linger_s
             while self._outbox.unacknowledged and not self._peer_done and self._state in ("up", "down"):
-                if self._state == "down":
-                    end = max(end, self._deadline + self.options.linger_s)
+                # linger_s once connected (from now, or from the reconnection); through a drop until its deadline
+                end = self._deadline + linger if self._state == "down" else max(began, self._up_since) + linger
                 now = time.monotonic()
                 if now >= end:
                     log.info("closing the channel to %r with %d frame(s) it did not acknowledge", self.peer,
@@ -479,7 +480,7 @@ class ResumableChannel:
                     return False
                 old, self._link = self._link, link
                 self._state = "up"
-                now = time.monotonic()
+                now = self._up_since = time.monotonic()
                 if self.reconnects and self.reconnects[-1].restored_at is None:
                     drop = self.reconnects[-1] = replace(self.reconnects[-1], restored_at=now, resent=len(backlog))
                 else:  # the old link still looked alive here: the peer saw it die first
