@@ -168,6 +168,7 @@ class ResumableChannel:
         self._on_close = on_close
         self._cond = threading.Condition()
         self._send_lock = threading.Lock()  # held while writing numbered frames, so the wire order is the numbering
+        self._deliver_lock = threading.Lock()  # held from accepting a frame to queueing it: the queue order is too
         self._link: TlsChannel | None = link
         self._outbox = numbered.Outbox(limit=self.resume_options.max_unacked)
         self._inbound = numbered.Inbound()
@@ -384,21 +385,25 @@ class ResumableChannel:
                 return  # a late frame of a replaced link: the new link resends what counts
             self._outbox.acknowledge(env.ack)
             self._cond.notify_all()
-        if env.kind == numbered.ACK or not self._inbound.accept(env.seq):
+        if env.kind == numbered.ACK:
             return
-        if env.kind == numbered.GOODBYE:
+        with self._deliver_lock:  # the reader of an old link may still wait for room with the frame before
+            if not self._inbound.accept(env.seq):
+                return
+            if env.kind == numbered.GOODBYE:
+                with self._cond:
+                    self._peer_done = True
+                    self._cond.notify_all()
+                self._inbox.put(PeerClosed(f"{self.peer!r} closed the channel"))
+                self._send_ack(link, force=True)
+                return
+            del frame[: numbered.OVERHEAD]
             with self._cond:
-                self._peer_done = True
-                self._cond.notify_all()
-            self._inbox.put(PeerClosed(f"{self.peer!r} closed the channel"))
-            self._send_ack(link, force=True)
-            return
-        del frame[: numbered.OVERHEAD]
-        with self._cond:
-            frames, nbytes = self._owed
-            self._owed = (frames + 1, nbytes + len(frame))
-        if self._inbox.put(frame, stop=self._stop):
-            self._send_ack(link)
+                frames, nbytes = self._owed
+                self._owed = (frames + 1, nbytes + len(frame))
+            if not self._inbox.put(frame, stop=self._stop):
+                return
+        self._send_ack(link)
 
     # -- links coming and going ------------------------------------------------------------------------------------
     def _link_failed(self, link: TlsChannel, exc: TransportError) -> None:
