@@ -139,6 +139,17 @@ def test_strangers_and_another_partners_certificate_are_refused_while_the_honest
     joined.close()
 
 
+def test_a_second_process_of_a_partner_cannot_take_over_its_running_session(ids):
+    joined = Joined(ids)
+    with pytest.raises(TransportError, match="'bank' still runs a session with an earlier process of 'insurer'"):
+        dial_resumable(credentials("insurer", ids, ["bank"]), peer="bank", address=joined.hub.address,
+                       options=FAST, deadline_s=5)
+    joined.partners["insurer"].send(b"still mine")
+    assert bytes(joined.bank["insurer"].recv(timeout=5)) == b"still mine"
+    assert joined.bank["insurer"].reconnects == []
+    joined.close()
+
+
 def test_past_the_deadline_both_sides_stop_with_an_error_naming_the_peer_and_the_deadline(ids):
     joined = Joined(ids, timeout_s=1.0)
     partner, bank = joined.partners["insurer"], joined.bank["insurer"]
