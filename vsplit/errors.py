@@ -11,7 +11,8 @@ Every error says what went wrong and what to do about it. Errors that cross a pa
     │   └── RemoteAbort      the peer aborted with a code
     ├── TransportError       the channel failed (timeouts, dropped peers, oversize frames)
     │   └── AuthenticationError
-    └── CheckpointError      a checkpoint is missing, corrupt or belongs to another run
+    ├── CheckpointError      a checkpoint is missing, corrupt or belongs to another run
+    └── PrivacyAlarm         a party's detector judged the gradients it received not honest; it stopped
 
 Example:
     >>> try:
@@ -68,12 +69,25 @@ class CheckpointError(VsplitError):
     """A checkpoint is missing, corrupt, or belongs to another run or party."""
 
 
+class PrivacyAlarm(VsplitError):
+    """A detector at this party found the gradients it received unlike honest training (e.g. hijacked by the
+    server), and the party stopped before sending anything more. The peers are told only
+    ``AbortCode.CANCELLED`` (9): "stopped by its operator"; ``detection`` holds what the detector measured."""
+
+    code = 9  # vsplit.protocol.abort.AbortCode.CANCELLED (not imported: this module imports nothing of vsplit)
+
+    def __init__(self, message: str, *, detection: object = None) -> None:
+        super().__init__(message)
+        self.detection = detection
+
+
 __all__ = [
     "AlignmentError",
     "AuthenticationError",
     "CheckpointError",
     "ConfigError",
     "DataError",
+    "PrivacyAlarm",
     "ProtocolError",
     "RemoteAbort",
     "TransportError",

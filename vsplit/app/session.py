@@ -128,7 +128,7 @@ def train_session(
             outcome.rows, topology=topology, plan=make_plan(party, outcome.rows, schedule), placed=placed,
             patience=schedule.patience, callbacks=callbacks, gradient_hooks=hooks.gradient_hooks,
             label_transform=hooks.label_transform, embedding_hooks=hooks.embedding_hooks.get(party.name, ()),
-            **common,
+            observers=hooks.observers.get(party.name, ()), local_loss=hooks.local_losses.get(party.name), **common,
         )
     elif isinstance(party, FeatureParty):
         assert outcome.rows is not None
@@ -137,7 +137,7 @@ def train_session(
             observers=hooks.observers.get(party.name, ()), local_loss=hooks.local_losses.get(party.name), **common,
         )
     else:
-        machine = party.trainer(topology=topology, **common)
+        machine = party.trainer(topology=topology, observers=hooks.observers.get(party.name, ()), **common)
     outcome.result = yield "train", machine
     outcome.extra["machine"] = machine
     return outcome

@@ -160,6 +160,14 @@ def make_defense(config: str | Defense) -> Defense:
         return combined
     name, _, options = config.partition(":")
     factory = DEFENSES.get(name.strip())
+    defense = factory(**parse_options(factory, options, kind="defense", name=name.strip(), config=config))
+    defense.config = config
+    return defense
+
+
+def parse_options(factory: Callable[..., Any], options: str, *, kind: str, name: str, config: str) -> dict[str, Any]:
+    """The keyword arguments ``key=value,...`` of a config string, checked against ``factory``'s keyword-only
+    parameters (a named setting may be a ``functools.partial``); numbers, booleans and ``inf`` are converted."""
     target = factory.func if hasattr(factory, "func") else factory  # a named setting is a functools.partial
     valid = sorted(p.name for p in inspect.signature(target).parameters.values() if p.kind == p.KEYWORD_ONLY)
     kwargs: dict[str, Any] = {}
@@ -167,12 +175,8 @@ def make_defense(config: str | Defense) -> Defense:
         key, sep, value = item.partition("=")
         key = key.strip()
         if not sep:
-            raise ConfigError(f"defense option {item!r} in {config!r} needs the form key=value")
+            raise ConfigError(f"{kind} option {item!r} in {config!r} needs the form key=value")
         if key not in valid:
-            raise ConfigError(
-                f"defense {name.strip()!r} has no option {key!r}; valid options: {', '.join(valid) or '(none)'}"
-            )
+            raise ConfigError(f"{kind} {name!r} has no option {key!r}; valid options: {', '.join(valid) or '(none)'}")
         kwargs[key] = _value(value)
-    defense = factory(**kwargs)
-    defense.config = config
-    return defense
+    return kwargs
