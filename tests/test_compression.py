@@ -210,11 +210,11 @@ def test_error_feedback_keeps_one_residual_per_stream_and_none_outside_training(
 
 
 # -- refusals before decoding ----------------------------------------------------------------------------------------
-def dense(codec=CODEC_INT8, data=None, scales=None, cls=PackedActivations):
+def dense(code=CODEC_INT8, data=None, scales=None, cls=PackedActivations):
     data = np.zeros((2, 3), np.int8) if data is None else data
     scales = np.ones(2, np.float32) if scales is None else scales
     extra = {"phase": TRAIN} if cls is PackedActivations else {}
-    return cls(cut=0, slot=0, epoch=0, step=0, codec=codec, data=data, scales=scales, **extra)
+    return cls(cut=0, slot=0, epoch=0, step=0, codec=code, data=data, scales=scales, **extra)
 
 
 def sparse(shape=(2, 4), values=None, indices=None):
@@ -226,10 +226,10 @@ def sparse(shape=(2, 4), values=None, indices=None):
 
 NO_SCALES = np.zeros(0, np.float32)
 REFUSED = {
-    "unknown codec": lambda: dense(codec=9),
-    "plain codec code": lambda: dense(codec=0),
+    "unknown codec": lambda: dense(code=9),
+    "plain codec code": lambda: dense(code=0),
     "int8 data as uint8": lambda: dense(data=np.zeros((2, 3), np.uint8)),
-    "float16 codec with int8 data": lambda: dense(codec=CODEC_FLOAT16, scales=NO_SCALES),
+    "float16 codec with int8 data": lambda: dense(code=CODEC_FLOAT16, scales=NO_SCALES),
     "one-dimensional data": lambda: dense(data=np.zeros(6, np.int8)),
     "a scale missing": lambda: dense(scales=np.ones(1, np.float32)),
     "scales as float64": lambda: dense(scales=np.ones(2)),
@@ -238,10 +238,10 @@ REFUSED = {
     "negative scale": lambda: dense(scales=np.array([1, -1], np.float32)),
     "scale overflowing 127x": lambda: dense(scales=np.array([1, 3e38], np.float32)),
     "int8 -128": lambda: dense(data=np.full((2, 3), -128, np.int8)),
-    "float16 with scales": lambda: dense(codec=CODEC_FLOAT16, data=np.zeros((2, 3), np.float16)),
-    "float16 infinity": lambda: dense(codec=CODEC_FLOAT16, data=np.full((2, 3), np.inf, np.float16),
+    "float16 with scales": lambda: dense(code=CODEC_FLOAT16, data=np.zeros((2, 3), np.float16)),
+    "float16 infinity": lambda: dense(code=CODEC_FLOAT16, data=np.full((2, 3), np.inf, np.float16),
                                       scales=NO_SCALES),
-    "bfloat16 NaN pattern": lambda: dense(codec=CODEC_BFLOAT16, data=np.full((2, 3), 0x7FC0, np.uint16),
+    "bfloat16 NaN pattern": lambda: dense(code=CODEC_BFLOAT16, data=np.full((2, 3), 0x7FC0, np.uint16),
                                           scales=NO_SCALES, cls=PackedGradients),
     "negative step": lambda: PackedGradients(cut=0, slot=0, epoch=0, step=-1, codec=CODEC_INT8,
                                              data=np.zeros((2, 3), np.int8), scales=np.ones(2, np.float32)),
