@@ -5,6 +5,9 @@
 * :mod:`vsplit.privacy.defenses`: gradient clipping plus noise, ``max_norm``, Marvell, label DP by randomized
   response, embedding noise and NoPeek, each a plug-in named by a config string.
 * :func:`audit`: runs training with each defense and every attack; an :class:`AuditReport` of utility and leakage.
+* :func:`audit_topology`: the same for vanilla and U-shaped splits: inversion of activations at every cut
+  (:func:`white_box_inversion`, :func:`black_box_inversion`), a hijacking server (:class:`FshaServer`) against the
+  client's detectors (:func:`make_detector`: SplitGuard, the Gradients Scrutinizer, SplitOut), U-shaped label leakage.
 
 Example:
     >>> from vsplit.privacy import make_defense
@@ -25,6 +28,12 @@ _LAZY = {
     "Defense": "vsplit.privacy.defenses.registry:Defense",
     "DirectionScoring": "vsplit.privacy.attacks:DirectionScoring",
     "EmbeddingTap": "vsplit.privacy.hooks:EmbeddingTap",
+    "FshaServer": "vsplit.privacy.attacks.fsha:FshaServer",
+    "TopologyReport": "vsplit.privacy.topology_audit:TopologyReport",
+    "audit_topology": "vsplit.privacy.topology_audit:audit_topology",
+    "black_box_inversion": "vsplit.privacy.attacks.inversion:black_box_inversion",
+    "make_detector": "vsplit.privacy.detectors.base:make_detector",
+    "white_box_inversion": "vsplit.privacy.attacks.inversion:white_box_inversion",
     "Guarantee": "vsplit.privacy.accounting:Guarantee",
     "HijackMonitor": "vsplit.privacy.attacks:HijackMonitor",
     "NormScoring": "vsplit.privacy.attacks:NormScoring",
@@ -48,10 +57,14 @@ if TYPE_CHECKING:  # for type checkers and IDEs only
         model_completion,
         reconstruct_features,
     )
+    from vsplit.privacy.attacks.fsha import FshaServer
+    from vsplit.privacy.attacks.inversion import black_box_inversion, white_box_inversion
     from vsplit.privacy.audit import ATTACKS, AuditData, audit, run_once
     from vsplit.privacy.defenses.registry import DEFENSES, Defense, make_defense
+    from vsplit.privacy.detectors.base import make_detector
     from vsplit.privacy.hooks import EmbeddingTap, merge_hooks
     from vsplit.privacy.report import AuditReport
+    from vsplit.privacy.topology_audit import TopologyReport, audit_topology
 
 #: The settings ``vsplit privacy audit`` runs when no ``--defense`` is given.
 DEFAULT_AUDIT_DEFENSES = (
@@ -75,14 +88,20 @@ __all__ = [
     "Defense",
     "DirectionScoring",
     "EmbeddingTap",
+    "FshaServer",
     "Guarantee",
     "HijackMonitor",
     "NormScoring",
+    "TopologyReport",
     "audit",
+    "audit_topology",
+    "black_box_inversion",
     "leak_auc",
     "make_defense",
+    "make_detector",
     "merge_hooks",
     "model_completion",
     "reconstruct_features",
     "run_once",
+    "white_box_inversion",
 ]

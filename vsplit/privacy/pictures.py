@@ -14,6 +14,7 @@ Example:
 from __future__ import annotations
 
 import os
+import textwrap
 from collections.abc import Sequence
 from pathlib import Path
 
@@ -41,9 +42,9 @@ def write_grid(path: str | os.PathLike, blocks: Sequence[Block], *, title: str =
     widths = [max(len(images) for _, images in rows) for _, rows in blocks]
     columns = sum(widths) + len(blocks) - 1  # one empty column between blocks
     label_space = 1.9
-    fig = plt.figure(figsize=(label_space + cell * columns, 0.5 + cell * n_rows + 0.3))
+    fig = plt.figure(figsize=(label_space + cell * columns, 0.8 + cell * n_rows + 0.3))
     grid = fig.add_gridspec(n_rows, columns, left=label_space / (label_space + cell * columns), right=0.99,
-                            top=1 - 0.55 / (0.8 + cell * n_rows), bottom=0.01, wspace=0.05, hspace=0.08)
+                            top=1 - 0.85 / (1.1 + cell * n_rows), bottom=0.01, wspace=0.05, hspace=0.08)
     start = 0
     for (name, rows), width in zip(blocks, widths, strict=True):
         for r, (label, images) in enumerate(rows):
@@ -58,5 +59,6 @@ def write_grid(path: str | os.PathLike, blocks: Sequence[Block], *, title: str =
                     ax.set_ylabel(label, rotation=0, ha="right", va="center", fontsize=7)
         start += width + 1
     if title:
-        fig.suptitle(title, fontsize=9, y=0.995)
+        width = label_space + cell * columns
+        fig.suptitle(textwrap.fill(title, max(30, int(width * 15))), fontsize=8, y=0.995)
     return _atomic_write(Path(path), lambda f: fig.savefig(f, format="png", dpi=110), close=lambda: plt.close(fig))
