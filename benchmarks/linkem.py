@@ -154,9 +154,14 @@ class LinkEmulator:
                     _hard_close(client)
                     return
                 time.sleep(0.05)
-        for sock in (client, server):
-            sock.setsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY, 1)
-            sock.settimeout(_TICK_S)
+        try:
+            for sock in (client, server):
+                sock.setsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY, 1)
+                sock.settimeout(_TICK_S)
+        except OSError:  # the client left already
+            _hard_close(client)
+            _hard_close(server)
+            return
         conn = _Connection(self, client, server, start=accepted + 2 * self.delay_s)
         with self._lock:
             self.connections += 1

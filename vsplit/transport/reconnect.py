@@ -45,7 +45,7 @@ from collections.abc import Mapping
 from pathlib import Path
 from typing import Literal
 
-from vsplit.errors import AuthenticationError, ConfigError, TransportError
+from vsplit.errors import AuthenticationError, ConfigError, ProtocolError, TransportError
 from vsplit.transport import numbered
 from vsplit.transport.connect import DEFAULT_DEADLINE_S, Listener, dial
 from vsplit.transport.pinning import Credentials
@@ -181,8 +181,11 @@ class StandingListener(Listener):
                 conn, addr = self.accept_socket(timeout_s=0.25)
             except TransportError:
                 continue  # nobody within the tick
-            except OSError:
-                return  # the socket was closed
+            except OSError as exc:
+                if self._stopped.is_set():
+                    return  # the socket was closed
+                log.warning("%s: accepting a connection failed: %s", self.credentials.party, exc)
+                continue
             if not self._slots.acquire(blocking=False):
                 log.warning("%s: refused a connection from %s: %d handshakes already running",
                             self.credentials.party, addr, MAX_HANDSHAKES)
@@ -204,10 +207,10 @@ class StandingListener(Listener):
         except AuthenticationError as exc:
             log.warning("%s: refused a connection: %s", self.credentials.party, exc)
             self.rejections.append(exc)
-        except TransportError as exc:
+        except (TransportError, ProtocolError, OSError) as exc:  # whatever one connection does, the listener goes on
             if not self._stopped.is_set():
                 log.warning("%s: a connection failed: %s", self.credentials.party, exc)
-                self.rejections.append(exc)
+                self.rejections.append(TransportError(str(exc)) if not isinstance(exc, TransportError) else exc)
         finally:
             self._slots.release()
 
