@@ -113,7 +113,7 @@ def forged(draw) -> bytes:
     return header + meta + draw(st.binary(max_size=256))
 
 
-@settings(max_examples=500, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@settings(max_examples=300, deadline=None, suppress_health_check=[HealthCheck.too_slow])
 @given(mutated(SMALL))
 def test_mutated_compressed_frames_only_ever_raise_protocol_error(frame):
     decodes_or_refuses(frame)
