@@ -128,7 +128,8 @@ def main(argv: list[str] | None = None) -> int:
         log(report.table())
         sections = json.loads(report.to_json())
         if "inversion" in sections:
-            result["inversion"] = {"rows": sections["inversion"]["rows"], "settings": sections["inversion"]["settings"]}
+            keep = ("rows", "guesses", "settings")
+            result["inversion"] = {k: sections["inversion"][k] for k in keep}
         if "detectors" in sections:
             result["detectors"] = sections["detectors"]
     if "u_shaped_labels" in args.only:

@@ -229,8 +229,7 @@ def inversion_by_cut(
         study = study_for(seed)
         chosen = list(cuts) if cuts is not None else [
             c for c, _ in module_cuts(head_factory(seed, study.shape), study.shape)]
-        order = np.random.default_rng(seed).permutation(len(study.private))[:targets]
-        images = study.images(study.private.iloc[order])
+        images = target_images(study, seed, targets)
         for config in defenses:
             for depth, cut in enumerate(chosen):
                 run = train_at_cut(study, cut, defense=config, seed=seed, topology=topology, epochs=epochs,
@@ -245,6 +244,23 @@ def inversion_by_cut(
                     progress(f"inversion seed {seed} {config} {cut}: accuracy {result['accuracy']:.3f}, white-box "
                              f"SSIM {result['white_box_ssim']:.3f}, black-box SSIM {result['black_box_ssim']:.3f}")
     return runs, pictures
+
+
+def target_images(study: ImageStudy, seed: int, n: int) -> np.ndarray:
+    """The ``n`` client training images the server's attacks are scored on (a seeded choice)."""
+    order = np.random.default_rng(seed).permutation(len(study.private))[:n]
+    return study.images(study.private.iloc[order])
+
+
+def guesses(study: ImageStudy, targets: np.ndarray, *, seed: int = 0) -> dict[str, float]:
+    """What guesses that know nothing about the targets score: the mean public image, and a random public image
+    (SSIM, PSNR); the level an inversion must beat to tell the server anything about an image."""
+    public = study.images(study.public)
+    mean = np.broadcast_to(public.mean(0), targets.shape)
+    other = public[np.random.default_rng(seed).integers(len(public), size=len(targets))]
+    a, b = quality(targets, mean), quality(targets, other)
+    return {"mean_image_ssim": a["ssim"], "mean_image_psnr": a["psnr"], "random_image_ssim": b["ssim"],
+            "random_image_psnr": b["psnr"]}
 
 
 def summarise(runs: Sequence[dict[str, Any]]) -> list[dict[str, Any]]:

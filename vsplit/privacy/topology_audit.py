@@ -167,7 +167,7 @@ def vanilla_image_audit(
 
 def _inversion(report: TopologyReport, preset_name: str, *, defenses: Sequence[str], seeds: Sequence[int],
                sizes: ImageAuditSizes, progress: Callable[[str], None] | None) -> None:
-    from vsplit.privacy.cut_study import inversion_by_cut, picture_blocks, summarise
+    from vsplit.privacy.cut_study import guesses, inversion_by_cut, picture_blocks, summarise, target_images
     from vsplit.privacy.image_data import image_study
 
     topology = report.topology
@@ -177,10 +177,17 @@ def _inversion(report: TopologyReport, preset_name: str, *, defenses: Sequence[s
         white_box_steps=sizes.white_box_steps, black_box_epochs=sizes.black_box_epochs, progress=progress,
     )
     rows = summarise(runs)
-    report.sections["inversion"] = {"rows": rows, "runs": runs, "settings": {
+    per_seed = []
+    for seed in seeds:
+        study = image_study(preset_name, seed=seed)
+        per_seed.append(guesses(study, target_images(study, seed, sizes.targets), seed=seed))
+    baseline = {k: float(np.mean([g[k] for g in per_seed])) for k in per_seed[0]}
+    report.sections["inversion"] = {"rows": rows, "runs": runs, "guesses": baseline, "settings": {
         "seeds": list(seeds), "defenses": list(defenses), "topology": topology, **sizes.__dict__}}
     report.tables.append((f"Inversion of the client's activations by the server ({topology}), means over "
-                          f"{len(seeds)} seeds", inversion_table(rows)))
+                          f"{len(seeds)} seeds", inversion_table(rows) + f"\n\nGuesses that know nothing of the "
+                          f"image: the mean public image scores SSIM {baseline['mean_image_ssim']:.3f}, a random "
+                          f"public image {baseline['random_image_ssim']:.3f}."))
     title = (f"{preset_name}: originals and the server's reconstructions at each cut ({topology} split, seed "
              f"{seeds[0]}); one block per defense")
     report.pictures["inversion_by_cut.png"] = (picture_blocks(pictures), title)
