@@ -88,5 +88,8 @@ def test_public_api_is_pinned():
         "ATTACKS", "DEFAULT_AUDIT_DEFENSES", "DEFENSES", "AuditData", "AuditReport", "Defense", "DirectionScoring",
         "EmbeddingTap", "Guarantee", "HijackMonitor", "NormScoring", "audit", "leak_auc", "make_defense",
         "merge_hooks", "model_completion", "reconstruct_features", "run_once",
+        # the other topologies
+        "FshaServer", "TopologyReport", "audit_topology", "black_box_inversion", "make_detector",
+        "white_box_inversion",
     ])
     assert all(hasattr(vsplit.privacy, name) for name in vsplit.privacy.__all__)
