@@ -24,12 +24,34 @@ def test_the_vanilla_image_audit_writes_tables_json_and_both_pictures(tmp_path, 
     assert document["inversion"]["rows"][0]["cut"] == "layers"
     summary = document["detectors"]["summary"]
     assert set(summary) == {"gradient_scrutinizer", "splitguard", "splitout"}
-    assert summary["gradient_scrutinizer"]["fsha_detected"] == 1 and summary["gradient_scrutinizer"]["false_alarms"] == 0
+    scrutinizer = summary["gradient_scrutinizer"]
+    assert scrutinizer["fsha_detected"] == 1 and scrutinizer["false_alarms"] == 0
 
 
-def test_the_vanilla_audit_needs_an_image_preset():
-    with pytest.raises(ConfigError, match="image preset"):
-        audit_topology("vanilla", "bank_marketing")
+def test_the_vanilla_tabular_audit_measures_the_servers_reconstruction_of_the_clients_columns(monkeypatch,
+                                                                                              one_thread):
+    import vsplit.datasets
+    from vsplit.privacy.synthetic import make_imbalanced_views, split_views
+    from vsplit.privacy.topology_audit import vanilla_tabular_audit
+
+    train, test = split_views(make_imbalanced_views(1500, seed=0), seed=0)
+
+    class Synthetic:  # what the audit reads of a preset, on the small synthetic set
+        id_column, label, positive_label = "customer_id", "y", 1
+
+        def pooled(self, split):
+            views = train if split == "train" else test
+            return views["bank"].merge(views["partner"], on="customer_id")
+
+    monkeypatch.setattr(vsplit.datasets, "preset", lambda name, seed: Synthetic())
+    report = vanilla_tabular_audit("synthetic", defenses=["none", "nopeek"], seeds=[0], epochs=2)
+    rows = {r["defense"]: r for r in report.rows()}
+    assert rows["none"]["reconstruction_r2"] > 0.3
+    assert rows["nopeek"]["reconstruction_r2"] < rows["none"]["reconstruction_r2"]
+    assert "norm_leak_auc" not in rows["none"]  # the server holds the labels: no label attack
+
+
+def test_unknown_topologies_are_refused():
     with pytest.raises(ConfigError, match="unknown topology"):
         audit_topology("ring", "digits")
 

@@ -12,9 +12,10 @@ with ``--json`` one JSON list of rows. ``--out DIR`` also writes report.md, repo
 A defense is ``name`` or ``name:key=value,...``; ``a+b`` combines two. ``defenses`` lists them.
 
 ``--topology`` (default ``vertical``) audits the other splits: ``vanilla`` on an image preset (``digits``) inverts
-the client's activations at every module cut and runs a hijacking server (FSHA) against the client's detectors;
-``u_shaped`` on ``digits`` runs the inversion study, on a binary preset the server's label attacks on the gradients
-the client returns. ``--quick`` shrinks the image studies to a few minutes. ``--out DIR`` also writes the pictures.
+the client's activations at every module cut and runs a hijacking server (FSHA) against the client's detectors, on
+a tabular preset the server reconstructs the client's columns; ``u_shaped`` on ``digits`` runs the inversion study,
+on a binary preset the server's label attacks on the gradients the client returns. ``--quick`` shrinks the image
+studies to a few minutes. ``--out DIR`` also writes the pictures.
 """
 
 from __future__ import annotations

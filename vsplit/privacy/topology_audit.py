@@ -4,6 +4,8 @@
 * ``vanilla`` on an image preset: the server inverts the client's activations at every module cut
   (:mod:`~vsplit.privacy.cut_study`), and a red-team server hijacks training (FSHA) against the client's detectors
   (:mod:`~vsplit.privacy.redteam`).
+* ``vanilla`` on a tabular preset: the server reconstructs the client's columns from the activations it receives
+  (the vertical audit's reconstruction attack).
 * ``u_shaped`` on an image preset: the same inversion study (the server sees the head's activations); on a binary
   tabular preset: the server's label attacks on the gradients the client returns (:mod:`~vsplit.privacy.u_shaped`).
 
@@ -33,6 +35,7 @@ TOPOLOGIES = ("vertical", "vanilla", "u_shaped")
 #: The defenses each study runs when none are given.
 IMAGE_DEFENSES = ("none", "embedding_noise", "nopeek")
 LABEL_DEFENSES = ("none", "clip_noise", "max_norm", "marvell", "label_dp")
+FEATURE_DEFENSES = ("none", "embedding_noise", "nopeek")
 
 
 @dataclass(frozen=True)
@@ -252,7 +255,7 @@ def audit_topology(
     progress: Callable[[str], None] | None = None,
 ) -> Any:
     """The audit of ``preset_name`` split as ``topology``: an :class:`~vsplit.privacy.report.AuditReport` for the
-    vertical and the U-shaped tabular audits, a :class:`TopologyReport` for the image studies."""
+    tabular audits, a :class:`TopologyReport` for the image studies."""
     from vsplit.privacy.image_data import IMAGE_PRESETS
 
     if topology not in TOPOLOGIES:
@@ -274,7 +277,34 @@ def audit_topology(
 
         return u_shaped_audit(preset_name, defenses=defenses or LABEL_DEFENSES, seeds=seed_list,
                               epochs=epochs or 10, batch_size=batch_size or 256, progress=progress)
-    raise ConfigError(
-        f"the vanilla audit studies image inversion and training hijacking: use an image preset "
-        f"({', '.join(IMAGE_PRESETS)}); for {preset_name!r} audit --topology vertical or u_shaped"
-    )
+    return vanilla_tabular_audit(preset_name, defenses=defenses or FEATURE_DEFENSES, seeds=seed_list, epochs=epochs,
+                                 batch_size=batch_size, progress=progress)
+
+
+def vanilla_tabular_audit(
+    preset_name: str,
+    *,
+    defenses: Sequence[str] = ("none", "embedding_noise", "nopeek"),
+    seeds: Sequence[int] = (0, 1, 2),
+    epochs: int | None = None,
+    batch_size: int | None = None,
+    progress: Callable[[str], None] | None = None,
+) -> Any:
+    """A vanilla split of a tabular preset: the client holds every feature column (the preset's pooled table), the
+    server the labels; the server reconstructs the client's columns from the activations it receives (the vertical
+    audit's reconstruction attack, on 200 rows it knows). Label attacks do not apply: the server holds the labels."""
+    from vsplit.datasets import preset
+    from vsplit.privacy.audit import AuditData, audit
+
+    def source(seed: int) -> AuditData:
+        data = preset(preset_name, seed=seed)
+
+        def views(table: Any) -> dict[str, Any]:
+            return {"server": table[[data.id_column, data.label]], "client": table.drop(columns=[data.label])}
+
+        return AuditData(name=f"{preset_name} (vanilla)", train=views(data.pooled("train")),
+                         test=views(data.pooled("test")), label_party="server", label=data.label,
+                         positive_label=data.positive_label)
+
+    return audit(source, defenses=defenses, seeds=seeds, epochs=epochs, batch_size=batch_size,
+                 attacks=["reconstruction"], estimator={"topology": "vanilla"}, progress=progress)
