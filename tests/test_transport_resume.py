@@ -204,6 +204,24 @@ def test_a_partner_that_closes_while_the_hub_is_busy_elsewhere_is_a_clean_close_
     joined.close()
 
 
+def test_a_peer_that_closes_on_our_goodbye_before_acknowledging_it_ends_our_close_at_once(ids, monkeypatch):
+    """The race CI met: the hub says goodbye, the partner sees it and closes its link before its reader has written
+    the acknowledgement. The hub must take that clean close as the end, not as a drop to wait out."""
+    joined = Joined(ids, timeout_s=30)
+    partner, bank = joined.partners["insurer"], joined.bank["insurer"]
+    monkeypatch.setattr(partner, "_send_ack", lambda *a, **k: None)  # the acknowledgement never leaves
+    closer = threading.Thread(target=bank.close)
+    began = time.monotonic()
+    closer.start()
+    with pytest.raises(PeerClosed):
+        partner.recv(timeout=5)
+    partner.close()  # at once: it has the hub's goodbye, so it sends none of its own
+    closer.join(timeout=20)
+    assert not closer.is_alive() and time.monotonic() - began < 10, "the hub waited for a reconnection"
+    assert bank.reconnects == [] and bank.state == "done"
+    joined.close()
+
+
 def test_a_full_resend_buffer_fails_clearly_when_the_peer_stops_reading(ids):
     small = replace(FAST, max_buffered=64 * 1024)
     joined = Joined(ids, options=small, resume=ResumeOptions(timeout_s=10, max_unacked=256 * 1024), delay_s=0)

@@ -394,8 +394,10 @@ class ResumableChannel:
                 with self._cond:
                     self._peer_done = True
                     self._cond.notify_all()
-                self._inbox.put(PeerClosed(f"{self.peer!r} closed the channel"))
+                # acknowledge before the owner can see the close: once it sees it, it may close the link at once,
+                # and a goodbye left unacknowledged makes the peer wait for a reconnection that never comes
                 self._send_ack(link, force=True)
+                self._inbox.put(PeerClosed(f"{self.peer!r} closed the channel"))
                 return
             del frame[: numbered.OVERHEAD]
             with self._cond:
@@ -412,7 +414,10 @@ class ResumableChannel:
             if link is not self._link:
                 return  # replaced already, or its failure is handled
             self._link = None
-            if self._peer_done or self._stop.is_set() or (self._closing and not self._outbox.unacknowledged):
+            # closing, a peer that ends its link cleanly (close_notify) without its own goodbye has had ours: it
+            # says goodbye first otherwise, and frames arrive in order
+            clean = self._closing and (not self._outbox.unacknowledged or isinstance(exc, PeerClosed))
+            if self._peer_done or self._stop.is_set() or clean:
                 self._state = "done"
             else:
                 now = time.monotonic()
