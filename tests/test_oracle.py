@@ -91,21 +91,29 @@ def train_engine(topology, modules, data, labels, task, kind, plan):
     return machines[topology.label_owner].result
 
 
+def forward_all(topology, modules, data, rows, given=None) -> dict[str, torch.Tensor]:
+    """Every segment's output on batch ``rows``, in topological order; ``given`` replaces some segments' outputs."""
+    out: dict[str, torch.Tensor] = {}
+    for seg in topology.segments:
+        m = modules[seg.name]
+        if given and seg.name in given:
+            out[seg.name] = given[seg.name]
+        elif seg.is_source:
+            out[seg.name] = m(*(t[rows] for t in data[seg.name]))
+        elif len(seg.inputs) == 1:
+            out[seg.name] = m(out[seg.inputs[0]])
+        else:
+            out[seg.name] = m({i: out[i] for i in seg.inputs})
+    return out
+
+
 def train_reference(topology, modules, data, labels, task, kind, plan):
     """Plain PyTorch: forward every segment in order, one loss, one backward, one optimizer step."""
     loss_fn = make_task(task).loss
     opt = make_optimizer(kind, (p for m in modules.values() for p in m.parameters()))
     for rows in plan.batches(0):
         rows = torch.from_numpy(rows)
-        out: dict[str, torch.Tensor] = {}
-        for seg in topology.segments:
-            m = modules[seg.name]
-            if seg.is_source:
-                out[seg.name] = m(*(t[rows] for t in data[seg.name]))
-            elif len(seg.inputs) == 1:
-                out[seg.name] = m(out[seg.inputs[0]])
-            else:
-                out[seg.name] = m({i: out[i] for i in seg.inputs})
+        out = forward_all(topology, modules, data, rows)
         loss = loss_fn(out[topology.loss_segment.name], labels[rows])
         opt.zero_grad()
         loss.backward()

@@ -20,6 +20,7 @@ from test_oracle import (
     BATCH,
     N_STEPS,
     N_VALID,
+    forward_all,
     make_data,
     make_labels,
     make_optimizer,
@@ -41,17 +42,8 @@ TOPOLOGIES = {
 
 def _coordinator_step(topology, modules, data, labels, loss_fn, opt, rows, sent):
     """One fresh step of everything the coordinator owns, on the source parties' activations ``sent``."""
-    out, leaves = {}, {}
-    for seg in topology.segments:
-        m = modules[seg.name]
-        if seg.name in sent:
-            out[seg.name] = leaves[seg.name] = sent[seg.name].detach().requires_grad_()
-        elif seg.is_source:
-            out[seg.name] = m(*(t[rows] for t in data[seg.name]))
-        elif len(seg.inputs) == 1:
-            out[seg.name] = m(out[seg.inputs[0]])
-        else:
-            out[seg.name] = m({i: out[i] for i in seg.inputs})
+    leaves = {name: h.detach().requires_grad_() for name, h in sent.items()}
+    out = forward_all(topology, modules, data, rows, given=leaves)
     loss = loss_fn(out[topology.loss_segment.name], labels[rows])
     opt.zero_grad()
     loss.backward()

@@ -77,13 +77,18 @@ def open_channels(
         with Listener(credentials, address=address, options=options) as listener:
             return listener.accept_all(deadline_s=deadline_s)
     if role == "dial":
-        if len(credentials.pins) != 1:
-            raise ConfigError(
-                f"{me}: a dialing party connects to exactly one peer (the label party), got {sorted(credentials.pins)}"
-            )
-        (hub,) = credentials.pins
+        hub = the_hub(credentials)
         return {hub: dial(credentials, peer=hub, address=address, deadline_s=deadline_s, options=options)}
     raise ConfigError(f"{me}: role must be 'listen' or 'dial', got {role!r}")
+
+
+def the_hub(credentials: Credentials) -> str:
+    """The one peer a dialing party connects to (the hub), or a :class:`ConfigError` if it pins another number."""
+    if len(credentials.pins) != 1:
+        raise ConfigError(f"{credentials.party}: a dialing party connects to exactly one peer (the label party), got "
+                          f"{sorted(credentials.pins)}")
+    (hub,) = credentials.pins
+    return hub
 
 
 def dial(

@@ -47,7 +47,7 @@ from typing import Literal
 
 from vsplit.errors import AuthenticationError, ConfigError, ProtocolError, TransportError
 from vsplit.transport import numbered
-from vsplit.transport.connect import DEFAULT_DEADLINE_S, Listener, dial
+from vsplit.transport.connect import DEFAULT_DEADLINE_S, Listener, dial, the_hub
 from vsplit.transport.pinning import Credentials
 from vsplit.transport.resume import ResumableChannel, ResumeOptions, link_options, read_resume
 from vsplit.transport.stream import ChannelOptions
@@ -77,11 +77,7 @@ def open_resumable_channels(
         return StandingListener(credentials, address=address, options=options, resume=resume).accept_all(
             deadline_s=deadline_s)
     if role == "dial":
-        if len(credentials.pins) != 1:
-            raise ConfigError(
-                f"{me}: a dialing party connects to exactly one peer (the label party), got {sorted(credentials.pins)}"
-            )
-        (hub,) = credentials.pins
+        hub = the_hub(credentials)
         return {hub: dial_resumable(credentials, peer=hub, address=address, deadline_s=deadline_s, options=options,
                                     resume=resume)}
     raise ConfigError(f"{me}: role must be 'listen' or 'dial', got {role!r}")

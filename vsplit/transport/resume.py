@@ -59,7 +59,7 @@ from vsplit.errors import AuthenticationError, ConfigError, ProtocolError, Trans
 from vsplit.transport import numbered
 from vsplit.transport.channel import PeerClosed, PeerLost, RecvTimeout, take
 from vsplit.transport.framing import PREFIX_LIMIT
-from vsplit.transport.stream import ChannelOptions, Inbox
+from vsplit.transport.stream import ChannelOptions, Inbox, check_frame
 from vsplit.transport.tls import TlsChannel
 
 log = logging.getLogger(__name__)
@@ -190,13 +190,7 @@ class ResumableChannel:
         """Number and send one frame; while the link is down it waits in the resend buffer."""
         if self._closing:
             raise TransportError(f"channel to {self.peer!r} is closed")
-        if not len(frame):
-            raise TransportError("cannot send an empty frame: on a stream an empty frame is a heartbeat")
-        if len(frame) > self.options.max_frame:
-            raise TransportError(
-                f"frame of {len(frame)} bytes to {self.peer!r} is over the {self.options.max_frame}-byte cap; "
-                "send smaller batches or raise max_frame on both sides"
-            )
+        check_frame(frame, peer=self.peer, max_frame=self.options.max_frame)
         self._wait_for_room(len(frame) + numbered.OVERHEAD)
         with self._send_lock:
             with self._cond:

@@ -47,6 +47,17 @@ CHUNK = 256 * 1024
 _POLL_S = 0.25
 
 
+def check_frame(frame: bytes | bytearray | memoryview, *, peer: str, max_frame: int) -> None:
+    """Refuse a frame a stream cannot carry: empty (that is a heartbeat) or over the ``max_frame`` cap."""
+    if not len(frame):
+        raise TransportError("cannot send an empty frame: on a stream an empty frame is a heartbeat")
+    if len(frame) > max_frame:
+        raise TransportError(
+            f"frame of {len(frame)} bytes to {peer!r} is over the {max_frame}-byte cap; "
+            "send smaller batches or raise max_frame on both sides"
+        )
+
+
 @dataclass(frozen=True)
 class ChannelOptions:
     """Settings of a stream channel; the defaults suit a WAN between two organizations.
@@ -212,13 +223,7 @@ class StreamChannel:
         """Send one frame; a :class:`TransportError` if it is over ``max_frame`` or the connection failed."""
         if self._closed:
             raise TransportError(f"channel to {self.peer!r} is closed")
-        if not len(frame):
-            raise TransportError("cannot send an empty frame: on a stream an empty frame is a heartbeat")
-        if len(frame) > self.options.max_frame:
-            raise TransportError(
-                f"frame of {len(frame)} bytes to {self.peer!r} is over the {self.options.max_frame}-byte cap; "
-                "send smaller batches or raise max_frame on both sides"
-            )
+        check_frame(frame, peer=self.peer, max_frame=self.options.max_frame)
         with self._send_lock:
             self._write(prefix(frame), frame)
             self._counts["frames_sent"] += 1
