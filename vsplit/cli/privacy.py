@@ -72,14 +72,9 @@ def run(args: argparse.Namespace) -> int:
         batch_size=args.batch_size,
         known_labels=args.known_labels,
         aux_rows=args.aux_rows,
-        progress=None if args.quiet else (lambda line: print(line, file=sys.stderr, flush=True)),
+        progress=_progress(args),
     )
-    if args.out:
-        paths = report.write(args.out)
-        if not args.quiet:
-            print("wrote " + ", ".join(str(p) for p in paths.values()), file=sys.stderr)
-    print(report.to_json() if args.json else report.table())
-    return 0
+    return _show(report, args)
 
 
 def _topology_audit(args: argparse.Namespace) -> int:
@@ -88,14 +83,9 @@ def _topology_audit(args: argparse.Namespace) -> int:
     report = audit_topology(
         args.topology, args.preset, defenses=args.defenses, seeds=args.seeds, epochs=args.epochs,
         batch_size=args.batch_size, sizes=ImageAuditSizes.quick() if args.quick else None,
-        progress=None if args.quiet else (lambda line: print(line, file=sys.stderr, flush=True)),
+        progress=_progress(args),
     )
-    if args.out:
-        paths = report.write(args.out)
-        if not args.quiet:
-            print("wrote " + ", ".join(str(p) for p in paths.values()), file=sys.stderr)
-    print(report.to_json() if args.json else report.table())
-    return 0
+    return _show(report, args)
 
 
 def _list_defenses() -> int:
@@ -107,4 +97,19 @@ def _list_defenses() -> int:
         summary = (target.__doc__ or "").strip().splitlines()[0]
         preset = getattr(factory, "keywords", None)
         print(f"{name:26} {summary}" + (f" [{', '.join(f'{k}={v}' for k, v in preset.items())}]" if preset else ""))
+    return 0
+
+
+def _progress(args: argparse.Namespace):
+    """Progress lines to stderr, unless ``--quiet``."""
+    return None if args.quiet else (lambda line: print(line, file=sys.stderr, flush=True))
+
+
+def _show(report, args: argparse.Namespace) -> int:
+    """Write the report files (``--out``), then print its JSON (``--json``) or table."""
+    if args.out:
+        paths = report.write(args.out)
+        if not args.quiet:
+            print("wrote " + ", ".join(str(p) for p in paths.values()), file=sys.stderr)
+    print(report.to_json() if args.json else report.table())
     return 0
