@@ -75,6 +75,34 @@ def test_label_column_configured_on_the_partner(tmp_path):
         load_config(path)
 
 
+VANILLA = "[topology]\nkind = \"vanilla\"\n"
+
+
+@pytest.mark.parametrize(("extra", "expected"), [
+    ('[privacy]\ndetectors = ["gradient_scrutinizer"]\n', "privacy.detectors: only the client of a vanilla split"),
+    (VANILLA + '[privacy]\ndetectors = ["gradient_scrutinizer"]\n', "privacy.detector_labels: a vanilla client's"),
+    (VANILLA + '[privacy]\ndetectors = ["canary_guard"]\ndetector_labels = "y"\n',
+     "privacy.detectors[0]: unknown detector 'canary_guard'; choose from gradient_scrutinizer, splitguard, splitout"),
+    (VANILLA + '[privacy]\ndetectors = ["splitguard"]\ndetector_labels = "y"\n',
+     "privacy.canary_column: needed with detector 'splitguard'"),
+    (VANILLA + '[privacy]\ndetectors = ["splitout:patience=0"]\ndetector_labels = "y"\n',
+     "privacy.detectors[0]: splitout: patience and neighbors must be >= 1"),
+    (VANILLA + '[privacy]\ndetectors = ["splitout"]\ndetector_labels = "y"\n[train]\npipeline_window = 4\n',
+     "privacy.detectors: a client running ahead"),
+    ('[privacy]\ncanary_column = "c"\n', "privacy.canary_column: only used with privacy.detectors"),
+])
+def test_detector_settings_are_checked_where_they_can_run(tmp_path, extra, expected):
+    with pytest.raises(ConfigError) as err:
+        load_config(write(tmp_path, PARTNER + extra))
+    assert expected in str(err.value)
+
+
+def test_a_vanilla_client_with_detectors_loads(tmp_path):
+    extra = VANILLA + '[privacy]\ndetectors = ["gradient_scrutinizer", "splitout:patience=5"]\ndetector_labels = "y"\n'
+    assert load_config(write(tmp_path, PARTNER + extra)).privacy.detectors == ("gradient_scrutinizer",
+                                                                              "splitout:patience=5")
+
+
 def test_dotted_override_and_bad_override(tmp_path):
     path = write(tmp_path, PARTNER)
     assert load_config(path, overrides=["train.epochs=5", "train.lr=0.01"]).train.epochs == 5

@@ -108,3 +108,42 @@ def _info():
     from vsplit.protocol.training.hooks import StepInfo
 
     return StepInfo(party="client", epoch=0, step=0, rows=np.arange(4))
+
+
+def test_client_detectors_bind_through_the_alignment_and_warm_splitout_up_without_changing_training():
+    from vsplit.app.local import run_sessions
+    from vsplit.app.session import Schedule, train_session
+    from vsplit.party import FeatureParty, LabelParty
+    from vsplit.privacy.detectors.client import ClientDetectors
+    from vsplit.topology import Topology
+
+    rng = np.random.default_rng(0)
+    ids = [f"c{i:03d}" for i in range(240)]
+    x = rng.normal(size=(240, 4))
+    y = (x[:, 0] + 0.3 * rng.normal(size=240) > 0).astype(int)
+    order = rng.permutation(240)  # the client's table in its own order, not the aligned one
+    client_table = pd.DataFrame({"customer_id": np.array(ids)[order], **{f"x{j}": x[order, j] for j in range(4)}})
+    server_table = pd.DataFrame({"customer_id": ids, "y": y})
+    topology = Topology.vanilla(client="client", server="server")
+
+    def fit(prepare=None, hooks=None):
+        client = FeatureParty("client", client_table, seed=0)
+        server = LabelParty("server", server_table, label="y", seed=0)
+        schedule = Schedule(epochs=2, batch_size=32)
+        out = run_sessions({"client": train_session(client, topology, schedule=schedule, hooks=hooks,
+                                                    prepare=prepare),
+                            "server": train_session(server, topology, schedule=schedule)}, session=b"d" * 16)
+        return client, out["client"]
+
+    plain, _ = fit()
+    watch = ClientDetectors(["splitout:patience=1000", "gradient_scrutinizer:threshold=-1"], party="client",
+                            labels=y[order], warm_up_epochs=1, batch_size=32)
+    watched, outcome = fit(prepare=watch.prepare, hooks=watch.hooks())
+    splitout, scrutinizer = watch.detectors
+    assert splitout.model_ is not None and len(splitout.history) == scrutinizer.batches > 0
+    # labels bound in aligned order: the client's table row of each aligned position
+    assert scrutinizer.labels.tolist() == y[order][outcome.rows].tolist()
+    assert scrutinizer.labels.tolist() == y[np.argsort(ids)].tolist()
+    for (k, a), b in zip(plain.segment_models["bottom"].state_dict().items(),
+                         watched.segment_models["bottom"].state_dict().values(), strict=True):
+        assert torch.equal(a, b), k

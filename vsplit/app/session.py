@@ -109,11 +109,13 @@ def train_session(
     checkpointing: tuple[int, Callable | None, Callable | None] = (-1, None, None),
     placed: Mapping[str, tuple[nn.Module, Any]] | None = None,
     rows: np.ndarray | None = None,
+    prepare: Callable[[Any, np.ndarray], None] | None = None,
 ) -> Session:
     """Align, then train this party's segments of ``topology``.
 
     ``rows`` skips the alignment (rows already aligned, in the agreed order). ``placed`` (coordinator only) holds
-    other parties' segments placed here with their aligned rows: the centralized baseline.
+    other parties' segments placed here with their aligned rows: the centralized baseline. ``prepare(machine, rows)``
+    runs once the training machine is built, before it starts (e.g. binding a client's detectors to aligned labels).
     """
     if rows is not None:
         outcome = Outcome(rows=rows)
@@ -138,6 +140,8 @@ def train_session(
         )
     else:
         machine = party.trainer(topology=topology, observers=hooks.observers.get(party.name, ()), **common)
+    if prepare is not None:
+        prepare(machine, outcome.rows)
     outcome.result = yield "train", machine
     outcome.extra["machine"] = machine
     return outcome

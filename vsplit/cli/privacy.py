@@ -5,11 +5,13 @@
   vsplit privacy audit --topology vanilla --preset digits --quick --out audit-vanilla/
   vsplit privacy audit --topology u_shaped --preset bank_marketing --defense none --defense clip_noise
   vsplit privacy defenses
+  vsplit privacy detectors
 
 ``audit`` trains once per defense setting and seed, runs every attack (label leakage from gradients, model
 completion, feature reconstruction) and prints a table of test AUC and leakage per setting (means over seeds), or
 with ``--json`` one JSON list of rows. ``--out DIR`` also writes report.md, report.json and privacy_utility.png.
-A defense is ``name`` or ``name:key=value,...``; ``a+b`` combines two. ``defenses`` lists them.
+A defense is ``name`` or ``name:key=value,...``; ``a+b`` combines two. ``defenses`` lists them; ``detectors`` lists
+what a vanilla or U-shaped client can run against a hijacking server (``[privacy] detectors`` in its party.toml).
 
 ``--topology`` (default ``vertical``) audits the other splits: ``vanilla`` on an image preset (``digits``) inverts
 the client's activations at every module cut and runs a hijacking server (FSHA) against the client's detectors, on
@@ -49,11 +51,18 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     audit.add_argument("--out", default=None, metavar="DIR", help="write report.md, report.json and the plot here")
     audit.add_argument("--quiet", action="store_true", help="no progress lines on standard error")
     sub.add_parser("defenses", help="list the defense names and named settings")
+    sub.add_parser("detectors", help="list the detectors a client can run against a hijacking server")
 
 
 def run(args: argparse.Namespace) -> int:
     if args.privacy_command == "defenses":
-        return _list_defenses()
+        from vsplit.privacy.defenses import DEFENSES
+
+        return _list(DEFENSES)
+    if args.privacy_command == "detectors":
+        from vsplit.privacy.detectors import DETECTORS
+
+        return _list(DETECTORS)
     from vsplit.datasets import PRESETS
     from vsplit.errors import ConfigError
     from vsplit.privacy import DEFAULT_AUDIT_DEFENSES, audit
@@ -88,11 +97,12 @@ def _topology_audit(args: argparse.Namespace) -> int:
     return _show(report, args)
 
 
-def _list_defenses() -> int:
-    from vsplit.privacy.defenses import DEFENSES
+def _list(registry) -> int:
+    """One line per registered name: its summary and named settings."""
+    import vsplit.privacy.detectors.registry  # noqa: F401  (registers every detector)
 
-    for name in DEFENSES.names():
-        factory = DEFENSES.get(name)
+    for name in registry.names():
+        factory = registry.get(name)
         target = getattr(factory, "func", factory)
         summary = (target.__doc__ or "").strip().splitlines()[0]
         preset = getattr(factory, "keywords", None)

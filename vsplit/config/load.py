@@ -244,6 +244,7 @@ def _cross_checks(config: PartyConfig, folder: Path, *, check_files: bool) -> li
     if not 0 <= train.validation_fraction < 1:
         errors.append(f"train.validation_fraction: must be in [0, 1), got {train.validation_fraction}")
     errors += _defense_checks(config)
+    errors += _detector_checks(config)
     errors += _compression_checks(config)
     if check_files:
         if data.path and not (folder / data.path).is_file():
@@ -280,6 +281,45 @@ def _defense_checks(config: PartyConfig) -> list[str]:
         if wrong in used:
             errors.append(f"privacy.defenses[{i}]: {text!r} runs at the {wrong} party, not at this {config.party.role} "
                           f"party; configure it in the {wrong} party's party.toml")
+    return errors
+
+
+def _detector_checks(config: PartyConfig) -> list[str]:
+    from vsplit.privacy.detectors import NAMES  # the names only: no PyTorch
+
+    privacy, kind, role = config.privacy, config.topology.kind, config.party.role
+    if not privacy.detectors:
+        extra = [key for key in ("detector_labels", "canary_column") if getattr(privacy, key) is not None]
+        return [f"privacy.{key}: only used with privacy.detectors; remove it or configure detectors" for key in extra]
+    client = (kind, role) in (("vanilla", "feature"), ("u_shaped", "label"))
+    if not client:
+        return ["privacy.detectors: only the client of a vanilla split (role feature) or of a u_shaped split (role "
+                "label) runs detectors: it receives the server's gradients and knows the labels; remove them here"]
+    errors = []
+    names = []
+    for i, text in enumerate(privacy.detectors):
+        name = text.partition(":")[0].strip()
+        names.append(name)
+        if name not in NAMES:
+            errors.append(f"privacy.detectors[{i}]: unknown detector {name!r}; choose from {', '.join(NAMES)}")
+        elif ":" in text:
+            from vsplit.privacy.detectors import make_detector  # options: the class checks them (loads PyTorch)
+
+            try:
+                make_detector(text)
+            except ConfigError as exc:
+                errors.append(f"privacy.detectors[{i}]: {exc}")
+    if kind == "vanilla" and not privacy.detector_labels:
+        errors.append("privacy.detector_labels: a vanilla client's detectors need the labels it handed the server; "
+                      "name the column of its table that holds them")
+    if kind == "u_shaped" and privacy.detector_labels:
+        errors.append("privacy.detector_labels: a u_shaped client's detectors use its own data.label; remove it")
+    if ("splitguard" in names) != (privacy.canary_column is not None):
+        errors.append("privacy.canary_column: needed with detector 'splitguard' and only then: name the true/false "
+                      "column flagging the canary rows (vsplit.privacy.detectors.plant_canaries makes them)")
+    if config.train.pipeline_window * config.train.local_steps > 1:
+        errors.append("privacy.detectors: a client running ahead (train.pipeline_window, train.local_steps) has sent "
+                      "later activations before it judges a gradient; set both to 1 to run detectors")
     return errors
 
 

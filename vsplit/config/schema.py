@@ -108,6 +108,14 @@ class PrivacySection:
     #: defenses this party runs, as `vsplit privacy defenses` lists them (e.g. "clip_noise" at the label party,
     #: "nopeek" or "embedding_noise" at a feature party); several are joined with "+" or listed
     defenses: tuple[str, ...] = ()
+    #: detectors of a hijacking server this client runs on the gradients it receives, as `vsplit privacy detectors`
+    #: lists them (e.g. "gradient_scrutinizer", "splitout:patience=5"): only the client of a vanilla or U-shaped
+    #: split, which knows the labels; on detection it stops before its next activations leave
+    detectors: tuple[str, ...] = ()
+    #: vanilla client with detectors: the column of its table with the labels it handed the server (not an input)
+    detector_labels: str | None = None
+    #: with "splitguard": the column (true/false) flagging the canary rows whose labels were faked (not an input)
+    canary_column: str | None = None
 
 
 @dataclass(frozen=True)

@@ -95,11 +95,46 @@ class PartyNode:
             features=config.data.features,
             label=config.data.label,
         )
+        self.detector_columns = self._detector_columns()
         self.party = self._build_party(self.table)
         self.topology: Topology = topology_of(config, label_has_features=getattr(self.party, "has_features", True))
         self._hooks: Any = None
 
     # -- building ----------------------------------------------------------------------------------------------------
+    def _detector_columns(self) -> dict[str, np.ndarray]:
+        """Take the detectors' label and canary columns (``privacy.detector_labels``, ``privacy.canary_column``) out
+        of the table, so they are never model inputs."""
+        p, found = self.config.privacy, {}
+        for key in ("detector_labels", "canary_column"):
+            column = getattr(p, key)
+            if column is None or self.table is None:
+                continue
+            if column not in self.table.columns:
+                raise ConfigError(f"privacy.{key}: column {column!r} not in {self.config.data.path} (it has "
+                                  f"{list(self.table.columns)}); fix the column name")
+            found[key] = self.table[column].to_numpy()
+            self.table = self.table.drop(columns=[column])
+        if "canary_column" in found:
+            flags = found["canary_column"]
+            if flags.dtype != bool and not set(pd.unique(flags)) <= {0, 1}:
+                raise ConfigError(f"privacy.canary_column: {p.canary_column!r} must hold true/false (or 1/0)")
+            found["canary_column"] = flags.astype(bool)
+        return found
+
+    def detectors(self) -> Any:
+        """This client's detectors (``privacy.detectors``), or None."""
+        if not self.config.privacy.detectors:
+            return None
+        from vsplit.privacy.detectors.client import ClientDetectors
+
+        assert self.table is not None
+        cols = self.detector_columns
+        labels = cols["detector_labels"] if "detector_labels" in cols else self.table[self.config.data.label]
+        t = self.config.train
+        return ClientDetectors(self.config.privacy.detectors, party=self.name, labels=np.asarray(labels),
+                               canaries=cols.get("canary_column"), seed=derive_seed(t.seed, "detectors"), lr=t.lr,
+                               batch_size=t.batch_size)
+
     def _settings(self) -> ModelSettings:
         m, t, d, n = self.config.model, self.config.train, self.config.data, self.config.network
         return ModelSettings(
@@ -298,10 +333,15 @@ class PartyNode:
         clock = EpochClock()
         callbacks = [TqdmProgress(desc=f"{self.name} epoch", disable=not self.progress), clock]
         hooks = self._hooks = self.defense_hooks()
+        detectors = self.detectors()
+        if detectors is not None:
+            from vsplit.privacy.hooks import merge_hooks
+
+            hooks = merge_hooks(hooks, detectors.hooks())
         then_score = self.role == "label" and bool(self.config.data.test_path)
         session = train_session(self.party, self.topology, schedule=self.schedule(then_score=then_score),
                                 psi=self.psi_settings(), hooks=hooks, callbacks=callbacks,
-                                checkpointing=checkpointing)
+                                checkpointing=checkpointing, prepare=detectors and detectors.prepare)
         outcome = self._drive(session, pump, seconds)
         outcome.extra["clock"] = clock
         return outcome

@@ -78,7 +78,7 @@ def plant_canaries(
     truth = server.set_index(id_column)[label].reindex(picked[id_column]).to_numpy()
     fake = [classes[(classes.index(t) + int(rng.integers(1, len(classes)))) % len(classes)] for t in truth]
     copies = picked.assign(**{id_column: ids})
-    labels = pd.DataFrame({id_column: ids, label: np.asarray(fake, dtype=server[label].dtype)})
+    labels = pd.DataFrame({id_column: ids, label: pd.array(fake, dtype=server[label].dtype)})
     client_out = pd.concat([client, copies], ignore_index=True)
     server_out = pd.concat([server, labels[server.columns]], ignore_index=True)
     order = rng.permutation(len(client_out))
