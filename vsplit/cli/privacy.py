@@ -60,7 +60,7 @@ def run(args: argparse.Namespace) -> int:
 
         return _list(DEFENSES)
     if args.privacy_command == "detectors":
-        from vsplit.privacy.detectors import DETECTORS
+        from vsplit.privacy.detectors.registry import DETECTORS  # registers every detector
 
         return _list(DETECTORS)
     from vsplit.datasets import PRESETS
@@ -99,8 +99,6 @@ def _topology_audit(args: argparse.Namespace) -> int:
 
 def _list(registry) -> int:
     """One line per registered name: its summary and named settings."""
-    import vsplit.privacy.detectors.registry  # noqa: F401  (registers every detector)
-
     for name in registry.names():
         factory = registry.get(name)
         target = getattr(factory, "func", factory)
