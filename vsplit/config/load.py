@@ -245,6 +245,7 @@ def _cross_checks(config: PartyConfig, folder: Path, *, check_files: bool) -> li
         errors.append(f"train.validation_fraction: must be in [0, 1), got {train.validation_fraction}")
     errors += _defense_checks(config)
     errors += _compression_checks(config)
+    errors += _psi_checks(config)
     if check_files:
         if data.path and not (folder / data.path).is_file():
             errors.append(f"data.path: {folder / data.path} not found; point it at this party's CSV or Parquet file")
@@ -280,6 +281,27 @@ def _defense_checks(config: PartyConfig) -> list[str]:
         if wrong in used:
             errors.append(f"privacy.defenses[{i}]: {text!r} runs at the {wrong} party, not at this {config.party.role} "
                           f"party; configure it in the {wrong} party's party.toml")
+    return errors
+
+
+def _psi_checks(config: PartyConfig) -> list[str]:
+    import importlib.util
+
+    from vsplit.psi.buckets import MAX_BUCKETS
+
+    psi, errors = config.psi, []
+    if not 1 <= psi.buckets <= MAX_BUCKETS:
+        errors.append(f"psi.buckets: must be 1 (no buckets) to {MAX_BUCKETS}, got {psi.buckets}; 16 is a good value")
+    for key, value in (("psi.memory_budget_mb", psi.memory_budget_mb), ("psi.workers", psi.workers)):
+        if value < 0:
+            errors.append(f"{key}: must be 0 or more, got {value}")
+    if psi.backend not in ("process", "ray"):
+        errors.append(f"psi.backend: must be one of process, ray; got {psi.backend!r}")
+    elif psi.backend == "ray" and importlib.util.find_spec("ray") is None:
+        errors.append("psi.backend: 'ray' needs Ray, which is not installed here; pip install 'vsplit[ray]' (or set "
+                      "psi.backend = \"process\")")
+    elif psi.backend == "process" and psi.ray_address:
+        errors.append("psi.ray_address: only used with psi.backend = \"ray\"; set the backend or remove the address")
     return errors
 
 

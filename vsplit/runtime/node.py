@@ -98,6 +98,7 @@ class PartyNode:
         self.party = self._build_party(self.table)
         self.topology: Topology = topology_of(config, label_has_features=getattr(self.party, "has_features", True))
         self._hooks: Any = None
+        self._psi_backend: Any = None  # opened for the run by run(), from [psi] backend and workers
 
     # -- building ----------------------------------------------------------------------------------------------------
     def _settings(self) -> ModelSettings:
@@ -172,6 +173,7 @@ class PartyNode:
                     timeout=self.config.network.read_timeout_s)
         scored = None
         try:
+            self._psi_backend = self.open_psi_backend()
             outcome = self._train(pump, checkpointing, seconds)
             result = NodeResult(party=self.name, role=self.role, psi={})
             if isinstance(self.party, LabelParty):
@@ -190,6 +192,9 @@ class PartyNode:
         finally:
             for channel in channels.values():
                 channel.close()
+            if self._psi_backend is not None:
+                self._psi_backend.close()
+                self._psi_backend = None
         result.psi = {"train": psi_summary(outcome.alignment)} if outcome.alignment is not None else {}
         result.comm = pump.stats.as_dict()
         if scored is not None:
@@ -233,8 +238,19 @@ class PartyNode:
         from vsplit.psi import IdPolicy, PsiConfig
 
         psi = self.config.psi
-        return PsiSettings(config=PsiConfig(reveal=psi.reveal, context=self.config.output.run_id),
-                           policy=IdPolicy(casefold=psi.case_fold, dedupe=psi.duplicates))
+        config = PsiConfig(reveal=psi.reveal, context=self.config.output.run_id, buckets=psi.buckets,
+                           memory_budget_mb=psi.memory_budget_mb)
+        return PsiSettings(config=config, policy=IdPolicy(casefold=psi.case_fold, dedupe=psi.duplicates),
+                           backend=self._psi_backend)
+
+    def open_psi_backend(self) -> Any:
+        """Where this party's PSI curve arithmetic runs (``[psi] backend``, ``workers``, ``ray_address``)."""
+        if self.role == "compute":
+            return None
+        from vsplit.psi.parallel import open_backend
+
+        psi = self.config.psi
+        return open_backend(psi.backend, workers=psi.workers, ray_address=psi.ray_address)
 
     def schedule(self, *, then_score: bool = False) -> Schedule:
         t = self.config.train
