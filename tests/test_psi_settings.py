@@ -54,3 +54,14 @@ def test_the_ray_backend_without_ray_installed_says_how_to_install_it(tmp_path, 
     with pytest.raises(ConfigError, match=r"psi.backend: 'ray' needs Ray, which is not installed here; pip install "
                                           r"'vsplit\[ray\]'"):
         load_config(write(tmp_path, PARTNER + '[psi]\nbackend = "ray"\n'))
+
+
+def test_data_stream_trains_from_the_parquet_file_and_needs_one(tmp_path):
+    import pandas as pd
+
+    pd.DataFrame({"customer_id": ["1", "2"], "x": [2.0, 3.0]}).to_parquet(tmp_path / "partner.parquet")
+    path = write(tmp_path, PARTNER.replace('path = "partner.csv"', 'path = "partner.parquet"\nstream = true'))
+    node = PartyNode(load_config(path), progress=False)
+    assert node.party._stream[0].endswith("partner.parquet") and node.party.inputs[0].shape[0] == 0
+    with pytest.raises(ConfigError, match=r"data\.stream: reads batches from a Parquet file"):
+        load_config(write(tmp_path, PARTNER.replace('path = "partner.csv"', 'path = "partner.csv"\nstream = true')))

@@ -198,6 +198,9 @@ def _cross_checks(config: PartyConfig, folder: Path, *, check_files: bool) -> li
         errors.append(_LABEL_ON_FEATURE)
     if party.role != "compute" and not data.path:
         errors.append("data.path: missing; point it at this party's CSV or Parquet file")
+    if data.stream and not data.path.lower().endswith((".parquet", ".pq")):
+        errors.append(f"data.stream: reads batches from a Parquet file, and data.path is {data.path!r}; convert it "
+                      "to Parquet or set stream = false")
     if party.role == "compute" and (data.path or data.test_path):
         errors.append("data: a compute party holds no data; remove data.path and data.test_path")
     if party.role == "compute" and kind != "u_shaped":

@@ -64,6 +64,9 @@ class DataSection:
     scaling: str = "quantile"
     #: a held-out table (same columns) the pilot scores after training
     test_path: str | None = None
+    #: train on the aligned rows read from data.path (a Parquet file) batch by batch, not held as tensors
+    #: (docs/psi.md, "Training from Parquet"); same model, bit for bit
+    stream: bool = False
 
 
 @dataclass(frozen=True)

@@ -96,6 +96,8 @@ class PartyNode:
             label=config.data.label,
         )
         self.party = self._build_party(self.table)
+        if config.data.stream and self.role != "compute":
+            self.party.stream_from(str(resolve(config, config.data.path)))
         self.topology: Topology = topology_of(config, label_has_features=getattr(self.party, "has_features", True))
         self._hooks: Any = None
         self._psi_backend: Any = None  # opened for the run by run(), from [psi] backend and workers
