@@ -360,9 +360,16 @@ class PairExchange:
             raise ProtocolError(f"{lost}, after {MAX_REDOS} redo rounds; check the cluster and rerun the PSI",
                                 code=AbortCode.INTERNAL_ERROR)
         # While waiting for an echo only buckets below the awaited one are processed, so this one is lower still.
-        self._void_from(needed[0])
-        self._waiting = needed[0]
-        self._outbox.append(Redo(bucket=needed[0]))
+        self._waiting = self._void_down(needed[0])
+        self._outbox.append(Redo(bucket=self._waiting))
+
+    def _void_down(self, first: int) -> int:
+        """Void from ``first``, and lower while renewing finds more lost buckets that still need their scalars."""
+        extra = self._void_from(first)
+        while more := [b for b in extra if b < first and self._needs_scalar(b)]:
+            first = more[0]
+            extra = self._void_from(first)
+        return first
 
     def _on_redo(self, msg: Redo) -> None:
         if msg.bucket >= self._config.buckets or not self.peer_hello or not self.peer_hello.redo:
@@ -375,16 +382,19 @@ class PairExchange:
             return  # the peer's own request crossed ours; it voids down to ours and echoes it
         if len(self.redone) >= MAX_REDOS:
             raise violation(f"more than {MAX_REDOS} Redo requests in one exchange")
-        self._void_from(msg.bucket)
+        extra = self._void_from(msg.bucket)
         self._waiting = None
         self._outbox.append(Redo(bucket=msg.bucket))
+        if extra:  # renewing found this side's own losses: ask for those after the echo
+            self._lost(ScalarLost(extra, why="found while renewing"))
 
-    def _void_from(self, first: int) -> None:
-        """Forget everything either side sent for buckets ``first..B-1``; renew their scalars."""
+    def _void_from(self, first: int) -> list[int]:
+        """Forget everything either side sent for buckets ``first..B-1`` and renew their scalars; return the other
+        buckets the scalar owner found lost meanwhile."""
         assert self.prepared is not None
         self.redone.append(first)
         buckets = range(first, self._config.buckets)
-        self._keys.renew(buckets)
+        extra = self._keys.renew(buckets)
         own_start = first * self._own_per_bucket()
         self._sent, self._answered = min(self._sent, own_start), min(self._answered, own_start)
         self._submitted = min(self._submitted, own_start)
@@ -400,6 +410,7 @@ class PairExchange:
             self._peer_seen = first * chunks_per_bucket(size, self._config.chunk)
             self._peer_offset = first * size
             self._peer_bucket, self._peer_in_bucket = first, 0
+        return extra
 
     # -- completion ------------------------------------------------------------------------------------------------
     def _check_complete(self) -> None:

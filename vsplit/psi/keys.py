@@ -58,8 +58,9 @@ class BucketKeys(Protocol):
     def submit(self, bucket: int, points: np.ndarray) -> Pending:
         """Start blinding ``points`` ((n, 32) uint8) with bucket ``bucket``'s scalar."""
 
-    def renew(self, buckets: Iterable[int]) -> None:
-        """Replace the scalars of ``buckets`` with fresh ones."""
+    def renew(self, buckets: Iterable[int]) -> list[int]:
+        """Replace the scalars of ``buckets`` with fresh ones; return any *other* buckets whose scalars were found
+        lost meanwhile (their owner died), which now have fresh ones too."""
 
     def close(self) -> None:
         """Forget every scalar."""
@@ -97,9 +98,10 @@ class LocalKeys:
         scalar = self._scalars[bucket]
         return _Deferred(lambda: self._backend.blind(points, scalar=scalar))
 
-    def renew(self, buckets: Iterable[int]) -> None:
+    def renew(self, buckets: Iterable[int]) -> list[int]:
         for k in buckets:
             self._scalars[k] = curve.new_scalar()
+        return []
 
     def close(self) -> None:
         self._scalars = []

@@ -186,30 +186,34 @@ class RayKeys:
         try:
             out = self._ray.get(pending._ref)
         except (errors.RayActorError, errors.ObjectLostError) as exc:
-            lost = self._replace(pending.actor)
-            raise ScalarLost([*lost, pending.bucket], why=type(exc).__name__) from None
+            raise ScalarLost([*self._replace(pending.actor), pending.bucket], why=type(exc).__name__) from None
         if out is None:
             raise curve.LowOrderPoint("a u-coordinate of small order was sent; the peer is not following the protocol")
         return out
 
     def _replace(self, dead: int) -> list[int]:
-        """Hand the buckets of the dead actor to live ones, with fresh scalars; return those buckets."""
+        """Hand the buckets of the dead actor to live ones, with fresh scalars; return every bucket that lost its."""
         self._backend.dead(dead)
         lost = [k for k, owner in self._owner.items() if owner == dead]
         alive = self._backend.alive()
         for i, k in enumerate(lost):
             self._owner[k] = alive[i % len(alive)]
-        self.renew(lost)
-        return lost
+        return [*lost, *self.renew(lost)]
 
-    def renew(self, buckets: Iterable[int]) -> None:
+    def renew(self, buckets: Iterable[int]) -> list[int]:
+        """Fresh scalars for ``buckets``; returns the other buckets whose scalars died with an actor found dead."""
+        wanted = set(buckets)
         by_actor: dict[int, list[int]] = {}
-        for k in buckets:
+        for k in wanted:
             by_actor.setdefault(self._owner[k], []).append(k)
-        try:
-            self._ray.get([self._backend.actor(a).renew.remote(self._ring, ks) for a, ks in by_actor.items()])
-        except self._ray.exceptions.RayActorError as exc:
-            raise VsplitError(f"a Ray worker died while renewing PSI scalars ({exc}); rerun the PSI") from None
+        refs = {a: self._backend.actor(a).renew.remote(self._ring, ks) for a, ks in by_actor.items()}
+        extra: list[int] = []
+        for actor, ref in refs.items():
+            try:
+                self._ray.get(ref)
+            except self._ray.exceptions.RayActorError:
+                extra += self._replace(actor)
+        return sorted(set(extra) - wanted)
 
     def close(self) -> None:
         for actor in set(self._owner.values()):
