@@ -2,7 +2,7 @@
 
     python benchmarks/psi.py --size N [--partner-size M] [--overlap F] [--reveal both|label_party]
                              [--workers W] [--buckets B] [--memory-budget-mb M] [--transport socket|tls]
-                             [--vs-openmined]
+                             [--backend process|ray] [--vs-openmined]
 
 The parent writes each party's IDs to a Parquet file (so the parties stream them and their memory is their own),
 starts the label party and the partner as separate processes joined by a channel - a local Unix socket by default,
@@ -20,6 +20,9 @@ same IDs in the same order, and prints ONE JSON object::
 hashed IDs to files by bucket when they exceed ``M`` MiB (``psi.memory_budget_mb``). ``core_us_per_id`` is, per
 party, its CPU time (main process plus workers) in microseconds per ID it handled (its own plus the peer's, each
 blinded once by it): the per-core cost of the protocol, which does not depend on how many cores ran it.
+``--backend ray`` runs each party's curve arithmetic in ``W`` Ray actors that keep the bucket scalars
+(:mod:`vsplit.psi.ray_backend`), each party on its own local Ray; its workers are then the actors, and
+``cpu_seconds`` leaves out Ray's own daemons (raylet, GCS), whose CPU time ``ray_daemon_cpu_seconds`` reports.
 ``seconds_including_startup`` is the wall time from starting the two party processes to both results (interpreter
 start-up, imports, worker pools, connecting); ``seconds`` is the PSI run alone.
 ``cpu_seconds`` (main process plus workers, per party) does not depend on other load: on an idle machine the wall
@@ -89,6 +92,21 @@ def _cpu_seconds(pids: list[int]) -> float:
     return total
 
 
+def _ray_daemons(exclude: list[int]) -> list[int]:
+    """This process's child processes that are not its workers: the local Ray's daemons."""
+    me = os.getpid()
+    found = []
+    for entry in Path("/proc").iterdir():
+        if entry.name.isdigit() and int(entry.name) not in exclude:
+            try:
+                parent = int((entry / "stat").read_text().rsplit(")", 1)[1].split()[1])
+            except (OSError, ValueError, IndexError):
+                continue
+            if parent == me:
+                found.append(int(entry.name))
+    return found
+
+
 def _channel(role: str, spec: dict, ready):
     """Open this party's channel to the other party."""
     if spec["transport"] == "socket":
@@ -125,7 +143,12 @@ def party(role: str, table: str, spec: dict, settings: dict, ready, barrier, res
     from vsplit.runtime.pump import Pump
 
     try:
-        backend = ProcessBackend(workers=settings["workers"])
+        if settings["backend"] == "ray":
+            from vsplit.psi.ray_backend import RayBackend
+
+            backend = RayBackend(workers=settings["workers"])
+        else:
+            backend = ProcessBackend(workers=settings["workers"])
         peer = "partner" if role == "label" else "label"
         channel = _channel(role, spec, ready)
         pump = Pump(role, {peer: channel}, session=spec["session"], timeout=600)
@@ -138,9 +161,11 @@ def party(role: str, table: str, spec: dict, settings: dict, ready, barrier, res
             machine = Partner(source, label_party=peer, config=config, backend=backend)
         barrier.wait(120)
         pids = [os.getpid(), *backend.worker_pids()]
-        cpu_before, main_before = _cpu_seconds(pids), _cpu_seconds(pids[:1])
+        daemons = _ray_daemons(pids) if settings["backend"] == "ray" else []
+        cpu_before, main_before, daemons_before = _cpu_seconds(pids), _cpu_seconds(pids[:1]), _cpu_seconds(daemons)
         alignment = run_party(pump, machine)
         cpu, cpu_main = _cpu_seconds(pids) - cpu_before, _cpu_seconds(pids[:1]) - main_before
+        daemon_cpu = _cpu_seconds(daemons) - daemons_before
         rss = _peak_rss_mb(pids)
         rss_main = _peak_rss_mb([os.getpid()])
         rss_workers = [_peak_rss_mb([pid]) for pid in pids[1:]]
@@ -160,6 +185,7 @@ def party(role: str, table: str, spec: dict, settings: dict, ready, barrier, res
                 "size": alignment.stats.size,
                 "cpu_seconds": round(cpu, 2),
                 "cpu_seconds_main": round(cpu_main, 2),
+                "ray_daemon_cpu_seconds": round(daemon_cpu, 2),
             }
         )
     except BaseException as exc:
@@ -222,6 +248,7 @@ def main(argv: list[str] | None = None) -> dict:
     parser.add_argument("--buckets", type=int, default=1, help="PSI buckets per party (1: unbucketed)")
     parser.add_argument("--memory-budget-mb", type=int, default=0, help="spill hashed IDs above this (0: never)")
     parser.add_argument("--transport", choices=["socket", "tls"], default="socket")
+    parser.add_argument("--backend", choices=["process", "ray"], default="process", help="where the curve work runs")
     parser.add_argument("--vs-openmined", action="store_true")
     args = parser.parse_args(argv)
     partner_size = args.partner_size if args.partner_size is not None else args.size
@@ -239,7 +266,7 @@ def main(argv: list[str] | None = None) -> dict:
                 files = write_identity(create_identity(name), tmp / name)
                 spec["identities"][name] = {"cert": str(files.cert_path), "key": str(files.key_path)}
         settings = {"workers": args.workers, "reveal": args.reveal, "buckets": args.buckets,
-                    "memory_budget_mb": args.memory_budget_mb}
+                    "memory_budget_mb": args.memory_budget_mb, "backend": args.backend}
         ready, barrier, results = ctx.Event(), ctx.Barrier(2), ctx.Queue()
         procs = [
             ctx.Process(
@@ -283,6 +310,8 @@ def main(argv: list[str] | None = None) -> dict:
             "points_sent": {r: got[r]["points_sent"] for r in ("label", "partner")},
             "buckets": args.buckets,
             "memory_budget_mb": args.memory_budget_mb,
+            "backend": args.backend,
+            "ray_daemon_cpu_seconds": {r: got[r]["ray_daemon_cpu_seconds"] for r in ("label", "partner")},
             "load_average_before": load_before,
             "expected_intersection": shared,
             "verified": bool(len(rows["label"]) == shared and verify(tmp, rows["label"], rows["partner"])),

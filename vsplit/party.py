@@ -157,6 +157,7 @@ class _Party(_Segments):
         self.model: nn.Module | None = None
         self.inputs: Inputs | None = None
         self.segment_models: dict[str, nn.Module] = {}
+        self._stream: tuple[str, int] | None = None
         if not self.feature_columns:
             if model is not None:
                 raise DataError(f"{name}: a bottom model was given but the table has no feature columns")
@@ -179,10 +180,23 @@ class _Party(_Segments):
         return self.model is not None
 
     def rows_of(self, rows: np.ndarray) -> Inputs:
-        """This party's inputs for its own row indices ``rows`` (an alignment)."""
+        """This party's inputs for its own row indices ``rows`` (an alignment): sliced from its tensors, or, after
+        :meth:`stream_from`, read from Parquet batch by batch (:class:`~vsplit.data.batch_inputs.ParquetInputs`)."""
         assert self.inputs is not None
+        if self._stream is not None:
+            from vsplit.data.batch_inputs import ParquetInputs
+
+            path, cache_groups = self._stream
+            return tuple(ParquetInputs(path, self.preprocessor, rows=rows, cache_groups=cache_groups))
         index = torch.from_numpy(np.asarray(rows, dtype=np.int64))
         return tuple(t[index] for t in self.inputs)
+
+    def stream_from(self, path: str, *, cache_groups: int = 4) -> None:
+        """Train on rows read from the Parquet table at ``path`` (this party's table, same row order) per batch,
+        instead of slicing the aligned rows out of the tensors held in memory; same results, bit for bit."""
+        self._stream = (str(path), cache_groups)
+        if self.inputs is not None:
+            self.inputs = tuple(t[:0] for t in self.inputs)  # free the tensors; keep their dtypes and widths
 
     def source_data(self, topology: Topology, inputs: Inputs | None) -> dict[str, Inputs]:
         """``inputs`` (rows in the aligned order) for each source segment this party owns in ``topology``."""

@@ -50,10 +50,11 @@ class Schedule:
 
 @dataclass(frozen=True)
 class PsiSettings:
-    """How a session aligns its rows: PSI config and ID policy, or a plain join of raw IDs (in one process only)."""
+    """How a session aligns its rows: PSI config, ID policy and where the curve arithmetic runs (``backend``)."""
 
     config: Any = None
     policy: Any = None
+    backend: Any = None
 
 
 @dataclass
@@ -76,8 +77,8 @@ def psi_machine(party: str, topology: Topology, ids: Sequence[object], psi: PsiS
     config = psi.config if psi.config is not None else PsiConfig()
     policy = psi.policy if psi.policy is not None else IdPolicy()
     if party == topology.label_owner:
-        return PsiLabel(list(ids), partners=holders, config=config, policy=policy)
-    return Partner(list(ids), label_party=topology.label_owner, config=config, policy=policy)
+        return PsiLabel(list(ids), partners=holders, config=config, policy=policy, backend=psi.backend)
+    return Partner(list(ids), label_party=topology.label_owner, config=config, policy=policy, backend=psi.backend)
 
 
 def _align(party: AnyParty, topology: Topology, ids: np.ndarray | None, psi: PsiSettings | None) -> Session:

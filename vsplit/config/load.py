@@ -198,6 +198,9 @@ def _cross_checks(config: PartyConfig, folder: Path, *, check_files: bool) -> li
         errors.append(_LABEL_ON_FEATURE)
     if party.role != "compute" and not data.path:
         errors.append("data.path: missing; point it at this party's CSV or Parquet file")
+    if data.stream and not data.path.lower().endswith((".parquet", ".pq")):
+        errors.append(f"data.stream: reads batches from a Parquet file, and data.path is {data.path!r}; convert it "
+                      "to Parquet or set stream = false")
     if party.role == "compute" and (data.path or data.test_path):
         errors.append("data: a compute party holds no data; remove data.path and data.test_path")
     if party.role == "compute" and kind != "u_shaped":
@@ -246,6 +249,7 @@ def _cross_checks(config: PartyConfig, folder: Path, *, check_files: bool) -> li
     errors += _defense_checks(config)
     errors += _detector_checks(config)
     errors += _compression_checks(config)
+    errors += _psi_checks(config)
     if check_files:
         if data.path and not (folder / data.path).is_file():
             errors.append(f"data.path: {folder / data.path} not found; point it at this party's CSV or Parquet file")
@@ -320,6 +324,27 @@ def _detector_checks(config: PartyConfig) -> list[str]:
     if config.train.pipeline_window * config.train.local_steps > 1:
         errors.append("privacy.detectors: a client running ahead (train.pipeline_window, train.local_steps) has sent "
                       "later activations before it judges a gradient; set both to 1 to run detectors")
+    return errors
+
+
+def _psi_checks(config: PartyConfig) -> list[str]:
+    import importlib.util
+
+    from vsplit.psi.buckets import MAX_BUCKETS
+
+    psi, errors = config.psi, []
+    if not 1 <= psi.buckets <= MAX_BUCKETS:
+        errors.append(f"psi.buckets: must be 1 (no buckets) to {MAX_BUCKETS}, got {psi.buckets}; 16 is a good value")
+    for key, value in (("psi.memory_budget_mb", psi.memory_budget_mb), ("psi.workers", psi.workers)):
+        if value < 0:
+            errors.append(f"{key}: must be 0 or more, got {value}")
+    if psi.backend not in ("process", "ray"):
+        errors.append(f"psi.backend: must be one of process, ray; got {psi.backend!r}")
+    elif psi.backend == "ray" and importlib.util.find_spec("ray") is None:
+        errors.append("psi.backend: 'ray' needs Ray, which is not installed here; pip install 'vsplit[ray]' (or set "
+                      "psi.backend = \"process\")")
+    elif psi.backend == "process" and psi.ray_address:
+        errors.append("psi.ray_address: only used with psi.backend = \"ray\"; set the backend or remove the address")
     return errors
 
 

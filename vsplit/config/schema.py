@@ -64,6 +64,9 @@ class DataSection:
     scaling: str = "quantile"
     #: a held-out table (same columns) the pilot scores after training
     test_path: str | None = None
+    #: train on the aligned rows read from data.path (a Parquet file) batch by batch, not held as tensors
+    #: (docs/psi.md, "Training from Parquet"); same model, bit for bit
+    stream: bool = False
 
 
 @dataclass(frozen=True)
@@ -101,6 +104,17 @@ class PsiSection:
     case_fold: bool = False
     duplicates: str = "error"
     reveal: str = "both"
+    #: buckets of bucketed PSI (docs/psi.md); both parties must set the same number (1: unbucketed)
+    buckets: int = 1
+    #: this party's own budget: spill its hashed IDs to disk by bucket above this many MiB (0: keep them in memory)
+    memory_budget_mb: int = 0
+    #: where this party's curve arithmetic runs: "process" (this process, or `workers` local processes) or "ray"
+    #: (Ray actors that keep each bucket's scalar; pip install 'vsplit[ray]')
+    backend: str = "process"
+    #: process: worker processes (0 or 1: this process); ray: actors (0: one per CPU of the cluster)
+    workers: int = 1
+    #: ray: the cluster to join (e.g. "auto" or "ray://head:10001"); empty starts a local Ray on this machine
+    ray_address: str = ""
 
 
 @dataclass(frozen=True)

@@ -12,12 +12,25 @@ chunks against those of its own: as soon as its own are complete, chunk by chunk
 smaller side of an unbalanced pair never stores the larger side's values. Equal double-blinded values are the same
 ID; the exchange ends with, for each match, the value, this side's row and the position in the peer's sent order.
 
+The scalars belong to a :class:`~vsplit.psi.keys.BucketKeys` owner (this process, or Ray actors on other nodes).
+An owner that submits work ahead gets this side's next chunks blinded while the current ones travel. An owner can
+lose the scalars of some buckets (a node died): this side then voids every bucket from the lowest lost one ``k``
+that still needed its scalar, sends :class:`Redo` ``k`` and waits. The peer voids the same buckets, renews their
+scalars and echoes ``Redo(k)``; whatever either side sent for buckets ``>= k`` before the Redo (or before the echo)
+is dropped, everything for earlier buckets stays valid, and both then stream buckets ``k..B-1`` again with fresh
+scalars, in the same layout. Buckets are independent PSI runs, so the union of matches is unchanged. Each side
+keeps the points of a bucket until it is done on both sides, so it can resend them. If both sides ask at once, both
+settle on the lower bucket: a side that receives a Redo for a lower bucket than its own request voids down to it
+and echoes it.
+
 The exchange raises :class:`ProtocolError` (with an abort code) when the peer breaks the protocol, and lets
 :class:`DataError` and :class:`AlignmentError` from this side's own IDs through; the party machines turn them into
 abort codes.
 """
 
 from __future__ import annotations
+
+from collections import deque
 
 import numpy as np
 
@@ -30,10 +43,14 @@ from vsplit.psi.config import PsiConfig
 from vsplit.psi.handshake import check_hello, make_hello, session_salt
 from vsplit.psi.ids import IdPolicy
 from vsplit.psi.index import PointIndex
-from vsplit.psi.messages import Ack, Blinded, Doubled, Hello
+from vsplit.psi.keys import Pending, ScalarLost, keys_for
+from vsplit.psi.messages import Ack, Blinded, Doubled, Hello, Redo
 from vsplit.psi.parallel import Backend
 from vsplit.psi.prepare import PreparedIds, prepare_ids
 from vsplit.psi.sources import IdSource
+
+#: Redo rounds a pair accepts before it calls the peer's requests abuse.
+MAX_REDOS = 16
 
 
 class NothingToAlign(AlignmentError):
@@ -69,14 +86,18 @@ class PairExchange:
         self.role = role
         self.learns = config.reveal == "both" or role == "label"
         self.peer_learns = config.reveal == "both" or role == "partner"
-        self.hello = make_hello(config, role=role, parties=parties, normalisation=policy.spec)
+        self._keys = keys_for(backend, config.buckets)
+        self.hello = make_hello(config, role=role, parties=parties, normalisation=policy.spec,
+                                redo=self._keys.may_lose)
         self.peer_hello: Hello | None = None
-        self._source, self._policy, self._config, self._backend = source, policy, config, backend
-        self._scalars = [curve.new_scalar() for _ in range(config.buckets)]
+        self._source, self._policy, self._config = source, policy, config
+        self._may_redo = self._keys.may_lose  # either side may ask for a Redo (the peer says so in its Hello)
         self.prepared: PreparedIds | None = None
         #: The row sent at each position of this side's sent order (-1: a dummy), filled bucket by bucket.
         self.order = np.zeros(0, np.int64)
-        self._sending: tuple[int, np.ndarray] | None = None  # the bucket being sent and its points
+        self._laid: dict[int, np.ndarray] = {}  # laid-out buckets' points, kept while they may have to be resent
+        self._ahead: deque[tuple[int, int, Pending]] = deque()  # own chunks submitted, not sent: index, bucket, work
+        self._submitted = 0
         self._own_chunks = 0
         self._sent = 0
         self._answered = 0
@@ -89,7 +110,11 @@ class PairExchange:
         self._peer_bucket = 0
         self._peer_in_bucket = 0
         self._pending: dict[int, list[tuple[int, np.ndarray]]] = {}
-        self._found: list[tuple[np.ndarray, np.ndarray, np.ndarray]] = []
+        self._found: list[tuple[int, np.ndarray, np.ndarray, np.ndarray]] = []
+        self._waiting: int | None = None  # the bucket of this side's Redo until the peer echoes it
+        self._outbox: list[Message] = []
+        #: The first bucket of each redo round this pair went through.
+        self.redone: list[int] = []
         self.points_sent = 0
         self.points_received = 0
         self.complete = False
@@ -120,27 +145,40 @@ class PairExchange:
     # -- dispatch --------------------------------------------------------------------------------------------------
     def receive(self, msg: Message) -> list[Message]:
         """Take one message from the peer; return the messages to send back."""
-        if isinstance(msg, Hello):
-            return self._on_hello(msg)
-        if self.prepared is None:
-            raise violation(f"{type(msg).__name__} arrived before the peer's Hello")
-        if self.complete:
-            raise violation(f"{type(msg).__name__} arrived after the exchange was complete")
-        if isinstance(msg, Blinded):
-            out = self._on_blinded(msg)
-        elif isinstance(msg, (Doubled, Ack)):
-            out = self._on_answer(msg)
-        else:
-            raise violation(f"unexpected {type(msg).__name__} during the exchange")
+        if not isinstance(msg, Hello):
+            if self.prepared is None:
+                raise violation(f"{type(msg).__name__} arrived before the peer's Hello")
+            if self.complete:
+                raise violation(f"{type(msg).__name__} arrived after the exchange was complete")
+            if not isinstance(msg, (Blinded, Doubled, Ack, Redo)):
+                raise violation(f"unexpected {type(msg).__name__} during the exchange")
+        try:
+            if isinstance(msg, Hello):
+                self._on_hello(msg)
+            elif isinstance(msg, Redo):
+                self._on_redo(msg)
+            elif self._waiting is not None and msg.bucket >= self._waiting:
+                pass  # sent before the peer saw this side's Redo: void
+            elif isinstance(msg, Blinded):
+                self._on_blinded(msg)
+            else:
+                self._on_answer(msg)
+            if self._waiting is None:
+                self._fill()
+        except ScalarLost as lost:
+            self._lost(lost)
+        self._release_laid()
         self._check_complete()
+        out, self._outbox = self._outbox, []
         return out
 
     # -- handshake -------------------------------------------------------------------------------------------------
-    def _on_hello(self, hello: Hello) -> list[Message]:
+    def _on_hello(self, hello: Hello) -> None:
         if self.peer_hello is not None:
             raise violation("a second Hello in one session")
         check_hello(self.hello, hello)
         self.peer_hello = hello
+        self._may_redo = self._keys.may_lose or hello.redo
         label_hello, partner_hello = (self.hello, hello) if self.role == "label" else (hello, self.hello)
         salt = session_salt(label_hello=label_hello, partner_hello=partner_hello)
         config = self._config
@@ -153,36 +191,60 @@ class PairExchange:
             )
         self.order = np.full(config.buckets * self.prepared.size, -1, np.int64)
         self._own_chunks = config.buckets * chunks_per_bucket(self.prepared.size, config.chunk)
-        return [self._next_own() for _ in range(min(config.window, self._own_chunks))]
 
     # -- own chunks ------------------------------------------------------------------------------------------------
     def _chunk(self, index: int) -> tuple[int, slice]:
         assert self.prepared is not None
         return chunk_of(index, size=self.prepared.size, chunk=self._config.chunk)
 
-    def _next_own(self) -> Blinded:
+    def _own_per_bucket(self) -> int:
         assert self.prepared is not None
-        index = self._sent
-        bucket, positions = self._chunk(index)
-        size = self.prepared.size
-        if self._sending is None or self._sending[0] != bucket:
+        return chunks_per_bucket(self.prepared.size, self._config.chunk)
+
+    def _fill(self) -> None:
+        """Send own chunks while fewer than ``window`` are unanswered."""
+        while self._sent < self._own_chunks and self._sent - self._answered < self._config.window:
+            self._outbox.append(self._next_own())
+
+    def _lay_out(self, bucket: int) -> np.ndarray:
+        """Bucket ``bucket``'s points in sending order (laid out, and its rows recorded, on first use)."""
+        assert self.prepared is not None
+        if bucket not in self._laid:
+            size = self.prepared.size
             order, points = self.prepared.bucket(bucket)
             self.order[bucket * size : (bucket + 1) * size] = order
-            self._sending = (bucket, points)
-            self._answered_in[bucket] = 0
-            if self.learns:
-                self._own_doubles[bucket] = np.empty((size, curve.POINT_BYTES), np.uint8)
-        local = slice(positions.start - bucket * size, positions.stop - bucket * size)
-        points = self._backend.blind(self._sending[1][local], scalar=self._scalars[bucket])
-        self._sent += 1
-        if positions.stop == (bucket + 1) * size:
-            self._sending = None  # the bucket is sent: free its points
-        if self._sent == self._own_chunks:
+            self._laid[bucket] = points
+        return self._laid[bucket]
+
+    def _submit_until(self, stop: int) -> None:
+        """Submit own chunks up to index ``stop`` (exclusive) to the scalar owner."""
+        assert self.prepared is not None
+        size = self.prepared.size
+        while self._submitted < min(stop, self._own_chunks):
+            index = self._submitted
+            bucket, positions = self._chunk(index)
+            points = self._lay_out(bucket)[positions.start - bucket * size : positions.stop - bucket * size]
+            self._ahead.append((index, bucket, self._keys.submit(bucket, points)))
+            self._submitted += 1
+            if positions.stop == (bucket + 1) * size and not self._may_redo:
+                del self._laid[bucket]  # the bucket is submitted: free its points
+        if self._submitted == self._own_chunks:
             self.prepared.store.close()
+
+    def _next_own(self) -> Blinded:
+        assert self.prepared is not None
+        self._submit_until(self._sent + 1 + self._keys.ahead)
+        index, bucket, work = self._ahead[0]
+        points = work.result()
+        self._ahead.popleft()
+        if bucket not in self._own_doubles and self.learns:
+            self._own_doubles[bucket] = np.empty((self.prepared.size, curve.POINT_BYTES), np.uint8)
+        self._answered_in.setdefault(bucket, 0)
+        self._sent += 1
         self.points_sent += len(points)
         return Blinded(index=index, total=self.sent_total, points=points, bucket=bucket)
 
-    def _on_answer(self, msg: Doubled | Ack) -> list[Message]:
+    def _on_answer(self, msg: Doubled | Ack) -> None:
         if msg.index != self._answered or msg.index >= self._sent:
             raise violation(f"answer to chunk {msg.index} out of order (expected {self._answered})")
         assert self.prepared is not None
@@ -207,10 +269,9 @@ class PairExchange:
             for offset, values in self._pending.pop(bucket, []):
                 self._match(bucket, offset, values)
             self._release(bucket)
-        return [self._next_own()] if self._sent < self._own_chunks else []
 
     # -- peer chunks -----------------------------------------------------------------------------------------------
-    def _on_blinded(self, msg: Blinded) -> list[Message]:
+    def _on_blinded(self, msg: Blinded) -> None:
         if msg.index != self._peer_seen:
             raise violation(f"Blinded chunk {msg.index} out of order (expected {self._peer_seen})")
         if self.peer_total is None:
@@ -220,11 +281,12 @@ class PairExchange:
         k = len(msg.points)
         if self._peer_offset + k > msg.total:
             raise violation(f"Blinded chunk {msg.index} of {k} points does not fit the announced {msg.total}")
-        self._check_peer_bucket(msg, k)
+        place = self._peer_place(msg, k)
         try:
-            doubles = self._backend.blind(msg.points, scalar=self._scalars[msg.bucket])
+            doubles = self._keys.submit(msg.bucket, msg.points).result()
         except curve.LowOrderPoint as exc:
             raise violation(f"{exc} (chunk {msg.index})") from None
+        self._peer_bucket, self._peer_in_bucket = place
         if self.learns:
             self._match(msg.bucket, self._peer_offset, doubles)
         self._peer_seen += 1
@@ -234,20 +296,23 @@ class PairExchange:
             self._release(msg.bucket)
         if self.peer_learns:
             self.points_sent += k
-            return [Doubled(index=msg.index, points=doubles, bucket=msg.bucket)]
-        return [Ack(index=msg.index, bucket=msg.bucket)]
+            self._outbox.append(Doubled(index=msg.index, points=doubles, bucket=msg.bucket))
+        else:
+            self._outbox.append(Ack(index=msg.index, bucket=msg.bucket))
 
-    def _check_peer_bucket(self, msg: Blinded, k: int) -> None:
-        """The peer's buckets come in order, each exactly ``total / buckets`` points (its public padded size)."""
+    def _peer_place(self, msg: Blinded, k: int) -> tuple[int, int]:
+        """Where ``msg`` leaves the peer's layout (bucket, points in it), if its buckets come in order, each exactly
+        ``total / buckets`` points (its public padded size)."""
         buckets = self._config.buckets
         if msg.total % buckets:
             raise violation(f"the peer announced {msg.total} points, not a multiple of its {buckets} buckets")
         size = msg.total // buckets
-        if msg.bucket == self._peer_bucket + 1 and self._peer_in_bucket == size:
-            self._peer_bucket, self._peer_in_bucket = msg.bucket, 0
-        if msg.bucket != self._peer_bucket or self._peer_in_bucket + k > size:
+        bucket, filled = self._peer_bucket, self._peer_in_bucket
+        if msg.bucket == bucket + 1 and filled == size:
+            bucket, filled = msg.bucket, 0
+        if msg.bucket != bucket or filled + k > size:
             raise violation(f"Blinded chunk {msg.index} (bucket {msg.bucket}) breaks the padded bucket layout")
-        self._peer_in_bucket += k
+        return bucket, filled + k
 
     def _peer_done_with(self, bucket: int) -> bool:
         if bucket < self._peer_bucket:
@@ -265,7 +330,7 @@ class PairExchange:
         hit = np.flatnonzero(own >= 0)
         if hit.size:
             assert self.prepared is not None
-            self._found.append((values[hit], bucket * self.prepared.size + own[hit], offset + hit))
+            self._found.append((bucket, values[hit], bucket * self.prepared.size + own[hit], offset + hit))
 
     def _release(self, bucket: int) -> None:
         """Free this side's values of ``bucket`` once both sides' points of it have been matched."""
@@ -273,16 +338,91 @@ class PairExchange:
             del self._index[bucket]
             self._own_doubles.pop(bucket, None)
 
+    def _release_laid(self) -> None:
+        """Free the points of laid-out buckets that neither side can have to redo any more."""
+        for bucket in [b for b in self._laid if self._answered_all(b) and self._peer_done_with(b)]:
+            del self._laid[bucket]
+
+    # -- redo after lost scalars -----------------------------------------------------------------------------------
+    def _answered_all(self, bucket: int) -> bool:
+        return self._answered >= (bucket + 1) * self._own_per_bucket()
+
+    def _needs_scalar(self, bucket: int) -> bool:
+        """This side still has to blind something of ``bucket``: its own points or the peer's."""
+        return self._sent < (bucket + 1) * self._own_per_bucket() or not self._peer_done_with(bucket)
+
+    def _lost(self, lost: ScalarLost) -> None:
+        """The scalar owner lost (and renewed) the scalars of ``lost.buckets``: ask the peer to redo them."""
+        needed = [b for b in lost.buckets if self._needs_scalar(b)]
+        if not needed:
+            return
+        if len(self.redone) >= MAX_REDOS:
+            raise ProtocolError(f"{lost}, after {MAX_REDOS} redo rounds; check the cluster and rerun the PSI",
+                                code=AbortCode.INTERNAL_ERROR)
+        # While waiting for an echo only buckets below the awaited one are processed, so this one is lower still.
+        self._waiting = self._void_down(needed[0])
+        self._outbox.append(Redo(bucket=self._waiting))
+
+    def _void_down(self, first: int) -> int:
+        """Void from ``first``, and lower while renewing finds more lost buckets that still need their scalars."""
+        extra = self._void_from(first)
+        while more := [b for b in extra if b < first and self._needs_scalar(b)]:
+            first = more[0]
+            extra = self._void_from(first)
+        return first
+
+    def _on_redo(self, msg: Redo) -> None:
+        if msg.bucket >= self._config.buckets or not self.peer_hello or not self.peer_hello.redo:
+            raise violation(f"Redo of bucket {msg.bucket} from a peer that cannot lose scalars, or beyond the "
+                            f"{self._config.buckets} buckets of this run")
+        if self._waiting is not None and msg.bucket == self._waiting:
+            self._waiting = None  # the peer's echo: from here on its messages are new
+            return
+        if self._waiting is not None and msg.bucket > self._waiting:
+            return  # the peer's own request crossed ours; it voids down to ours and echoes it
+        if len(self.redone) >= MAX_REDOS:
+            raise violation(f"more than {MAX_REDOS} Redo requests in one exchange")
+        extra = self._void_from(msg.bucket)
+        self._waiting = None
+        self._outbox.append(Redo(bucket=msg.bucket))
+        if extra:  # renewing found this side's own losses: ask for those after the echo
+            self._lost(ScalarLost(extra, why="found while renewing"))
+
+    def _void_from(self, first: int) -> list[int]:
+        """Forget everything either side sent for buckets ``first..B-1`` and renew their scalars; return the other
+        buckets the scalar owner found lost meanwhile."""
+        assert self.prepared is not None
+        self.redone.append(first)
+        buckets = range(first, self._config.buckets)
+        extra = self._keys.renew(buckets)
+        own_start = first * self._own_per_bucket()
+        self._sent, self._answered = min(self._sent, own_start), min(self._answered, own_start)
+        self._submitted = min(self._submitted, own_start)
+        self._ahead = deque(item for item in self._ahead if item[0] < own_start)
+        for bucket in buckets:
+            self._answered_in.pop(bucket, None)
+            self._own_doubles.pop(bucket, None)
+            self._index.pop(bucket, None)
+            self._pending.pop(bucket, None)
+        self._found = [item for item in self._found if item[0] < first]
+        if self.peer_total is not None and self._peer_bucket >= first:
+            size = self.peer_total // self._config.buckets
+            self._peer_seen = first * chunks_per_bucket(size, self._config.chunk)
+            self._peer_offset = first * size
+            self._peer_bucket, self._peer_in_bucket = first, 0
+        return extra
+
     # -- completion ------------------------------------------------------------------------------------------------
     def _check_complete(self) -> None:
         if self._answered < self._own_chunks or self.peer_total is None or self._peer_offset < self.peer_total:
             return
         self.complete = True
-        self._own_doubles, self._index, self._pending = {}, {}, {}
+        self._own_doubles, self._index, self._pending, self._laid = {}, {}, {}, {}
+        self._keys.close()
         if not self.learns or not self._found:
             self._found = []
             return
-        values, own, peer = (np.concatenate(parts) for parts in zip(*self._found, strict=True))
+        values, own, peer = (np.concatenate(parts) for parts in list(zip(*self._found, strict=True))[1:])
         self._found = []
         if len(np.unique(own)) != len(own):
             raise violation("the peer sent the same point twice")

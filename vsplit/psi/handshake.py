@@ -36,8 +36,9 @@ def binding(config: PsiConfig) -> bytes:
     return hashlib.sha256(data + context).digest()
 
 
-def make_hello(config: PsiConfig, *, role: str, parties: int, normalisation: str) -> Hello:
-    """This party's Hello with a fresh nonce. ``parties`` is the run's party count, or 0 to follow the label party."""
+def make_hello(config: PsiConfig, *, role: str, parties: int, normalisation: str, redo: bool = False) -> Hello:
+    """This party's Hello with a fresh nonce. ``parties`` is the run's party count, or 0 to follow the label party;
+    ``redo`` says that this side's scalars may be lost, so it may ask for a Redo."""
     return Hello(
         version=PSI_VERSION,
         role=role,
@@ -47,6 +48,7 @@ def make_hello(config: PsiConfig, *, role: str, parties: int, normalisation: str
         binding=np.frombuffer(binding(config), dtype=np.uint8).copy(),
         nonce=np.frombuffer(os.urandom(32), dtype=np.uint8).copy(),
         buckets=config.buckets,
+        redo=redo,
     )
 
 

@@ -1,8 +1,10 @@
-"""The PSI messages (type codes 0x0201-0x0205). Each checks its own shape; none carries an ID or an ID's hash.
+"""The PSI messages (type codes 0x0201-0x0206). Each checks its own shape; none carries an ID or an ID's hash.
 
 A pair's exchange: both send :class:`Hello`; both stream their blinded IDs as :class:`Blinded` chunks; the peer
 answers each chunk with :class:`Doubled` (the chunk blinded again, same order) when the sender may learn the
 overlap, else with :class:`Ack`; where a partner is told its rows, the label party sends :class:`Selected` chunks.
+A side that lost the scalars of unfinished buckets (a worker node died) sends :class:`Redo`: both sides then redo
+those buckets with fresh scalars.
 
 Example:
     >>> import numpy as np
@@ -55,6 +57,8 @@ class Hello(Message):
     binding: np.ndarray
     nonce: np.ndarray
     buckets: int = 1
+    #: this side's scalars may be lost (they live on other nodes), so it may send :class:`Redo`
+    redo: bool = False
 
     def __post_init__(self) -> None:
         require(self.role in ROLES, f"Hello.role must be one of {ROLES}, got {self.role!r}")
@@ -133,3 +137,18 @@ class Selected(Message):
             f"Selected carries {len(self.positions)} positions, not 1..{MAX_CHUNK}",
         )
         require(bool((self.positions >= 0).all()), "Selected.positions must be >= 0")
+
+
+@message(0x0206)
+@dataclass(frozen=True)
+class Redo(Message):
+    """Redo bucket ``bucket`` and every later one with fresh scalars; what either side sent for them is void.
+
+    Sent by a side that lost the scalars of an unfinished bucket, and echoed by the peer as the marker after which
+    its own messages for those buckets are new (:mod:`vsplit.psi.exchange`).
+    """
+
+    bucket: int
+
+    def __post_init__(self) -> None:
+        _bucket("Redo", self.bucket)

@@ -19,7 +19,7 @@ from __future__ import annotations
 import multiprocessing
 import os
 from concurrent.futures import ProcessPoolExecutor
-from typing import Protocol
+from typing import Any, Protocol
 
 import numpy as np
 
@@ -39,6 +39,9 @@ class SerialBackend:
 
     def blind(self, points: np.ndarray, *, scalar: bytes) -> np.ndarray:
         return curve.blind(points, scalar=scalar)
+
+    def close(self) -> None:
+        """Nothing to stop."""
 
 
 class ProcessBackend:
@@ -87,6 +90,28 @@ class ProcessBackend:
 
     def __exit__(self, *exc: object) -> None:
         self.close()
+
+
+BACKENDS = ("process", "ray")
+
+
+def open_backend(kind: str = "process", *, workers: int = 1, ray_address: str = "") -> Any:
+    """The backend a party's ``[psi]`` settings name; close it after the run.
+
+    ``"process"``: this process with ``workers <= 1``, else a :class:`ProcessBackend` of ``workers``. ``"ray"``: a
+    :class:`~vsplit.psi.ray_backend.RayBackend` of ``workers`` actors (0: one per CPU) on the cluster at
+    ``ray_address``, or on a local Ray it starts when the address is empty.
+
+    >>> type(open_backend("process")).__name__
+    'SerialBackend'
+    """
+    if kind == "ray":
+        from vsplit.psi.ray_backend import RayBackend
+
+        return RayBackend(workers=workers or None, address=ray_address)
+    if kind != "process":
+        raise ConfigError(f"psi.backend: {kind!r} is not one of {', '.join(BACKENDS)}")
+    return ProcessBackend(workers=workers) if workers > 1 else SerialBackend()
 
 
 def _warm(_: int) -> int:

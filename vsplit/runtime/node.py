@@ -97,8 +97,11 @@ class PartyNode:
         )
         self.detector_columns = self._detector_columns()
         self.party = self._build_party(self.table)
+        if config.data.stream and self.role != "compute":
+            self.party.stream_from(str(resolve(config, config.data.path)))
         self.topology: Topology = topology_of(config, label_has_features=getattr(self.party, "has_features", True))
         self._hooks: Any = None
+        self._psi_backend: Any = None  # opened for the run by run(), from [psi] backend and workers
 
     # -- building ----------------------------------------------------------------------------------------------------
     def _detector_columns(self) -> dict[str, np.ndarray]:
@@ -207,6 +210,7 @@ class PartyNode:
                     timeout=self.config.network.read_timeout_s)
         scored = None
         try:
+            self._psi_backend = self.open_psi_backend()
             outcome = self._train(pump, checkpointing, seconds)
             result = NodeResult(party=self.name, role=self.role, psi={})
             if isinstance(self.party, LabelParty):
@@ -225,6 +229,9 @@ class PartyNode:
         finally:
             for channel in channels.values():
                 channel.close()
+            if self._psi_backend is not None:
+                self._psi_backend.close()
+                self._psi_backend = None
         result.psi = {"train": psi_summary(outcome.alignment)} if outcome.alignment is not None else {}
         result.comm = pump.stats.as_dict()
         if scored is not None:
@@ -268,8 +275,19 @@ class PartyNode:
         from vsplit.psi import IdPolicy, PsiConfig
 
         psi = self.config.psi
-        return PsiSettings(config=PsiConfig(reveal=psi.reveal, context=self.config.output.run_id),
-                           policy=IdPolicy(casefold=psi.case_fold, dedupe=psi.duplicates))
+        config = PsiConfig(reveal=psi.reveal, context=self.config.output.run_id, buckets=psi.buckets,
+                           memory_budget_mb=psi.memory_budget_mb)
+        return PsiSettings(config=config, policy=IdPolicy(casefold=psi.case_fold, dedupe=psi.duplicates),
+                           backend=self._psi_backend)
+
+    def open_psi_backend(self) -> Any:
+        """Where this party's PSI curve arithmetic runs (``[psi] backend``, ``workers``, ``ray_address``)."""
+        if self.role == "compute":
+            return None
+        from vsplit.psi.parallel import open_backend
+
+        psi = self.config.psi
+        return open_backend(psi.backend, workers=psi.workers, ray_address=psi.ray_address)
 
     def schedule(self, *, then_score: bool = False) -> Schedule:
         t = self.config.train
