@@ -1,4 +1,4 @@
-"""Bundled data sets, their loaders, a vertical partitioner and ready-made presets (``vsplit.datasets``).
+"""Bundled data sets, their loaders, a vertical partitioner, ready-made presets and horizontal splits.
 
 Example:
     >>> from vsplit.datasets import load, preset
@@ -8,8 +8,11 @@ Example:
     ('bank', 'partner')
 """
 
+from .horizontal import HORIZONTAL, HorizontalSplit, horizontal_split
 from .loaders import DATASETS, load
 from .partition import partition
 from .presets import PRESETS, Preset, preset
 
-__all__ = ["DATASETS", "PRESETS", "Preset", "load", "partition", "preset"]
+__all__ = [
+    "DATASETS", "HORIZONTAL", "PRESETS", "HorizontalSplit", "Preset", "horizontal_split", "load", "partition", "preset",
+]

@@ -291,7 +291,10 @@ def test_bad_preset_arguments_are_rejected():
 
 
 def test_public_api_is_pinned():
-    assert sorted(datasets.__all__) == ["DATASETS", "PRESETS", "Preset", "load", "partition", "preset"]
+    assert sorted(datasets.__all__) == [
+        "DATASETS", "HORIZONTAL", "HorizontalSplit", "PRESETS", "Preset", "horizontal_split", "load", "partition",
+        "preset",
+    ]
     assert datasets.PRESETS == (
         "bank_marketing", "bank_marketing_no_duration", "secretflow_bank", "default_credit", "digits",
     )
