@@ -38,5 +38,5 @@ def average(states: Sequence[Mapping[str, np.ndarray]], weights: Sequence[float]
             acc += s[k].astype(np.float64) * float(w)
         mean = acc / total
         dtype = states[0][k].dtype
-        out[k] = np.rint(mean).astype(dtype) if dtype.kind in "iu" else mean.astype(dtype)
+        out[k] = np.asarray(np.rint(mean) if dtype.kind in "iu" else mean, dtype=dtype)  # 0-d stays an array
     return out

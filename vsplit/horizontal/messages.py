@@ -72,7 +72,7 @@ class SegmentState(Message):
         """Build one from named arrays (float32, float64 or int64)."""
         names, codes, ranks, dims, chunks = [], [], [], [], []
         for name, value in arrays.items():
-            value = np.ascontiguousarray(value)
+            value = np.asarray(value, order="C")  # not ascontiguousarray: it turns a 0-d array into 1-d
             code = _CODE.get(value.dtype)
             require(code is not None and SEP not in name, f"tensor {name!r}: dtype {value.dtype} or name not allowed")
             names.append(name)
