@@ -25,7 +25,7 @@ import torch
 from torch import nn
 
 from vsplit.errors import ProtocolError
-from vsplit.horizontal.messages import SegmentState
+from vsplit.horizontal.messages import SealedState, SegmentState
 from vsplit.models.optim import clear_grads
 from vsplit.protocol.abort import AbortCode
 from vsplit.protocol.machine import Outgoing
@@ -166,10 +166,12 @@ class Send:
 
 
 class Receive:
-    """Waits for one :class:`SegmentState` of round ``round`` from ``sender``; its result is the message."""
+    """Waits for one state of round ``round`` from ``sender`` (a :class:`SegmentState`, or with ``sealed`` a
+    :class:`SealedState`); its result is the message."""
 
-    def __init__(self, sender: str, *, round: int) -> None:
+    def __init__(self, sender: str, *, round: int, sealed: bool = False) -> None:
         self.sender, self.round = sender, round
+        self.kind: type[Message] = SealedState if sealed else SegmentState
         self.done, self.result = False, None
 
     def start(self) -> list[Outgoing]:
@@ -179,7 +181,7 @@ class Receive:
         return not self.done and peer == self.sender
 
     def receive(self, sender: str, msg: Message) -> list[Outgoing]:
-        if self.done or sender != self.sender or not isinstance(msg, SegmentState) or msg.round != self.round:
+        if self.done or sender != self.sender or type(msg) is not self.kind or msg.round != self.round:  # type: ignore[attr-defined]
             raise ProtocolError(f"{type(msg).__name__} from {sender!r} not expected now (waiting for the state of "
                                 f"round {self.round} from {self.sender!r})")
         self.done, self.result = True, msg
@@ -187,11 +189,12 @@ class Receive:
 
 
 class Relay:
-    """The server forwarding one hand-off from ``sender`` to ``to`` (it keeps nothing)."""
+    """The server forwarding one hand-off from ``sender`` to ``to`` (it keeps nothing; ``sealed``: the hand-off must
+    be encrypted for ``to``)."""
 
-    def __init__(self, sender: str, to: str, *, round: int) -> None:
-        self._inner = Receive(sender, round=round)
-        self.to = to
+    def __init__(self, sender: str, to: str, *, round: int, sealed: bool = False) -> None:
+        self._inner = Receive(sender, round=round, sealed=sealed)
+        self.sender, self.to = sender, to
         self.result = None
 
     @property
@@ -206,6 +209,9 @@ class Relay:
 
     def receive(self, sender: str, msg: Message) -> list[Outgoing]:
         self._inner.receive(sender, msg)
+        if isinstance(msg, SealedState) and (msg.sender, msg.recipient) != (self.sender, self.to):
+            raise ProtocolError(f"relay: {sender!r} sealed a hand-off for {msg.recipient!r}, the schedule says "
+                                f"{self.to!r}")
         return [Outgoing(self.to, msg)]
 
 

@@ -101,3 +101,26 @@ class SegmentState(Message):
             offset += size
             pos += rank
         return out
+
+
+@message(0x0402)
+@dataclass(frozen=True)
+class SealedState(Message):
+    """A :class:`SegmentState` encrypted from client ``sender`` to client ``recipient`` (AES-256-GCM under X25519
+    agreements, see :mod:`vsplit.horizontal.sealed`): what the server relays without being able to read it."""
+
+    round: int
+    sender: str
+    recipient: str
+    ephemeral: np.ndarray
+    nonce: np.ndarray
+    ciphertext: np.ndarray
+
+    def __post_init__(self) -> None:
+        require(self.round >= 0, "round must be non-negative")
+        require(0 < len(self.sender) <= 64 and 0 < len(self.recipient) <= 64, "party names must be 1 to 64 characters")
+        require_array("ephemeral", self.ephemeral, dtype="uint8", ndim=1)
+        require_array("nonce", self.nonce, dtype="uint8", ndim=1)
+        require_array("ciphertext", self.ciphertext, dtype="uint8", ndim=1)
+        require(len(self.ephemeral) == 32 and len(self.nonce) == 12, "an X25519 key has 32 bytes, a nonce 12")
+        require(len(self.ciphertext) >= 16, "a ciphertext holds at least its 16-byte tag")

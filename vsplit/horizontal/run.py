@@ -27,8 +27,10 @@ from collections.abc import Iterable, Mapping
 
 from vsplit.app.local import run_sessions
 from vsplit.horizontal.schedule import Settings, stage_order
+from vsplit.horizontal.sealed import new_key, public_bytes
 from vsplit.horizontal.session import (
     ClientSide,
+    HandoffKeys,
     HorizontalOutcome,
     ServerSide,
     client_session,
@@ -49,9 +51,15 @@ def train_horizontal(
     taps: Iterable[Tap] = (),
     pumps: dict | None = None,
 ) -> dict[str, HorizontalOutcome]:
-    """Train ``h`` on ``settings``'s schedule; every party's :class:`HorizontalOutcome` by name."""
+    """Train ``h`` on ``settings``'s schedule; every party's :class:`HorizontalOutcome` by name.
+
+    Sealed hand-offs use fresh X25519 keys for this run (between organizations each client's key is configured).
+    """
     rows = {c: clients[c].rows for c in h.clients}
-    sessions = {c: client_session(c, h, settings, rows, clients[c]) for c in h.clients}
+    own = {c: new_key() for c in h.clients}
+    public = {c: public_bytes(k) for c, k in own.items()}
+    keys = {c: HandoffKeys(own[c], public, context=session) for c in h.clients}
+    sessions = {c: client_session(c, h, settings, rows, clients[c], keys[c]) for c in h.clients}
     sessions[h.server] = server_session(h, settings, rows, server)
     fed = settings.federated_server
     if fed is not None and fed != h.server:

@@ -21,7 +21,7 @@ clients' optimizer state and BatchNorm buffers at each average is an explicit se
 Example:
     >>> s = Settings(kind="sequential", rounds=1, route="server")
     >>> print(format_schedule(compile_schedule(s, clients=("a", "b"), server="lab", rows={"a": 40, "b": 30}), s))
-    sequential: order fixed, hand-off full via server
+    sequential: order fixed, hand-off full via server (sealed)
       h00000 round 0 train a+lab
       h00001 round 0 handoff a->b via lab
       h00002 round 0 train b+lab
@@ -68,6 +68,7 @@ class Settings:
         interleave: splitfed_v2's server order, ``client_major`` or ``batch_interleaved``.
         optimizer_policy / buffer_policy: what each average does with the optimizer state and the buffers.
         federated_server: the party that averages client-side weights (``None``: the server).
+        seal: a hand-off relayed by the server is encrypted end to end between the two clients.
     """
 
     kind: str = "splitfed_v1"
@@ -81,6 +82,12 @@ class Settings:
     optimizer_policy: str = "keep"
     buffer_policy: str = "average"
     federated_server: str | None = None
+    seal: bool = True
+
+    @property
+    def sealed(self) -> bool:
+        """Whether hand-offs travel encrypted end to end (relayed by the server, with ``seal``)."""
+        return self.kind == "sequential" and self.route == "server" and self.seal
 
     def __post_init__(self) -> None:
         for name, value, choices in (
@@ -97,7 +104,7 @@ class Settings:
     def describe(self) -> str:
         """One line naming the schedule and the settings that decide its result."""
         if self.kind == "sequential":
-            via = "direct" if self.route == "direct" else "via server"
+            via = "direct" if self.route == "direct" else "via server" + (" (sealed)" if self.seal else " (in clear)")
             return f"sequential: order {self.order}, hand-off {self.handoff} {via}"
         text = f"{self.kind}: optimizer {self.optimizer_policy}, buffers {self.buffer_policy}"
         return text + (f", server order {self.interleave}" if self.kind == "splitfed_v2" else "")

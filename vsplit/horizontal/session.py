@@ -33,6 +33,7 @@ from vsplit.horizontal.schedule import (
     server_order,
     stage_plan,
 )
+from vsplit.horizontal.sealed import open_sealed, seal
 from vsplit.horizontal.state import extract, load, reset_optimizer
 from vsplit.models.rng import PartyRng
 from vsplit.models.seeds import derive_seed
@@ -69,6 +70,16 @@ class ServerSide:
     task: Any = None
 
 
+@dataclass(frozen=True)
+class HandoffKeys:
+    """A client's static X25519 key and every client's public key, for hand-offs sealed end to end."""
+
+    own: Any
+    public: Mapping[str, bytes]
+    #: binds sealed hand-offs to this run (the run id)
+    context: bytes = b""
+
+
 @dataclass
 class HorizontalOutcome:
     """What a party keeps: its own segments and optimizer, and (where it holds labels) each turn's training loss."""
@@ -91,8 +102,17 @@ def _average_policy(settings: Settings) -> dict[str, bool]:
     return {"buffers": settings.buffer_policy == "average", "optimizer_state": settings.optimizer_policy == "average"}
 
 
-def client_session(name: str, h: Horizontal, settings: Settings, rows: Mapping[str, int], side: ClientSide) -> Session:
-    """Client ``name``'s session."""
+def client_session(
+    name: str,
+    h: Horizontal,
+    settings: Settings,
+    rows: Mapping[str, int],
+    side: ClientSide,
+    keys: HandoffKeys | None = None,
+) -> Session:
+    """Client ``name``'s session (``keys``: needed when hand-offs are sealed)."""
+    if settings.sealed and keys is None:
+        raise ConfigError(f"{name}: relayed hand-offs are sealed end to end; give the clients' X25519 keys")
     fedavg = settings.kind == "fedavg"
     topology = h.local(name) if fedavg else h.pair(name)
     wanted = {s.name for s in topology.segments_of(name)}
@@ -123,12 +143,21 @@ def client_session(name: str, h: Horizontal, settings: Settings, rows: Mapping[s
         elif stage.kind == HANDOFF:
             src, dst = stage.clients
             peer = stage.via or (dst if name == src else src)
+            context = (keys.context if keys else b"") + stage.key.encode()
             if name == src:
                 arrays = extract(modules, optimizer, optimizer_state=settings.handoff == "full")
-                yield stage.key, Send(peer, SegmentState.pack(round=stage.round, rows=rows[name], arrays=arrays))
+                state: Any = SegmentState.pack(round=stage.round, rows=rows[name], arrays=arrays)
+                if settings.sealed:
+                    assert keys is not None
+                    state = seal(state, sender=src, recipient=dst, key=keys.own, recipient_public=keys.public[dst],
+                                 context=context)
+                yield stage.key, Send(peer, state)
             else:
-                msg = yield stage.key, Receive(peer, round=stage.round)
-                load(modules, optimizer, msg.arrays(), sender=peer)
+                msg = yield stage.key, Receive(peer, round=stage.round, sealed=settings.sealed)
+                if settings.sealed:
+                    assert keys is not None
+                    msg = open_sealed(msg, key=keys.own, sender_public=keys.public[src], context=context)
+                load(modules, optimizer, msg.arrays(), sender=src)
         elif stage.kind == AVERAGE:
             arrays = extract(modules, optimizer, **_average_policy(settings))
             msg = yield stage.key, Upload(fed, SegmentState.pack(round=stage.round, rows=rows[name], arrays=arrays))
@@ -188,7 +217,7 @@ def server_session(h: Horizontal, settings: Settings, rows: Mapping[str, int], s
                       order=server_order(settings.interleave, steps), counter=counter, shared=list(shared.values()))
             results = yield stage.key, hub
         elif stage.kind == HANDOFF:
-            yield stage.key, Relay(stage.clients[0], stage.clients[1], round=stage.round)
+            yield stage.key, Relay(stage.clients[0], stage.clients[1], round=stage.round, sealed=settings.sealed)
             continue
         else:
             yield stage.key, Aggregate({c: rows[c] for c in stage.clients}, round=stage.round,
