@@ -22,7 +22,7 @@ from __future__ import annotations
 import dataclasses
 import hashlib
 import time
-from collections.abc import Iterable, Mapping
+from collections.abc import Callable, Iterable, Mapping
 from typing import Any
 
 from vsplit.app.session import Outcome
@@ -34,12 +34,18 @@ STAGES = ("psi", "train", "score")
 
 
 def run_sessions(
-    sessions: Mapping[str, Any], *, session: bytes, taps: Iterable[Tap] = (), pumps: dict | None = None
+    sessions: Mapping[str, Any],
+    *,
+    session: bytes,
+    taps: Iterable[Tap] = (),
+    pumps: dict | None = None,
+    order: Callable[[str], Any] = STAGES.index,
 ) -> dict[str, Outcome]:
     """Advance every party's session together; return each party's :class:`Outcome`.
 
     Parties at the same stage run their machines together over fresh memory channels (one session id per stage);
     ``pumps``, if given, receives each stage's pumps (``pumps[stage][party]``, with their communication stats).
+    ``order`` sorts stage names (default: :data:`STAGES`; horizontal schedules name their own stages).
     """
     taps = list(taps)
     current: dict[str, tuple[str, Any]] = {}
@@ -47,7 +53,7 @@ def run_sessions(
     for name, gen in sessions.items():
         _advance(name, gen, None, current, outcomes, first=True)
     while current:
-        stage = min((s for s, _ in current.values()), key=STAGES.index)
+        stage = min((s for s, _ in current.values()), key=order)
         names = [n for n, (s, _) in current.items() if s == stage]
         machines = {n: current[n][1] for n in names}
         sid = hashlib.sha256(session + stage.encode()).digest()[:16]

@@ -8,6 +8,7 @@ Example:
 """
 
 from vsplit.topology.graph import Cut, Segment, Topology
+from vsplit.topology.horizontal import Horizontal
 from vsplit.topology.program import Op, compile_program, describe, format_program
 
-__all__ = ["Cut", "Op", "Segment", "Topology", "compile_program", "describe", "format_program"]
+__all__ = ["Cut", "Horizontal", "Op", "Segment", "Topology", "compile_program", "describe", "format_program"]

@@ -115,6 +115,9 @@ class SplitMachine(AheadMixin):
         resume_epoch / restore / on_epoch_end: checkpointing, as in :meth:`state`.
         compression / error_feedback: the codec of the tensors this party sends (see
             :mod:`~vsplit.protocol.training.compression`); it receives every codec.
+        keep_best: snapshot the weights of the best epoch and load them at the end (``False``: keep the last
+            weights, and never write to the modules outside a step: machines sharing one module, as a SplitFed hub's
+            do, rely on it).
     """
 
     def __init__(
@@ -140,6 +143,7 @@ class SplitMachine(AheadMixin):
         on_epoch_end: Callable[[dict[str, Any]], None] | None = None,
         compression: str = "none",
         error_feedback: bool = False,
+        keep_best: bool = True,
     ) -> None:
         self.name = name
         self.topology = topology
@@ -174,6 +178,7 @@ class SplitMachine(AheadMixin):
         self.restore = restore
         self.on_epoch_end = on_epoch_end
         self.compressor = Compressor(compression, error_feedback=error_feedback)
+        self.keep_best = keep_best
         self.fingerprint = topology.view_fingerprint(name)
         # this party's random stream is swapped in around its work only where something can draw from it
         self._random = bool(self.embedding_hooks or self.gradient_hooks or self.local_loss or self.observers) or (
@@ -433,7 +438,8 @@ class SplitMachine(AheadMixin):
         if improved:
             if self.is_coordinator:
                 self.training.best_epoch = self.epoch
-            self._best = self._snapshot()
+            if self.keep_best:
+                self._best = self._snapshot()
             self._since_best = 0
         else:
             self._since_best += 1

@@ -1,0 +1,255 @@
+"""Each party's horizontal session: the stages of the schedule it takes part in, as machines, in order.
+
+Theory of operation. Like :mod:`vsplit.app.session`, a session is a generator yielding ``(stage key, machine)`` and
+receiving each machine's result, so the in-process runner (:func:`vsplit.horizontal.run.train_horizontal`) and a
+party process drive the same code. Every party compiles the same schedule (:func:`compile_schedule`) and skips the
+stages it is not in. A client keeps one copy of its segments and one optimizer for the whole run; the server keeps
+one server-side model and one optimizer (sequential, SplitFed v2) or one copy and one optimizer per client
+(SplitFed v1, averaged by rows after every round, with the same policies as the clients'). Only each segment's owner
+ever holds its weights: what a client's outcome holds is its own copy.
+"""
+
+from __future__ import annotations
+
+import copy
+from collections.abc import Callable, Generator, Iterable, Mapping, Sequence
+from dataclasses import dataclass, field
+from typing import Any
+
+import torch
+from torch import nn
+
+from vsplit.errors import ConfigError
+from vsplit.horizontal import _average
+from vsplit.horizontal.machines import Aggregate, Hub, Receive, Relay, Send, SharedStep, Upload
+from vsplit.horizontal.messages import SegmentState
+from vsplit.horizontal.schedule import (
+    AVERAGE,
+    HANDOFF,
+    TRAIN,
+    Settings,
+    Stage,
+    compile_schedule,
+    server_order,
+    stage_plan,
+)
+from vsplit.horizontal.sealed import open_sealed, seal
+from vsplit.horizontal.state import extract, load, reset_optimizer
+from vsplit.models.rng import PartyRng
+from vsplit.models.seeds import derive_seed
+from vsplit.protocol.training import SplitMachine
+from vsplit.topology.horizontal import Horizontal
+
+Session = Generator[tuple[str, Any], Any, "HorizontalOutcome"]
+OptimizerFactory = Callable[[Iterable[nn.Parameter]], torch.optim.Optimizer]
+
+
+@dataclass
+class ClientSide:
+    """A client's part: its segments (FedAvg: every segment), its rows per source segment and, where it holds
+    them (U-shaped, FedAvg), its labels."""
+
+    modules: Mapping[str, nn.Module]
+    data: Mapping[str, Sequence[torch.Tensor]]
+    optimizer: OptimizerFactory
+    labels: torch.Tensor | None = None
+    task: Any = None
+
+    @property
+    def rows(self) -> int:
+        return len(next(iter(self.data.values()))[0])
+
+
+@dataclass
+class ServerSide:
+    """The server's part: its segments (their initial weights), and in a vanilla split every client's labels."""
+
+    modules: Mapping[str, nn.Module]
+    optimizer: OptimizerFactory
+    labels: Mapping[str, torch.Tensor] | None = None
+    task: Any = None
+
+
+@dataclass(frozen=True)
+class HandoffKeys:
+    """A client's static X25519 key and every client's public key, for hand-offs sealed end to end."""
+
+    own: Any
+    public: Mapping[str, bytes]
+    #: binds sealed hand-offs to this run (the run id)
+    context: bytes = b""
+
+
+@dataclass
+class HorizontalOutcome:
+    """What a party keeps: its own segments and optimizer, and (where it holds labels) each turn's training loss."""
+
+    modules: dict[str, nn.Module]
+    optimizer: torch.optim.Optimizer | None = None
+    history: list[dict[str, Any]] = field(default_factory=list)
+
+
+def _params(modules: Mapping[str, nn.Module]) -> list[nn.Parameter]:
+    return [p for m in modules.values() for p in m.parameters()]
+
+
+def _record(stage: Stage, client: str, result: Any) -> dict[str, Any]:
+    return {"stage": stage.key, "round": stage.round, "client": client,
+            "train_loss": result.history[-1]["train_loss"] if result.history else float("nan")}
+
+
+def _average_policy(settings: Settings) -> dict[str, bool]:
+    return {"buffers": settings.buffer_policy == "average", "optimizer_state": settings.optimizer_policy == "average"}
+
+
+def client_session(
+    name: str,
+    h: Horizontal,
+    settings: Settings,
+    rows: Mapping[str, int],
+    side: ClientSide,
+    keys: HandoffKeys | None = None,
+) -> Session:
+    """Client ``name``'s session (``keys``: needed when hand-offs are sealed)."""
+    if settings.sealed and keys is None:
+        raise ConfigError(f"{name}: relayed hand-offs are sealed end to end; give the clients' X25519 keys")
+    fedavg = settings.kind == "fedavg"
+    topology = h.local(name) if fedavg else h.pair(name)
+    wanted = {s.name for s in topology.segments_of(name)}
+    if set(side.modules) != wanted:
+        raise ConfigError(f"{name}: {settings.kind} needs modules for segments {sorted(wanted)}, got "
+                          f"{sorted(side.modules)}")
+    modules = dict(side.modules)
+    optimizer = side.optimizer(_params(modules))
+    rng = PartyRng(derive_seed(settings.seed, "rng", name) % 2**31)
+    coordinator = topology.label_owner == name
+    fed = settings.federated_server or h.server
+    outcome = HorizontalOutcome(modules=modules, optimizer=optimizer)
+    for stage in compile_schedule(settings, clients=h.clients, server=h.server, rows=rows):
+        if name not in stage.parties:
+            continue
+        if stage.kind == TRAIN:
+            if settings.kind != "sequential" and settings.optimizer_policy == "reset":
+                reset_optimizer(optimizer)
+            machine = SplitMachine(
+                name=name, topology=topology, modules=modules, optimizer=optimizer, rng=rng, data=side.data,
+                labels=side.labels if coordinator else None, task=side.task,
+                plan=stage_plan(settings, stage, name, rows[name]) if coordinator else None, patience=None,
+                keep_best=False,
+            )
+            result = yield stage.key, machine
+            if coordinator:
+                outcome.history.append(_record(stage, name, result))
+        elif stage.kind == HANDOFF:
+            src, dst = stage.clients
+            peer = stage.via or (dst if name == src else src)
+            context = (keys.context if keys else b"") + stage.key.encode()
+            if name == src:
+                arrays = extract(modules, optimizer, optimizer_state=settings.handoff == "full")
+                state: Any = SegmentState.pack(round=stage.round, rows=rows[name], arrays=arrays)
+                if settings.sealed:
+                    assert keys is not None
+                    state = seal(state, sender=src, recipient=dst, key=keys.own, recipient_public=keys.public[dst],
+                                 context=context)
+                yield stage.key, Send(peer, state)
+            else:
+                msg = yield stage.key, Receive(peer, round=stage.round, sealed=settings.sealed)
+                if settings.sealed:
+                    assert keys is not None
+                    msg = open_sealed(msg, key=keys.own, sender_public=keys.public[src], context=context)
+                load(modules, optimizer, msg.arrays(), sender=src)
+        elif stage.kind == AVERAGE:
+            arrays = extract(modules, optimizer, **_average_policy(settings))
+            msg = yield stage.key, Upload(fed, SegmentState.pack(round=stage.round, rows=rows[name], arrays=arrays))
+            load(modules, optimizer, msg.arrays(), sender=fed)
+    return outcome
+
+
+def server_session(h: Horizontal, settings: Settings, rows: Mapping[str, int], side: ServerSide | None) -> Session:
+    """The server's session (with ``side=None`` in FedAvg, where it only averages)."""
+    name, kind = h.server, settings.kind
+    if side is None and kind != "fedavg":
+        raise ConfigError(f"{kind} needs the server's segments")
+    if side is not None and set(side.modules) != set(h.server_segments):
+        raise ConfigError(f"the server needs modules for {sorted(h.server_segments)}, got {sorted(side.modules)}")
+    if side is not None and h.labels_at_server and kind != "fedavg":
+        missing = [c for c in h.clients if side.labels is None or c not in side.labels]
+        if missing:
+            raise ConfigError(f"vanilla: the server holds every client's labels; none for {missing}")
+    rng = PartyRng(derive_seed(settings.seed, "rng", name) % 2**31)
+    shared = dict(side.modules) if side is not None else {}
+    optimizer = side.optimizer(_params(shared)) if side is not None and kind != "fedavg" else None
+    copies: dict[str, dict[str, nn.Module]] = {}
+    optimizers: dict[str, torch.optim.Optimizer] = {}
+    if kind == "splitfed_v1":
+        assert side is not None
+        copies = {c: copy.deepcopy(shared) for c in h.clients}
+        optimizers = {c: side.optimizer(_params(copies[c])) for c in h.clients}
+    outcome = HorizontalOutcome(modules=shared, optimizer=optimizer)
+
+    def machine(stage: Stage, client: str, modules: Mapping[str, nn.Module], opt: Any) -> SplitMachine:
+        assert side is not None
+        at_server = h.labels_at_server
+        return SplitMachine(
+            name=name, topology=h.pair(client), modules=modules, optimizer=opt, rng=rng,
+            labels=side.labels[client] if at_server and side.labels is not None else None, task=side.task,
+            plan=stage_plan(settings, stage, client, rows[client]) if at_server else None, patience=None,
+            keep_best=False,
+        )
+
+    for stage in compile_schedule(settings, clients=h.clients, server=name, rows=rows):
+        if name not in stage.parties:
+            continue
+        if stage.kind == TRAIN and kind == "sequential":
+            result = yield stage.key, machine(stage, stage.clients[0], shared, optimizer)
+            results = {stage.clients[0]: result}
+        elif stage.kind == TRAIN and kind == "splitfed_v1":
+            if settings.optimizer_policy == "reset":
+                for opt in optimizers.values():
+                    reset_optimizer(opt)
+            results = yield stage.key, Hub({c: machine(stage, c, copies[c], optimizers[c]) for c in h.clients})
+            _average_copies(copies, optimizers, rows, settings)
+        elif stage.kind == TRAIN:  # splitfed_v2: one server-side model takes the clients' batches in turn
+            assert optimizer is not None
+            counter = SharedStep(optimizer)
+            steps = {c: len(stage_plan(settings, stage, c, rows[c]).batches(0)) for c in h.clients}
+            hub = Hub({c: machine(stage, c, shared, counter) for c in h.clients},
+                      order=server_order(settings.interleave, steps), counter=counter, shared=list(shared.values()))
+            results = yield stage.key, hub
+        elif stage.kind == HANDOFF:
+            yield stage.key, Relay(stage.clients[0], stage.clients[1], round=stage.round, sealed=settings.sealed)
+            continue
+        else:
+            yield stage.key, Aggregate({c: rows[c] for c in stage.clients}, round=stage.round,
+                                       average=_average.average)
+            continue
+        if h.labels_at_server:
+            outcome.history += [_record(stage, c, r) for c, r in results.items()]
+    if copies:
+        outcome.modules = copies[h.clients[0]]
+        outcome.optimizer = optimizers[h.clients[0]]
+    return outcome
+
+
+def _average_copies(
+    copies: Mapping[str, dict[str, nn.Module]],
+    optimizers: Mapping[str, torch.optim.Optimizer],
+    rows: Mapping[str, int],
+    settings: Settings,
+) -> None:
+    """SplitFed v1: the server's per-client copies, averaged by rows (the clients' policies apply)."""
+    clients = list(copies)
+    policy = _average_policy(settings)
+    mean = _average.average([extract(copies[c], optimizers[c], **policy) for c in clients],
+                            [rows[c] for c in clients])
+    for c in clients:
+        load(copies[c], optimizers[c], mean, sender="average")
+
+
+def federated_session(name: str, h: Horizontal, settings: Settings, rows: Mapping[str, int]) -> Session:
+    """A separate federated server's session: it only averages the clients' states."""
+    for stage in compile_schedule(settings, clients=h.clients, server=h.server, rows=rows):
+        if stage.kind == AVERAGE:
+            yield stage.key, Aggregate({c: rows[c] for c in stage.clients}, round=stage.round,
+                                       average=_average.average)
+    return HorizontalOutcome(modules={})
