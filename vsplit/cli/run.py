@@ -13,6 +13,7 @@ from __future__ import annotations
 
 import argparse
 import json
+from typing import Any
 
 NAME = "run"
 HELP = "run one party (PSI + training) over mutual TLS, as configured"
@@ -32,6 +33,8 @@ def run(args: argparse.Namespace) -> int:
     from vsplit.runtime.node import PartyNode
 
     config = load_config(args.config, overrides=args.overrides)
+    if config.topology.kind == "horizontal":
+        return _run_horizontal(config, args)
     node = PartyNode(config, resume=args.resume, progress=not args.quiet)
     with log_to_run_folder(node.folder):
         result = node.run()
@@ -40,4 +43,18 @@ def run(args: argparse.Namespace) -> int:
                    "epochs": len(result.history) or None, "best_epoch": result.best_epoch,
                    "seconds": result.seconds, "bytes_sent": result.comm.get("by_peer")}
         print(json.dumps(summary, indent=2))
+    return 0
+
+
+def _run_horizontal(config: Any, args: argparse.Namespace) -> int:
+    from vsplit.cli.logs import log_to_run_folder
+    from vsplit.runtime.horizontal_node import HorizontalNode
+
+    node = HorizontalNode(config, resume=args.resume, progress=not args.quiet)
+    with log_to_run_folder(node.folder):
+        result = node.run()
+    if not args.quiet:
+        print(json.dumps({"party": result.party, "schedule": result.schedule, "seconds": result.seconds,
+                          "round_seconds": result.round_seconds, "lost": result.lost,
+                          "bytes_sent": result.comm.get("by_peer")}, indent=2))
     return 0

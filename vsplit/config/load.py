@@ -40,7 +40,7 @@ else:  # pragma: no cover
     import tomli as tomllib
 
 ROLES = ("label", "feature", "compute")
-KINDS = ("vertical", "vanilla", "u_shaped")
+KINDS = ("vertical", "vanilla", "u_shaped", "horizontal")
 TASKS = ("binary", "multiclass", "regression")
 
 
@@ -186,6 +186,10 @@ def _cross_checks(config: PartyConfig, folder: Path, *, check_files: bool) -> li
     errors = []
     party, data, net = config.party, config.data, config.network
     kind = config.topology.kind
+    if kind == "horizontal":
+        from vsplit.config.horizontal import horizontal_checks
+
+        return horizontal_checks(config) + (file_checks(config, folder) if check_files else [])
     if party.role not in ROLES:
         errors.append(f"party.role: must be 'label', 'feature' or 'compute', got {party.role!r}")
     if kind not in KINDS:
@@ -251,20 +255,28 @@ def _cross_checks(config: PartyConfig, folder: Path, *, check_files: bool) -> li
     errors += _compression_checks(config)
     errors += _psi_checks(config)
     if check_files:
-        if data.path and not (folder / data.path).is_file():
-            errors.append(f"data.path: {folder / data.path} not found; point it at this party's CSV or Parquet file")
-        for key, file in (("network.key", net.key), ("network.cert", net.cert)):
-            if not (folder / file).is_file():
-                errors.append(
-                    f"{key}: {folder / file} not found; run `vsplit keys new --party {party.name} --out "
-                    f"{(folder / file).parent}`"
-                )
-        for peer, file in net.peers.items():
-            if not (folder / file).is_file():
-                errors.append(
-                    f"network.peers.{peer}: certificate not found at {folder / file}; ask {peer} for its certificate "
-                    f"(they create it with `vsplit keys new --party {peer}`) and check its fingerprint out of band"
-                )
+        errors += file_checks(config, folder)
+    return errors
+
+
+def file_checks(config: PartyConfig, folder: Path) -> list[str]:
+    """The files a config names exist: its table, its key and certificate, its peers' certificates."""
+    errors: list[str] = []
+    data, net, party = config.data, config.network, config.party
+    if data.path and not (folder / data.path).is_file():
+        errors.append(f"data.path: {folder / data.path} not found; point it at this party's CSV or Parquet file")
+    for key, file in (("network.key", net.key), ("network.cert", net.cert)):
+        if not (folder / file).is_file():
+            errors.append(
+                f"{key}: {folder / file} not found; run `vsplit keys new --party {party.name} --out "
+                f"{(folder / file).parent}`"
+            )
+    for peer, file in net.peers.items():
+        if not (folder / file).is_file():
+            errors.append(
+                f"network.peers.{peer}: certificate not found at {folder / file}; ask {peer} for its certificate "
+                f"(they create it with `vsplit keys new --party {peer}`) and check its fingerprint out of band"
+            )
     return errors
 
 

@@ -49,6 +49,40 @@ class TopologySection:
     n_classes: int | None = None
     #: u_shaped: width of the middle segment's output (default: model.embedding_width)
     middle_width: int | None = None
+    #: horizontal: the clients (same columns, their own rows), in a fixed order every party lists the same way
+    clients: tuple[str, ...] = ()
+    #: horizontal: the server's party name
+    server: str = ""
+    #: horizontal: the clients' segments, "vanilla" (labels sent to the server) or "u_shaped" (labels and last
+    #: layers stay with each client)
+    segments: str = "vanilla"
+
+
+@dataclass(frozen=True)
+class ScheduleSection:
+    """How many clients with the same columns train together (``topology.kind = "horizontal"``; docs/clients.md).
+
+    A round is one pass of every client over its rows; ``train.epochs`` rounds, ``train.batch_size`` and
+    ``train.seed`` apply."""
+
+    #: "sequential", "splitfed_v1", "splitfed_v2" or "fedavg"
+    kind: str = "splitfed_v1"
+    #: sequential: "fixed", "random" or "random_no_repeat"
+    order: str = "fixed"
+    #: sequential: hand-offs relayed (and sealed end to end) by the "server", or "direct" between clients
+    route: str = "server"
+    #: sequential: hand "full" state (weights, buffers, optimizer state) or "weights" only
+    handoff: str = "full"
+    #: splitfed_v2: the server takes batches "client_major" or "batch_interleaved"
+    interleave: str = "batch_interleaved"
+    #: at each average: "keep", "reset" or "average" the optimizer state
+    optimizer_policy: str = "keep"
+    #: at each average: "average" the float buffers (BatchNorm statistics) or keep them "local"
+    buffer_policy: str = "average"
+    #: the party that averages client-side weights (empty: the server)
+    federated_server: str = ""
+    #: "auto" (on for SplitFed and FedAvg with 3 or more clients), "on" or "off"
+    secure_aggregation: str = "auto"
 
 
 @dataclass(frozen=True)
@@ -139,6 +173,9 @@ class NetworkSection:
     peers: dict[str, str]
     listen: str | None = None
     dial: str | None = None
+    #: horizontal: HOST:PORT of each further peer this party dials (a separate federated server; with
+    #: schedule.route = "direct", every client listed before this one in topology.clients)
+    addresses: dict[str, str] = field(default_factory=dict)
     connect_timeout_s: float = 120.0
     read_timeout_s: float = 300.0
     max_frame_mb: int = 64
@@ -172,6 +209,7 @@ class PartyConfig:
     train: TrainSection = field(default_factory=TrainSection)
     psi: PsiSection = field(default_factory=PsiSection)
     privacy: PrivacySection = field(default_factory=PrivacySection)
+    schedule: ScheduleSection = field(default_factory=ScheduleSection)
     output: OutputSection = field(default_factory=OutputSection)
     #: the file the config came from (for resolving relative paths and error messages)
     source: str = ""

@@ -15,6 +15,12 @@ peer: at once if the machine says so (its optional ``expects(peer)``, see
 nothing from any peer within ``timeout``. A peer that vanishes (:class:`~vsplit.transport.channel.PeerLost`:
 dropped, reset, silent) is always an error, and the other peers are told ``AbortCode.PEER_LOST``.
 
+Several stages over one set of channels (horizontal schedules between processes, ``hold=True``): a machine that says
+it no longer expects a peer (its ``expects(peer)``) is not fed that peer's frames; they wait, in order, in the
+channel for the stage they belong to. With ``drops=True`` a peer that vanishes while the machine expects it is not
+an error if the machine has ``drop(peer)``: the pump tells the machine, which carries on without it (a SplitFed
+round completes without a lost client), and records the peer in :attr:`Pump.lost`.
+
 Both runtimes share it: :func:`Pump.run` blocks on the channels (one party per process), while the in-process
 runtime (:mod:`vsplit.runtime.inprocess`) calls :meth:`Pump.poll` on every party in turn.
 """
@@ -49,8 +55,14 @@ class Pump:
         stats: CommStats | None = None,
         taps: Iterable[Tap] = (),
         timeout: float = 300.0,
+        hold: bool = False,
+        drops: bool = False,
     ) -> None:
         self.me = me
+        self.hold = hold
+        self.drops = drops
+        #: peers that vanished and were dropped by the machine (``drops=True``), in order
+        self.lost: list[str] = []
         self.channels = dict(channels)
         self.session = session
         self.stats = stats if stats is not None else CommStats()
@@ -120,6 +132,8 @@ class Pump:
         for _ in range(len(self._order)):
             peer = self._order[self._next]
             self._next = (self._next + 1) % len(self._order)
+            if self.hold and self.machine is not None and not still_expects(self.machine, peer):
+                continue  # its frames belong to a later stage
             if self._take(peer, timeout=0):
                 return True
         self._check_closed()
@@ -131,6 +145,15 @@ class Pump:
             frame = self.channels[peer].recv(timeout=timeout)
         except NothingYet:
             return False
+        except PeerLost:
+            drop = getattr(self.machine, "drop", None)
+            if not self.drops or drop is None:
+                raise
+            self._order.remove(peer)
+            self._next = 0
+            self.lost.append(peer)
+            self.send_all(drop(peer))
+            return True
         except PeerClosed:
             self._order.remove(peer)
             self._next = 0
@@ -161,7 +184,8 @@ class Pump:
         self.begin(machine)
         deadline_quiet = self.timeout
         while not machine.done:
-            if len(self.channels) == 1 and self._order:  # one peer: block on it (after a close: poll, see below)
+            if len(self.channels) == 1 and self._order and (not self.hold or still_expects(machine, self._order[0])):
+                # one peer: block on it (after a close: poll, see below)
                 peer = self._order[0]
                 self.guard(lambda p=peer: self._take(p, timeout=deadline_quiet))
                 continue

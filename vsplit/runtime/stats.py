@@ -33,6 +33,13 @@ class CommStats:
         tally.frames += 1
         tally.bytes += nbytes
 
+    def merge(self, other: CommStats) -> None:
+        """Add ``other``'s counts to these (one party's stats over several stages' channels)."""
+        for key, tally in other._by.items():
+            mine = self._by[key]
+            mine.frames += tally.frames
+            mine.bytes += tally.bytes
+
     def total(self, direction: str, *, peer: str | None = None, kind: str | None = None) -> int:
         """Total bytes in ``direction`` ("sent" or "received"), optionally for one peer or message type."""
         return sum(

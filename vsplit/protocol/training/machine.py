@@ -228,7 +228,7 @@ class SplitMachine(AheadMixin):
     def expects(self, peer: str) -> bool:
         """Whether this machine may still need a message from ``peer``: a peer that has sent everything it owes and
         closes its channel is then no error (in scoring, a partner finishes before the others)."""
-        if self.done:
+        if self.done or peer not in self._peers:  # a party outside this topology owes it nothing
             return False
         if self._phase == PREDICT:
             return self._remaining.get(peer, 0) > 0

@@ -1,0 +1,320 @@
+"""One organization's process in a horizontal split: a client (its rows), the server, or a federated server.
+
+Theory of operation. :class:`HorizontalNode` reads the party's config (``topology.kind = "horizontal"``, see
+:mod:`vsplit.config.horizontal`), builds its side of the split and runs one session over one pump: first the
+``join`` stage (:mod:`vsplit.horizontal.join`: rows, segment digests, public keys, in a vanilla split the labels),
+then the schedule's stages (:mod:`vsplit.horizontal.session`), the same generator the in-process runner drives. The
+pump holds each peer's frames until the stage they belong to (``Pump(hold=True)``), so one set of mutual-TLS
+channels carries every stage; in SplitFed a client whose link is lost mid-round is dropped (``drops=True``) and the
+others finish the run without it. Every client builds the same initial segments: their weights are seeded by the
+replicated segment's name and ``train.seed``, not by the client's name.
+
+What each party writes to ``<output.dir>/<run_id>/<party>/``: ``model.npz`` (only its own segments, and a client's
+preprocessing), ``result.json`` (schedule, losses where it holds labels, seconds per stage kind and per round, bytes
+sent and received per peer, clients lost). Same seeds give the same parameters here as in one process
+(``tests/test_horizontal_processes.py``).
+
+Between organizations each party runs ``vsplit run --config party.toml``; :func:`run_in_process` runs every party's
+node in one process over memory channels (the reference the process tests compare with).
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import logging
+import os
+import time
+from collections.abc import Iterable, Mapping
+from dataclasses import dataclass, field
+from typing import Any
+
+import numpy as np
+import torch
+
+from vsplit.config import PartyConfig, resolve
+from vsplit.config.horizontal import horizontal_of, links, settings_of
+from vsplit.data.sources import read_table
+from vsplit.horizontal.join import Join, JoinClient, JoinFederated, JoinServer
+from vsplit.horizontal.schedule import AVERAGE, HANDOFF, TRAIN, compile_schedule, stage_order
+from vsplit.models.tasks import make_task
+from vsplit.party import ComputeParty, LabelParty, ModelSettings
+from vsplit.runtime.atomic import write_atomic
+from vsplit.runtime.checkpoint import save_checkpoint
+from vsplit.runtime.node import session_id
+from vsplit.runtime.pump import Pump
+from vsplit.transport.channel import Channel
+
+log = logging.getLogger(__name__)
+JOIN = "join"
+
+
+def order(stage: str) -> int:
+    """Sort key of a horizontal run's stage names: the join first, then the schedule's stages."""
+    return -1 if stage == JOIN else stage_order(stage)
+
+
+@dataclass
+class HorizontalResult:
+    """What one party of a horizontal run learned."""
+
+    party: str
+    role: str
+    schedule: str
+    history: list[dict[str, Any]] = field(default_factory=list)
+    seconds: dict[str, float] = field(default_factory=dict)
+    round_seconds: list[float] = field(default_factory=list)
+    comm: dict[str, Any] = field(default_factory=dict)
+    rows: dict[str, int] = field(default_factory=dict)
+    lost: list[str] = field(default_factory=list)
+
+
+class HorizontalNode:
+    """Runs one party of a horizontal split, as configured by ``config``."""
+
+    def __init__(self, config: PartyConfig, *, resume: bool = False, progress: bool = True) -> None:
+        if resume:
+            from vsplit.errors import ConfigError
+
+            raise ConfigError("--resume: not built yet for horizontal schedules; rerun without it")
+        self.config, self.name = config, config.party.name
+        self.progress = progress
+        self.role = config.party.role
+        self.h = horizontal_of(config)
+        self.settings = settings_of(config)
+        t = config.topology
+        self.is_client = self.name in t.clients
+        self.is_server = self.name == t.server
+        self.folder = resolve(config, config.output.dir) / config.output.run_id / self.name
+        torch.set_num_threads(max(1, config.train.threads))
+        self.task = make_task(t.task)
+        self.party: LabelParty | None = None
+        if self.is_client:
+            d = config.data
+            table = read_table(resolve(config, d.path), id_column=d.id_column, features=d.features, label=d.label)
+            assert d.label is not None
+            # named after the replicated segment owner: every client's initial weights are the same
+            self.party = LabelParty(self.h.client, table, label=d.label, id_column=d.id_column,
+                                    positive_label=d.positive_label, settings=self.model_settings(),
+                                    categorical=list(d.categorical) if d.categorical is not None else None,
+                                    seed=config.train.seed, task=self.task)
+        self.modules = self._modules()
+        self.outcome: Any = None
+        self.result: HorizontalResult | None = None
+
+    # -- building ----------------------------------------------------------------------------------------------------
+    def model_settings(self) -> ModelSettings:
+        m, t, d, n = self.config.model, self.config.train, self.config.data, self.config.network
+        return ModelSettings(
+            embedding_width=m.embedding_width, bottom_hidden=m.bottom_hidden, top_hidden=m.top_hidden,
+            merge=m.merge, dropout=m.dropout, optimizer=t.optimizer, lr=t.lr, weight_decay=t.weight_decay,
+            scaling=d.scaling, missing=d.missing, compression=n.compression, error_feedback=n.error_feedback,
+        )
+
+    def _modules(self) -> dict[str, torch.nn.Module]:
+        base = self.h.base
+        if self.party is not None:
+            topology = base.placed_on(self.h.client) if self.settings.kind == "fedavg" else base
+            return self.party.modules_for(topology)
+        if self.is_server and self.settings.kind != "fedavg":
+            server = ComputeParty(self.name, settings=self.model_settings(), seed=self.config.train.seed)
+            return server.modules_for(base)
+        return {}
+
+    def _optimizer(self) -> Any:
+        helper = self.party or ComputeParty(self.name, settings=self.model_settings(), seed=self.config.train.seed)
+        return helper.optimizer
+
+    def schema(self) -> str:
+        """A digest of what every client must share: columns, category values (their codes follow from them),
+        segment shapes, task. The server sees only the digest."""
+        assert self.party is not None
+        pre = self.party.preprocessor
+        shapes = {f"{s}/{k}": list(v.shape) for s, m in self.modules.items() for k, v in m.state_dict().items()}
+        text = json.dumps({"columns": self.party.feature_columns, "shapes": shapes,
+                           "categories": pre.categories_ if pre is not None else {},
+                           "n_numeric": pre.n_numeric if pre is not None else 0, "task": self.task.name},
+                          sort_keys=True)
+        return hashlib.sha256(text.encode()).hexdigest()
+
+    # -- the session -------------------------------------------------------------------------------------------------
+    def session(self) -> Any:
+        """This party's whole run as a generator of ``(stage, machine)`` (see :mod:`vsplit.app.session`)."""
+        from vsplit.horizontal.sealed import new_key, public_bytes
+        from vsplit.horizontal.session import (
+            ClientSide,
+            HandoffKeys,
+            ServerSide,
+            client_session,
+            federated_session,
+            server_session,
+        )
+
+        h, settings, clients = self.h, self.settings, list(self.h.clients)
+        fed = settings.federated_server
+        context = self.config.output.run_id.encode()
+        if self.party is not None:
+            key = new_key()
+            labels = self.party.labels.numpy() if h.labels_at_server and settings.kind != "fedavg" else None
+            join = Join(rows=len(self.party.ids), schema=self.schema(), resume_round=-1,
+                        public=public_bytes(key).hex(),
+                        labels=np.asarray(labels if labels is not None else np.zeros(0), np.float32))
+            roster = yield JOIN, JoinClient(join, server=h.server, forward_to=[fed] if fed else [])
+            rows = roster.rows_of()
+            source = next(s.name for s in h.base.sources_of(h.client))
+            own_labels = None if labels is not None else self.party.labels
+            assert self.party.inputs is not None
+            side = ClientSide(self.modules, {source: self.party.inputs}, self._optimizer(), labels=own_labels,
+                              task=self.task)
+            keys = HandoffKeys(key, roster.publics_of(), context=context)
+            outcome = yield from client_session(self.name, h, settings, rows, side, keys)
+        elif self.is_server:
+            roster, joins = yield JOIN, JoinServer(clients, own_round=-1)
+            rows = roster.rows_of()
+            server_side = None
+            if settings.kind != "fedavg":
+                labels = {c: torch.from_numpy(j.labels.copy()) for c, j in joins.items()} if h.labels_at_server \
+                    else None
+                server_side = ServerSide(self.modules, self._optimizer(), labels=labels, task=self.task)
+            outcome = yield from server_session(h, settings, rows, server_side)
+        else:
+            roster = yield JOIN, JoinFederated(clients)
+            rows = roster.rows_of()
+            outcome = yield from federated_session(self.name, h, settings, rows)
+        self.rows = rows
+        return outcome
+
+    # -- running -----------------------------------------------------------------------------------------------------
+    def open_channels(self) -> dict[str, Channel]:
+        """Mutual-TLS channels to every peer (:func:`vsplit.config.horizontal.links`): dial first, then listen."""
+        from vsplit.transport.connect import Listener, dial
+        from vsplit.transport.pinning import Credentials
+        from vsplit.transport.stream import ChannelOptions
+
+        net = self.config.network
+        options = ChannelOptions(max_frame=net.max_frame_mb << 20)
+        plan = links(self.config)
+        pins = {p: resolve(self.config, path) for p, path in net.peers.items()}
+        own = {"own_cert": resolve(self.config, net.cert), "own_key": resolve(self.config, net.key)}
+        channels: dict[str, Channel] = {}
+        try:
+            for peer, (how, address) in plan.items():
+                if how == "dial":
+                    creds = Credentials.load(self.name, peers={peer: pins[peer]}, **own)
+                    channels[peer] = dial(creds, peer=peer, address=_address(address), deadline_s=net.connect_timeout_s,
+                                          options=options)
+            listen = [p for p, (how, _) in plan.items() if how == "listen"]
+            if listen:
+                creds = Credentials.load(self.name, peers={p: pins[p] for p in listen}, **own)
+                address = _address(plan[listen[0]][1])
+                with Listener(creds, address=address, options=options) as listener:
+                    channels.update(listener.accept_all(deadline_s=net.connect_timeout_s))
+        except BaseException:
+            for channel in channels.values():
+                channel.close()
+            raise
+        return channels
+
+    def run(self, channels: Mapping[str, Channel] | None = None) -> HorizontalResult:
+        """The whole run over mutual TLS (or the ``channels`` given); writes model.npz and result.json."""
+        started = time.perf_counter()
+        channels = dict(channels) if channels is not None else self.open_channels()
+        seconds = {"connect": time.perf_counter() - started}
+        drops = self.settings.kind in ("splitfed_v1", "splitfed_v2", "fedavg")
+        pump = Pump(self.name, channels, session=session_id(self.config.output.run_id),
+                    timeout=self.config.network.read_timeout_s, hold=True, drops=drops)
+        stage_seconds: dict[str, float] = {}
+        try:
+            session = self.session()
+            try:
+                stage, machine = next(session)
+                while True:
+                    began = time.perf_counter()
+                    value = pump.run(machine)
+                    stage_seconds[stage] = time.perf_counter() - began
+                    stage, machine = session.send(value)
+            except StopIteration as stop:
+                outcome = stop.value
+        except BaseException as exc:
+            pump.fail(exc)
+            raise
+        finally:
+            for channel in channels.values():
+                channel.close()
+        return self.finish(outcome, pump.stats.as_dict(), {**seconds, **stage_seconds}, lost=pump.lost)
+
+    def finish(self, outcome: Any, comm: dict[str, Any], stage_seconds: Mapping[str, float], *,
+               lost: Iterable[str] = ()) -> HorizontalResult:
+        """Save this party's own segments and write its result (both runtimes call it)."""
+        self.outcome = outcome
+        stages = {s.key: s for s in compile_schedule(self.settings, clients=self.h.clients, server=self.h.server,
+                                                     rows=self.rows)}
+        kinds: dict[str, float] = {}
+        rounds = [0.0] * self.settings.rounds
+        for key, value in stage_seconds.items():
+            stage = stages.get(key)
+            kind = stage.kind if stage is not None else key
+            kinds[kind] = kinds.get(kind, 0.0) + value
+            if stage is not None and stage.kind in (TRAIN, HANDOFF, AVERAGE):
+                rounds[stage.round] += value
+        result = HorizontalResult(party=self.name, role=self.role, schedule=self.settings.describe(),
+                                  history=list(getattr(outcome, "history", [])),
+                                  seconds={k: round(v, 4) for k, v in kinds.items()},
+                                  round_seconds=[round(x, 4) for x in rounds], comm=comm, rows=dict(self.rows),
+                                  lost=list(lost))
+        if outcome is not None and getattr(outcome, "modules", None):
+            self.save_model(outcome.modules)
+        self.result = result
+        os.makedirs(self.folder, exist_ok=True)
+        write_atomic(self.folder / "result.json", (json.dumps(result.__dict__, indent=2, default=_jsonable) + "\n")
+                     .encode())
+        return result
+
+    def save_model(self, modules: Mapping[str, torch.nn.Module]) -> None:
+        """``model.npz``: this party's own segments (and a client's preprocessing); nothing of a peer's."""
+        state: dict[str, Any] = {"party": self.name, "role": self.role, "schedule": self.settings.describe(),
+                                 "horizontal": self.h.fingerprint(),
+                                 "segments": {s: m.state_dict() for s, m in modules.items()}}
+        if self.party is not None:
+            state["feature_columns"] = self.party.feature_columns
+            state["id_column"] = self.party.id_column
+            state["label"] = self.party.label
+            if self.party.preprocessor is not None:
+                state["preprocessor"] = self.party.preprocessor.state()
+        save_checkpoint(self.folder / "model.npz", state, run_id=self.config.output.run_id, party=self.name)
+
+
+def run_in_process(nodes: Iterable[HorizontalNode], *, taps: Iterable[Any] = ()) -> dict[str, HorizontalResult]:
+    """Every node's run in this one process, over memory channels and the real codec (tests, notebooks)."""
+    from vsplit.app.local import run_sessions
+
+    nodes = list(nodes)
+    pumps: dict[str, Any] = {}
+    run_id = nodes[0].config.output.run_id
+    outcomes = run_sessions({n.name: n.session() for n in nodes}, session=session_id(run_id), taps=taps,
+                            pumps=pumps, order=order)
+    out = {}
+    for node in nodes:
+        from vsplit.runtime.stats import CommStats
+
+        stats = CommStats()
+        for stage in pumps.values():
+            if node.name in stage:
+                stats.merge(stage[node.name].stats)
+        out[node.name] = node.finish(outcomes[node.name], stats.as_dict(), {})
+    return out
+
+
+def _address(text: str) -> tuple[str, int]:
+    host, _, port = text.rpartition(":")
+    if not host or not port.isdigit():
+        from vsplit.errors import ConfigError
+
+        raise ConfigError(f"network: {text!r} is not HOST:PORT")
+    return host, int(port)
+
+
+def _jsonable(value: Any) -> Any:
+    if isinstance(value, (np.integer, np.floating)):
+        return value.item()
+    return str(value)
