@@ -6,6 +6,8 @@ Example:
     vsplit pilot bank-marketing --run-id my-first-pilot --quiet
     vsplit pilot u-shaped-credit     # the bank keeps columns, labels, head and tail; a compute party runs the middle
     vsplit pilot vanilla-credit      # a data owner runs the first layers; the bank holds labels and the rest
+    vsplit pilot splitfed-credit     # three banks with the same columns, a server, a federated server (SplitFed)
+    vsplit pilot splitfed-credit --set schedule.kind=sequential
 
 Creates keys when missing, lays out each party's folder (parties/<party>/ for bank-marketing), starts
 `vsplit train` for both parties (PSI, training, evaluation, model parts saved), then `vsplit predict` for both (a
@@ -25,7 +27,8 @@ HELP = "run a pilot on a bundled preset, one process per party over mutual TLS, 
 def add_arguments(parser: argparse.ArgumentParser) -> None:
     from vsplit.pilot.orchestrate import PRESETS
 
-    parser.add_argument("preset", choices=sorted(PRESETS), help="bundled data set and kind of split")
+    parser.add_argument("preset", choices=sorted([*PRESETS, "splitfed-credit"]),
+                        help="bundled data set and kind of split")
     parser.add_argument("--run-id", help="name of the run (default: preset and time)")
     parser.add_argument("--root", help="folder holding the party folders (default: parties/ for bank-marketing)")
     parser.add_argument("--set", dest="overrides", action="append", default=[], metavar="KEY=VALUE",
@@ -38,6 +41,8 @@ def run(args: argparse.Namespace) -> int:
 
     from vsplit.pilot.orchestrate import run_pilot
 
+    if args.preset == "splitfed-credit":
+        return _splitfed(args)
     result = run_pilot(args.preset, root=Path(args.root) if args.root else None, run_id=args.run_id,
                        overrides=tuple(args.overrides), quiet=args.quiet)
     report = result.report
@@ -48,4 +53,19 @@ def run(args: argparse.Namespace) -> int:
     for name, metrics in rows:
         print(f"  {name:<24} AUC {metrics['auc']:.4f}   KS {metrics['ks']:.4f}   F1 {metrics['f1']:.4f}")
     print(f"report: {result.run_dir / 'bank' / 'report.md'}   ({result.seconds:.0f} s)")
+    return 0
+
+
+def _splitfed(args: argparse.Namespace) -> int:
+    from pathlib import Path
+
+    from vsplit.pilot.splitfed import run_splitfed_pilot
+
+    report = run_splitfed_pilot(root=Path(args.root) if args.root else None, run_id=args.run_id,
+                                overrides=tuple(args.overrides), quiet=args.quiet)
+    print(f"\nsplitfed-credit: {report['schedule']}")
+    for bank, m in report["banks"].items():
+        print(f"  {bank:<10} test AUC {m['auc']:.4f} on its {m['test_rows']} test rows")
+    print(f"  {'pooled':<10} test AUC {report['pooled_test']['auc']:.4f} on all {report['pooled_test']['test_rows']}")
+    print(f"report: {report['report']}   ({report['seconds']:.0f} s)")
     return 0

@@ -36,11 +36,13 @@ def prepare_horizontal(
     schedule: Mapping[str, Any] | None = None,
     train: Mapping[str, Any] | None = None,
     segments: str = "vanilla",
+    output_dir: str = "../runs",
     extra: str = "",
 ) -> dict[str, Path]:
     """Tables, keys and configs under ``root`` (``rows``: at most this many train rows per bank); the configs.
 
-    The server listens on ``port``, a federated server (``federated=True``) on ``port + 1``."""
+    The server listens on ``port``, a federated server (``federated=True``) on ``port + 1``; ``output_dir`` is
+    relative to each party's folder."""
     from vsplit.datasets.horizontal import horizontal_split
     from vsplit.pilot.prepare import ensure_keys
     from vsplit.runtime.atomic import save_with
@@ -64,7 +66,7 @@ def prepare_horizontal(
         sched["federated_server"] = FEDERATED
     common = _toml("topology", {"kind": "horizontal", "clients": clients, "server": SERVER, "segments": segments})
     common += _toml("schedule", sched) + _toml("train", {"epochs": 2, "batch_size": 256, **(train or {})})
-    common += _toml("output", {"dir": "../runs", "run_id": run_id})
+    common += _toml("output", {"dir": output_dir, "run_id": run_id})
     configs: dict[str, Path] = {}
     fed_address = f"127.0.0.1:{port + 1}"
     for party in parties:
