@@ -17,9 +17,8 @@ from vsplit.pilot.horizontal import prepare_horizontal
 from vsplit.runtime.checkpoint import load_checkpoint
 from vsplit.runtime.horizontal_node import HorizontalNode, run_in_process
 
-CASES = {
+CASES = {  # sequential over processes: tests/test_horizontal_resume.py (uninterrupted after the resume)
     "splitfed_v1": ({"kind": "splitfed_v1"}, True),
-    "sequential": ({"kind": "sequential", "route": "server", "order": "random_no_repeat"}, False),
 }
 
 

@@ -16,6 +16,7 @@ from collections.abc import Callable, Generator, Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
+import numpy as np
 import torch
 from torch import nn
 
@@ -23,6 +24,7 @@ from vsplit.errors import ConfigError
 from vsplit.horizontal import _average
 from vsplit.horizontal.machines import Aggregate, Hub, Receive, Relay, Send, SharedStep, Upload
 from vsplit.horizontal.messages import SegmentState
+from vsplit.horizontal.rounds import RoundKeeper, my_stages, take_prefix, with_prefix
 from vsplit.horizontal.schedule import (
     AVERAGE,
     HANDOFF,
@@ -109,8 +111,9 @@ def client_session(
     rows: Mapping[str, int],
     side: ClientSide,
     keys: HandoffKeys | None = None,
+    keeper: RoundKeeper | None = None,
 ) -> Session:
-    """Client ``name``'s session (``keys``: needed when hand-offs are sealed)."""
+    """Client ``name``'s session (``keys``: needed when hand-offs are sealed; ``keeper``: round checkpoints)."""
     if settings.sealed and keys is None:
         raise ConfigError(f"{name}: relayed hand-offs are sealed end to end; give the clients' X25519 keys")
     fedavg = settings.kind == "fedavg"
@@ -125,9 +128,14 @@ def client_session(
     coordinator = topology.label_owner == name
     fed = settings.federated_server or h.server
     outcome = HorizontalOutcome(modules=modules, optimizer=optimizer)
-    for stage in compile_schedule(settings, clients=h.clients, server=h.server, rows=rows):
-        if name not in stage.parties:
-            continue
+
+    def snapshot() -> dict[str, Any]:
+        return {**extract(modules, optimizer, optimizer_state=True), "rng": rng.state.numpy().copy()}
+
+    if keeper is not None and keeper.restored is not None:
+        _restore(keeper.restored, rng, lambda arrays: load(modules, optimizer, arrays, sender="checkpoint"))
+    stages = compile_schedule(settings, clients=h.clients, server=h.server, rows=rows)
+    for stage in my_stages(stages, name, keeper, snapshot, rounds=settings.rounds):
         if stage.kind == TRAIN:
             if settings.kind != "sequential" and settings.optimizer_policy == "reset":
                 reset_optimizer(optimizer)
@@ -165,8 +173,9 @@ def client_session(
     return outcome
 
 
-def server_session(h: Horizontal, settings: Settings, rows: Mapping[str, int], side: ServerSide | None) -> Session:
-    """The server's session (with ``side=None`` in FedAvg, where it only averages)."""
+def server_session(h: Horizontal, settings: Settings, rows: Mapping[str, int], side: ServerSide | None,
+                   keeper: RoundKeeper | None = None) -> Session:
+    """The server's session (with ``side=None`` in FedAvg, where it only averages; ``keeper``: round checkpoints)."""
     name, kind = h.server, settings.kind
     if side is None and kind != "fedavg":
         raise ConfigError(f"{kind} needs the server's segments")
@@ -197,9 +206,26 @@ def server_session(h: Horizontal, settings: Settings, rows: Mapping[str, int], s
             keep_best=False,
         )
 
-    for stage in compile_schedule(settings, clients=h.clients, server=name, rows=rows):
-        if name not in stage.parties:
-            continue
+    def snapshot() -> dict[str, Any]:
+        out: dict[str, Any] = {"rng": rng.state.numpy().copy()}
+        if copies:
+            for c in h.clients:
+                out.update(with_prefix(f"{c}|", extract(copies[c], optimizers[c], optimizer_state=True)))
+        elif optimizer is not None:
+            out.update(extract(shared, optimizer, optimizer_state=True))
+        return out
+
+    def restore(arrays: Mapping[str, Any]) -> None:
+        if copies:
+            for c in h.clients:
+                load(copies[c], optimizers[c], take_prefix(f"{c}|", arrays), sender="checkpoint")
+        elif optimizer is not None:
+            load(shared, optimizer, arrays, sender="checkpoint")
+
+    if keeper is not None and keeper.restored is not None:
+        _restore(keeper.restored, rng, restore)
+    stages = compile_schedule(settings, clients=h.clients, server=name, rows=rows)
+    for stage in my_stages(stages, name, keeper, snapshot, rounds=settings.rounds):
         if stage.kind == TRAIN and kind == "sequential":
             result = yield stage.key, machine(stage, stage.clients[0], shared, optimizer)
             results = {stage.clients[0]: result}
@@ -231,6 +257,12 @@ def server_session(h: Horizontal, settings: Settings, rows: Mapping[str, int], s
     return outcome
 
 
+def _restore(arrays: Mapping[str, Any], rng: PartyRng, load_rest: Callable[[Mapping[str, Any]], None]) -> None:
+    """Restore a round checkpoint: the random stream, then the party's modules and optimizers."""
+    rng.state = torch.from_numpy(np.asarray(arrays["rng"], np.uint8).copy())
+    load_rest({k: v for k, v in arrays.items() if k != "rng"})
+
+
 def _average_copies(
     copies: Mapping[str, dict[str, nn.Module]],
     optimizers: Mapping[str, torch.optim.Optimizer],
@@ -246,9 +278,11 @@ def _average_copies(
         load(copies[c], optimizers[c], mean, sender="average")
 
 
-def federated_session(name: str, h: Horizontal, settings: Settings, rows: Mapping[str, int]) -> Session:
-    """A separate federated server's session: it only averages the clients' states."""
-    for stage in compile_schedule(settings, clients=h.clients, server=h.server, rows=rows):
+def federated_session(name: str, h: Horizontal, settings: Settings, rows: Mapping[str, int],
+                      keeper: RoundKeeper | None = None) -> Session:
+    """A separate federated server's session: it only averages the clients' states (and keeps no state)."""
+    stages = compile_schedule(settings, clients=h.clients, server=h.server, rows=rows)
+    for stage in my_stages(stages, name, keeper, dict, rounds=settings.rounds):
         if stage.kind == AVERAGE:
             yield stage.key, Aggregate({c: rows[c] for c in stage.clients}, round=stage.round,
                                        average=_average.average)

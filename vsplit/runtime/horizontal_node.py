@@ -40,7 +40,7 @@ from vsplit.horizontal.schedule import AVERAGE, HANDOFF, TRAIN, compile_schedule
 from vsplit.models.tasks import make_task
 from vsplit.party import ComputeParty, LabelParty, ModelSettings
 from vsplit.runtime.atomic import write_atomic
-from vsplit.runtime.checkpoint import save_checkpoint
+from vsplit.runtime.checkpoint import load_checkpoint, save_checkpoint
 from vsplit.runtime.node import session_id
 from vsplit.runtime.pump import Pump
 from vsplit.transport.channel import Channel
@@ -67,17 +67,16 @@ class HorizontalResult:
     comm: dict[str, Any] = field(default_factory=dict)
     rows: dict[str, int] = field(default_factory=dict)
     lost: list[str] = field(default_factory=list)
+    #: the round this run started at (0, or after --resume the first round not every party had finished)
+    start_round: int = 0
 
 
 class HorizontalNode:
     """Runs one party of a horizontal split, as configured by ``config``."""
 
     def __init__(self, config: PartyConfig, *, resume: bool = False, progress: bool = True) -> None:
-        if resume:
-            from vsplit.errors import ConfigError
-
-            raise ConfigError("--resume: not built yet for horizontal schedules; rerun without it")
         self.config, self.name = config, config.party.name
+        self.resume = resume
         self.progress = progress
         self.role = config.party.role
         self.h = horizontal_of(config)
@@ -101,6 +100,51 @@ class HorizontalNode:
         self.modules = self._modules()
         self.outcome: Any = None
         self.result: HorizontalResult | None = None
+        self.latest = self._checkpoints()  # before connecting: a bad checkpoint fails at once
+
+    # -- round checkpoints -------------------------------------------------------------------------------------------
+    def _checkpoint_path(self, round_: int) -> Any:
+        return self.folder / "checkpoints" / f"round-{round_:04d}.npz"
+
+    def _checkpoints(self) -> int:
+        """The last round this party can resume from (-1: none); without --resume, stale checkpoints go."""
+        found = sorted((self.folder / "checkpoints").glob("round-*.npz"))
+        if not self.resume:
+            for stale in found:
+                stale.unlink()
+            return -1
+        if not found:
+            return -1  # killed before its first round ended: this party starts afresh (and so the run does)
+        latest = int(found[-1].stem.split("-")[1])
+        self.restore(latest)
+        return latest
+
+    def save_round(self, round_: int, snapshot: Mapping[str, np.ndarray]) -> None:
+        """Write this party's state at the end of ``round_`` (atomically; all rounds are kept: a client that sat
+        out rounds may be asked for an earlier one, and they hold only its own segments)."""
+        state = {"round": round_, "horizontal": self.h.fingerprint(), "schedule": self.settings.describe(),
+                 "arrays": dict(snapshot)}
+        save_checkpoint(self._checkpoint_path(round_), state, run_id=self.config.output.run_id, party=self.name)
+
+    def restore(self, round_: int) -> dict[str, np.ndarray]:
+        """This party's snapshot at the end of ``round_``, checked to belong to this run, party and set-up."""
+        from vsplit.errors import CheckpointError
+
+        path = self._checkpoint_path(round_)
+        if not path.is_file():
+            raise CheckpointError(f"{self.name}: the run resumes at round {round_ + 1}, but {path} is missing; "
+                                  "restart every party without --resume")
+        state = load_checkpoint(path, run_id=self.config.output.run_id, party=self.name)
+        if state["horizontal"] != self.h.fingerprint() or state["schedule"] != self.settings.describe():
+            raise CheckpointError(f"{self.name}: {path} was written with other clients, server or schedule "
+                                  f"({state['schedule']}); restart without --resume")
+        return {k: np.asarray(v) for k, v in state["arrays"].items()}
+
+    def keeper(self, start_round: int) -> Any:
+        from vsplit.horizontal.rounds import RoundKeeper
+
+        restored = self.restore(start_round - 1) if start_round > 0 and (self.party or self.is_server) else None
+        return RoundKeeper(start_round=start_round, restored=restored, save=self.save_round)
 
     # -- building ----------------------------------------------------------------------------------------------------
     def model_settings(self) -> ModelSettings:
@@ -156,7 +200,7 @@ class HorizontalNode:
         if self.party is not None:
             key = new_key()
             labels = self.party.labels.numpy() if h.labels_at_server and settings.kind != "fedavg" else None
-            join = Join(rows=len(self.party.ids), schema=self.schema(), resume_round=-1,
+            join = Join(rows=len(self.party.ids), schema=self.schema(), resume_round=self.latest,
                         public=public_bytes(key).hex(),
                         labels=np.asarray(labels if labels is not None else np.zeros(0), np.float32))
             roster = yield JOIN, JoinClient(join, server=h.server, forward_to=[fed] if fed else [])
@@ -167,21 +211,22 @@ class HorizontalNode:
             side = ClientSide(self.modules, {source: self.party.inputs}, self._optimizer(), labels=own_labels,
                               task=self.task)
             keys = HandoffKeys(key, roster.publics_of(), context=context)
-            outcome = yield from client_session(self.name, h, settings, rows, side, keys)
+            keeper = self.keeper(roster.start_round)
+            outcome = yield from client_session(self.name, h, settings, rows, side, keys, keeper)
         elif self.is_server:
-            roster, joins = yield JOIN, JoinServer(clients, own_round=-1)
+            roster, joins = yield JOIN, JoinServer(clients, own_round=self.latest)
             rows = roster.rows_of()
             server_side = None
             if settings.kind != "fedavg":
                 labels = {c: torch.from_numpy(j.labels.copy()) for c, j in joins.items()} if h.labels_at_server \
                     else None
                 server_side = ServerSide(self.modules, self._optimizer(), labels=labels, task=self.task)
-            outcome = yield from server_session(h, settings, rows, server_side)
+            outcome = yield from server_session(h, settings, rows, server_side, self.keeper(roster.start_round))
         else:
             roster = yield JOIN, JoinFederated(clients)
             rows = roster.rows_of()
-            outcome = yield from federated_session(self.name, h, settings, rows)
-        self.rows = rows
+            outcome = yield from federated_session(self.name, h, settings, rows, self.keeper(roster.start_round))
+        self.rows, self.start_round = rows, roster.start_round
         return outcome
 
     # -- running -----------------------------------------------------------------------------------------------------
@@ -261,7 +306,7 @@ class HorizontalNode:
                                   history=list(getattr(outcome, "history", [])),
                                   seconds={k: round(v, 4) for k, v in kinds.items()},
                                   round_seconds=[round(x, 4) for x in rounds], comm=comm, rows=dict(self.rows),
-                                  lost=list(lost))
+                                  lost=list(lost), start_round=self.start_round)
         if outcome is not None and getattr(outcome, "modules", None):
             self.save_model(outcome.modules)
         self.result = result
