@@ -93,6 +93,13 @@ def horizontal_checks(config: PartyConfig) -> list[str]:
         links(config)
     except ConfigError as exc:
         errors.append(str(exc))
+    others = {c for c in clients if c != me}
+    if me in clients and s.kind == "sequential" and s.route == "server" and set(net.client_certs) != others:
+        errors.append(f"network.client_certs: relayed hand-offs are sealed to the other clients' keys, which each "
+                      f"client signs; pin the certificates of {sorted(others)} (got {sorted(net.client_certs)})")
+    elif net.client_certs and not (me in clients and s.kind == "sequential" and s.route == "server"):
+        errors.append("network.client_certs: only a client of a sequential schedule relayed by the server uses them; "
+                      "remove them")
     for key, value in (("train.epochs", config.train.epochs), ("train.batch_size", config.train.batch_size)):
         if value < 1:
             errors.append(f"{key}: must be at least 1, got {value}")

@@ -271,7 +271,7 @@ def file_checks(config: PartyConfig, folder: Path) -> list[str]:
                 f"{key}: {folder / file} not found; run `vsplit keys new --party {party.name} --out "
                 f"{(folder / file).parent}`"
             )
-    for peer, file in net.peers.items():
+    for peer, file in {**net.peers, **net.client_certs}.items():
         if not (folder / file).is_file():
             errors.append(
                 f"network.peers.{peer}: certificate not found at {folder / file}; ask {peer} for its certificate "

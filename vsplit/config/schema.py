@@ -176,6 +176,9 @@ class NetworkSection:
     #: horizontal: HOST:PORT of each further peer this party dials (a separate federated server; with
     #: schedule.route = "direct", every client listed before this one in topology.clients)
     addresses: dict[str, str] = field(default_factory=dict)
+    #: horizontal client, sequential relayed by the server: every other client's certificate, to check the hand-off
+    #: keys the server relays were signed by that client (vsplit.horizontal.keysig)
+    client_certs: dict[str, str] = field(default_factory=dict)
     connect_timeout_s: float = 120.0
     read_timeout_s: float = 300.0
     max_frame_mb: int = 64

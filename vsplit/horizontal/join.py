@@ -3,8 +3,9 @@
 Theory of operation. A schedule depends on every client's row count (:func:`compile_schedule`), so before the first
 stage each client tells the server what it brings in a :class:`Join`: its rows, a digest of its columns and segment
 shapes (every client must build the same segments, or averaging and hand-offs would mix unlike weights), the round
-it can resume from (``-1``: a fresh start), its public X25519 key for sealed hand-offs and, in a vanilla split, its
-labels (what that topology sends the server). The server checks that every digest agrees and answers each client
+it can resume from (``-1``: a fresh start), its public X25519 key for sealed hand-offs signed by its identity
+(:mod:`vsplit.horizontal.keysig`; the other clients check it) and, in a vanilla split, its labels (what that
+topology sends the server). The server checks that every digest agrees and answers each client
 with one :class:`Roster`: every client's rows and public key and the round the run starts from (the lowest any party
 can resume from). A separate federated server is told the same roster by every client, and checks that they agree.
 
@@ -15,12 +16,12 @@ and in a vanilla split the labels. The digest names no column values.
 Example:
     >>> import numpy as np
     >>> from vsplit.protocol.machine import Outgoing
-    >>> hello = {c: Join(rows=n, schema="s1", resume_round=-1, public=bytes(32).hex(), labels=np.zeros(0, np.float32))
-    ...          for c, n in (("a", 3), ("b", 5))}
+    >>> hello = {c: Join(rows=n, schema="s1", resume_round=-1, public=bytes(32).hex(), labels=np.zeros(0, np.float32),
+    ...                  signature=np.ones(70, np.uint8)) for c, n in (("a", 3), ("b", 5))}
     >>> server = JoinServer(("a", "b"), own_round=-1)
     >>> server.receive("a", hello["a"]); out = server.receive("b", hello["b"])
     []
-    >>> [o.to for o in out], out[0].msg.rows_of(), out[0].msg.start_round
+    >>> [o.to for o in out], out[0].message.rows_of(), out[0].message.start_round
     (['a', 'b'], {'a': 3, 'b': 5}, 0)
 """
 
@@ -38,20 +39,23 @@ from vsplit.protocol.machine import Outgoing
 from vsplit.protocol.message import Message, message, require, require_array
 
 MAX_CLIENTS = 1024
+MAX_SIGNATURE = 80
 _LABEL_DTYPES = ("float32", "int64")
 
 
 @message(0x0403)
 @dataclass(frozen=True)
 class Join(Message):
-    """A client's rows, its segments' digest, the round it can resume from, its X25519 public key (hex) and, in a
-    vanilla split, its labels in its own row order (else an empty array)."""
+    """A client's rows, its segments' digest, the round it can resume from, its X25519 public key (hex) with its
+    identity's signature over it (:mod:`vsplit.horizontal.keysig`) and, in a vanilla split, its labels in its own
+    row order (else an empty array)."""
 
     rows: int
     schema: str
     resume_round: int
     public: str
     labels: np.ndarray
+    signature: np.ndarray
 
     def __post_init__(self) -> None:
         require(self.rows >= 1, "a client joins with at least one row")
@@ -63,17 +67,22 @@ class Join(Message):
                 "labels are float32 or int64")
         require_array("labels", self.labels, dtype=self.labels.dtype, ndim=1)
         require(len(self.labels) in (0, self.rows), "labels: none, or one per row")
+        require_array("signature", self.signature, dtype="uint8", ndim=1)
+        require(0 < len(self.signature) <= MAX_SIGNATURE, f"a key signature has 1 to {MAX_SIGNATURE} bytes")
 
 
 @message(0x0404)
 @dataclass(frozen=True)
 class Roster(Message):
-    """Every client (in order, newline-joined), its rows and public key (hex, concatenated), and the first round."""
+    """Every client (in order, newline-joined), its rows, public key (hex, concatenated) and that key's signature
+    (concatenated, with their sizes), and the first round."""
 
     names: str
     rows: np.ndarray
     publics: str
     start_round: int
+    signatures: np.ndarray
+    signature_sizes: np.ndarray
 
     def __post_init__(self) -> None:
         names = self.names.split("\n") if self.names else []
@@ -82,6 +91,12 @@ class Roster(Message):
         require(len(self.rows) == len(names) and bool((self.rows >= 1).all()), "one positive row count per client")
         require(len(self.publics) == 64 * len(names), "one 32-byte public key per client")
         require(self.start_round >= 0, "start_round is a round")
+        require_array("signatures", self.signatures, dtype="uint8", ndim=1)
+        require_array("signature_sizes", self.signature_sizes, dtype="int64", ndim=1)
+        sizes = self.signature_sizes
+        require(len(sizes) == len(names) and bool(((sizes > 0) & (sizes <= MAX_SIGNATURE)).all()),
+                "one signature size per client, each 1 to 80 bytes")
+        require(int(sizes.sum()) == len(self.signatures), "the signature sizes add up to the signatures' bytes")
 
     def clients(self) -> list[str]:
         return self.names.split("\n")
@@ -91,6 +106,12 @@ class Roster(Message):
 
     def publics_of(self) -> dict[str, bytes]:
         return {c: bytes.fromhex(self.publics[64 * i : 64 * i + 64]) for i, c in enumerate(self.clients())}
+
+    def signatures_of(self) -> dict[str, bytes]:
+        ends = np.cumsum(self.signature_sizes).tolist()
+        starts = [0, *ends[:-1]]
+        data = self.signatures.tobytes()
+        return {c: data[a:b] for c, a, b in zip(self.clients(), starts, ends, strict=True)}
 
 
 class JoinClient:
@@ -146,7 +167,9 @@ class JoinServer:
         start = 0 if min(rounds) < 0 else min(rounds) + 1
         roster = Roster(names="\n".join(self.clients),
                         rows=np.array([self.joins[c].rows for c in self.clients], np.int64),
-                        publics="".join(self.joins[c].public for c in self.clients), start_round=start)
+                        publics="".join(self.joins[c].public for c in self.clients), start_round=start,
+                        signatures=np.concatenate([self.joins[c].signature for c in self.clients]),
+                        signature_sizes=np.array([len(self.joins[c].signature) for c in self.clients], np.int64))
         self.done, self.result = True, (roster, dict(self.joins))
         return [Outgoing(c, roster) for c in self.clients]
 
@@ -172,7 +195,8 @@ class JoinFederated:
         if len(self.got) == len(self.clients):
             first: Any = self.got[self.clients[0]]
             same = [(r.names, r.publics, r.start_round) == (first.names, first.publics, first.start_round)
-                    and np.array_equal(r.rows, first.rows) for r in self.got.values()]
+                    and all(np.array_equal(getattr(r, f), getattr(first, f))
+                            for f in ("rows", "signatures", "signature_sizes")) for r in self.got.values()]
             if not all(same):
                 raise ProtocolError("join: the clients forwarded different rosters", code=AbortCode.CONFIG_MISMATCH)
             if first.clients() != self.clients:

@@ -77,6 +77,8 @@ def prepare_horizontal(
             net["dial"] = f"127.0.0.1:{port}"
             if federated:
                 net["addresses"] = {FEDERATED: fed_address}
+            if sched["kind"] == "sequential" and sched.get("route", "server") == "server":
+                net["client_certs"] = {c: f"keys/peers/{c}.pem" for c in clients if c != party}
             head = _toml("party", {"name": party, "role": "label"})
             head += _toml("data", {"path": "data/train.parquet", "test_path": "data/test.parquet",
                                    "id_column": split_id(), "label": split.label, "positive_label": 1})

@@ -200,10 +200,14 @@ class HorizontalNode:
         if self.party is not None:
             key = new_key()
             labels = self.party.labels.numpy() if h.labels_at_server and settings.kind != "fedavg" else None
+            signature = self.sign(public_bytes(key))
             join = Join(rows=len(self.party.ids), schema=self.schema(), resume_round=self.latest,
                         public=public_bytes(key).hex(),
-                        labels=np.asarray(labels if labels is not None else np.zeros(0), np.float32))
+                        labels=np.asarray(labels if labels is not None else np.zeros(0), np.float32),
+                        signature=np.frombuffer(signature, np.uint8).copy())
             roster = yield JOIN, JoinClient(join, server=h.server, forward_to=[fed] if fed else [])
+            if settings.sealed:
+                self.check_keys(roster)
             rows = roster.rows_of()
             source = next(s.name for s in h.base.sources_of(h.client))
             own_labels = None if labels is not None else self.party.labels
@@ -228,6 +232,26 @@ class HorizontalNode:
             outcome = yield from federated_session(self.name, h, settings, rows, self.keeper(roster.start_round))
         self.rows, self.start_round = rows, roster.start_round
         return outcome
+
+    def sign(self, public: bytes) -> bytes:
+        """This client's signature over its hand-off key, with its TLS identity's private key."""
+        from cryptography.hazmat.primitives.serialization import load_pem_private_key
+
+        from vsplit.horizontal.keysig import sign_key
+
+        key = load_pem_private_key(resolve(self.config, self.config.network.key).read_bytes(), password=None)
+        return sign_key(key, run_id=self.config.output.run_id, client=self.name, public=public)
+
+    def check_keys(self, roster: Any) -> None:
+        """Every other client's hand-off key in ``roster`` is signed by that client's pinned certificate."""
+        from vsplit.horizontal.keysig import verify_key
+        from vsplit.transport.identity import load_certificate
+
+        publics, signatures = roster.publics_of(), roster.signatures_of()
+        for client, path in self.config.network.client_certs.items():
+            cert = load_certificate(resolve(self.config, path), whose=f"{client}'s certificate")
+            verify_key(cert, signatures[client], run_id=self.config.output.run_id, client=client,
+                       public=publics[client])
 
     # -- running -----------------------------------------------------------------------------------------------------
     def open_channels(self) -> dict[str, Channel]:
