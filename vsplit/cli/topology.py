@@ -8,6 +8,7 @@ Examples:
   vsplit topology show --config parties/bank/party.toml
   vsplit topology show --kind u_shaped --client bank --server cloud
   vsplit topology show --config parties/bank/party.toml --json
+  vsplit topology show --config runs/pilots/splitfed-credit/bank_1/party.toml   # a horizontal schedule's stages
 """
 
 from __future__ import annotations
@@ -43,7 +44,10 @@ def run(args: argparse.Namespace) -> int:
         from vsplit.config import load_config
         from vsplit.config.topology import topology_of
 
-        topology = topology_of(load_config(args.config, overrides=args.set, check_files=False))
+        config = load_config(args.config, overrides=args.set, check_files=False)
+        if config.topology.kind == "horizontal":
+            return _show_horizontal(config)
+        topology = topology_of(config)
     elif args.kind == "vertical":
         parties = [p for p in args.feature_parties.split(",") if p]
         topology = Topology.vertical(label_party=args.label_party, feature_parties=parties, width=args.width)
@@ -60,4 +64,18 @@ def run(args: argparse.Namespace) -> int:
                          indent=2))
     else:
         print(describe(topology))
+    return 0
+
+
+def _show_horizontal(config: object) -> int:
+    """A horizontal config: the replicated pair's step programs and the schedule's stages, in order."""
+    from vsplit.config.horizontal import horizontal_of, settings_of
+    from vsplit.horizontal.schedule import compile_schedule, format_schedule
+    from vsplit.topology import describe
+
+    h, settings = horizontal_of(config), settings_of(config)
+    print(f"horizontal: {len(h.clients)} clients ({', '.join(h.clients)}), server {h.server}; each client's pair:")
+    print(describe(h.pair(h.clients[0])))
+    stages = compile_schedule(settings, clients=h.clients, server=h.server, rows=dict.fromkeys(h.clients, 1))
+    print(format_schedule(stages, settings))
     return 0
