@@ -11,14 +11,17 @@ from pathlib import Path
 import pytest
 import torch
 
-from tests._pilot_support import free_port, start, wait_all
+from tests._pilot_support import start, wait_all
 from vsplit.config import load_config
 from vsplit.pilot.horizontal import prepare_horizontal
 from vsplit.runtime.checkpoint import load_checkpoint
 from vsplit.runtime.horizontal_node import HorizontalNode, run_in_process
 
-CASES = {  # sequential over processes: tests/test_horizontal_resume.py (uninterrupted after the resume)
-    "splitfed_v1": ({"kind": "splitfed_v1"}, True),
+CASES = {  # sequential relayed by the server: tests/test_horizontal_resume.py (uninterrupted after the resume)
+    "splitfed_v1": ({"kind": "splitfed_v1"}, True, "vanilla"),
+    # U-shaped segments, hand-offs over the banks' own links: each bank listens for the banks after it
+    "sequential_direct_u_shaped": ({"kind": "sequential", "route": "direct", "order": "random_no_repeat"}, False,
+                                   "u_shaped"),
 }
 
 
@@ -29,12 +32,12 @@ def _segments(root: Path, run_id: str, party: str) -> dict[str, torch.Tensor]:
 
 @pytest.mark.parametrize("case", list(CASES))
 def test_processes_equal_one_process(tmp_path: Path, case: str) -> None:
-    schedule, federated = CASES[case]
+    schedule, federated, segments = CASES[case]
     run_id = f"h-{case}"
     kwargs = {"banks": 3, "run_id": run_id, "rows": 240, "federated": federated, "schedule": schedule,
-              "train": {"epochs": 2, "batch_size": 64}}
-    configs = prepare_horizontal(tmp_path / "tls", port=free_port(), **kwargs)
-    reference = prepare_horizontal(tmp_path / "mem", port=free_port(), **kwargs)
+              "train": {"epochs": 2, "batch_size": 64}, "segments": segments}
+    configs = prepare_horizontal(tmp_path / "tls", **kwargs)
+    reference = prepare_horizontal(tmp_path / "mem", **kwargs)
     run_in_process([HorizontalNode(load_config(p)) for p in reference.values()])
     logs = {p: tmp_path / f"{p}.log" for p in configs}
     procs = {p: start(["run", "--config", str(c), "--quiet"], log=logs[p]) for p, c in configs.items()}

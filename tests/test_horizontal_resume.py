@@ -11,7 +11,7 @@ from pathlib import Path
 import pytest
 import torch
 
-from tests._pilot_support import free_port, start, wait_all
+from tests._pilot_support import start, wait_all
 from tests.test_horizontal_processes import _segments
 from vsplit.config import load_config
 from vsplit.pilot.horizontal import prepare_horizontal
@@ -23,8 +23,8 @@ def test_resume_after_kill_equals_uninterrupted(tmp_path: Path, schedule: str) -
     run_id = f"resume-{schedule}"
     kwargs = {"banks": 3, "run_id": run_id, "rows": 160, "schedule": {"kind": schedule, "order": "random"},
               "train": {"epochs": 4, "batch_size": 16}}
-    configs = prepare_horizontal(tmp_path / "tls", port=free_port(), **kwargs)
-    reference = prepare_horizontal(tmp_path / "mem", port=free_port(), **kwargs)
+    configs = prepare_horizontal(tmp_path / "tls", **kwargs)
+    reference = prepare_horizontal(tmp_path / "mem", **kwargs)
     run_in_process([HorizontalNode(load_config(p)) for p in reference.values()])
 
     logs = {p: tmp_path / f"{p}.log" for p in configs}

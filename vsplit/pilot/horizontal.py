@@ -26,7 +26,7 @@ def prepare_horizontal(
     root: Path,
     *,
     banks: int = 3,
-    port: int,
+    port: int | None = None,
     run_id: str,
     scheme: str = "iid",
     by: str | None = None,
@@ -41,7 +41,8 @@ def prepare_horizontal(
 ) -> dict[str, Path]:
     """Tables, keys and configs under ``root`` (``rows``: at most this many train rows per bank); the configs.
 
-    The server listens on ``port``, a federated server (``federated=True``) on ``port + 1``; ``output_dir`` is
+    The server listens on ``port``, a federated server (``federated=True``) on ``port + 1``, bank ``i`` (direct
+    sequential hand-offs) on ``port + 2 + i``; with ``port=None`` each on a port free now. ``output_dir`` is
     relative to each party's folder."""
     from vsplit.datasets.horizontal import horizontal_split
     from vsplit.pilot.prepare import ensure_keys
@@ -68,28 +69,49 @@ def prepare_horizontal(
     common += _toml("schedule", sched) + _toml("train", {"epochs": 2, "batch_size": 256, **(train or {})})
     common += _toml("output", {"dir": output_dir, "run_id": run_id})
     configs: dict[str, Path] = {}
-    fed_address = f"127.0.0.1:{port + 1}"
+    ports = _free_ports(2 + banks) if port is None else [port + i for i in range(2 + banks)]
+    fed_address = f"127.0.0.1:{ports[1]}"
     for party in parties:
         net: dict[str, Any] = {"key": f"keys/{party}.key", "cert": f"keys/{party}.pem", "connect_timeout_s": 60,
                                "read_timeout_s": 120}
         if party in clients:
             peers = [SERVER] + ([FEDERATED] if federated else [])
-            net["dial"] = f"127.0.0.1:{port}"
+            net["dial"] = f"127.0.0.1:{ports[0]}"
             if federated:
                 net["addresses"] = {FEDERATED: fed_address}
             if sched["kind"] == "sequential" and sched.get("route", "server") == "server":
                 net["client_certs"] = {c: f"keys/peers/{c}.pem" for c in clients if c != party}
+            if sched["kind"] == "sequential" and sched.get("route") == "direct":  # bank i listens on port + 2 + i
+                me = clients.index(party)
+                peers += [c for c in clients if c != party]
+                net["listen"] = f"127.0.0.1:{ports[2 + me]}"
+                net["addresses"] = {**net.get("addresses", {}),
+                                    **{c: f"127.0.0.1:{ports[2 + i]}" for i, c in enumerate(clients[:me])}}
             head = _toml("party", {"name": party, "role": "label"})
             head += _toml("data", {"path": "data/train.parquet", "test_path": "data/test.parquet",
                                    "id_column": split_id(), "label": split.label, "positive_label": 1})
         else:
             peers = clients
-            net["listen"] = f"127.0.0.1:{port}" if party == SERVER else fed_address
+            net["listen"] = f"127.0.0.1:{ports[0]}" if party == SERVER else fed_address
             head = _toml("party", {"name": party, "role": "compute"})
         net["peers"] = {p: f"keys/peers/{p}.pem" for p in peers}
         configs[party] = root / party / "party.toml"
         configs[party].write_text(head + common + _toml("network", net) + extra)
     return configs
+
+
+def _free_ports(n: int) -> list[int]:
+    """``n`` distinct ports free now (all bound at once, then released)."""
+    import socket
+
+    socks = [socket.socket() for _ in range(n)]
+    try:
+        for sock in socks:
+            sock.bind(("127.0.0.1", 0))
+        return [sock.getsockname()[1] for sock in socks]
+    finally:
+        for sock in socks:
+            sock.close()
 
 
 def split_id() -> str:

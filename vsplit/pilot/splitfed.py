@@ -26,12 +26,12 @@ def run_splitfed_pilot(*, root: Path | None = None, run_id: str | None = None, o
                        quiet: bool = False, banks: int = 3, timeout: float = 1800.0) -> dict[str, Any]:
     """Run the pilot; return its report (also written to ``<run dir>/report.json`` and ``report.md``)."""
     from vsplit.config import load_config
-    from vsplit.pilot.orchestrate import _start, _wait, free_port
+    from vsplit.pilot.orchestrate import _start, _wait
 
     started = time.perf_counter()
     run_id = run_id or f"splitfed-credit-{time.strftime('%Y%m%d-%H%M%S')}"
     root = Path(root or Path("runs") / "pilots" / "splitfed-credit")
-    configs = prepare_horizontal(root, banks=banks, port=free_port(), run_id=run_id, federated=True,
+    configs = prepare_horizontal(root, banks=banks, run_id=run_id, federated=True,
                                  train={"epochs": 20, "batch_size": 256}, output_dir=str(Path("runs").resolve()))
     sets = [x for item in overrides for x in ("--set", item)]
     loaded = {p: load_config(c, overrides=list(overrides)) for p, c in configs.items()}
