@@ -86,3 +86,26 @@ def test_a_relayed_key_the_server_swapped_is_refused(tmp_path: Path) -> None:
         bank.check_keys(roster(forged))
     with pytest.raises(AuthenticationError, match="bank_3"):  # a key moved from one client to another
         bank.check_keys(roster({**sigs, "bank_3": sigs["bank_2"]}))
+
+
+def test_no_frame_to_a_bank_holds_another_banks_rows_or_labels(tmp_path: Path) -> None:
+    configs = prepare_horizontal(tmp_path, banks=3, port=7993, run_id="tap", rows=60,
+                                 schedule={"kind": "sequential", "route": "server"}, train={"epochs": 1})
+    nodes = {p: HorizontalNode(load_config(c)) for p, c in configs.items()}
+    frames: list[tuple[str, str, bytes]] = []
+    run_in_process(nodes.values(), taps=[lambda s, r, m, f: frames.append((s, r, bytes(f)))])
+    banks = [p for p in nodes if p.startswith("bank")]
+    for bank in banks:
+        to_bank = b"".join(f for _, r, f in frames if r == bank)
+        assert to_bank
+        for other in banks:
+            if other == bank:
+                continue
+            party = nodes[other].party
+            numeric = party.inputs[1].numpy()
+            for row in numeric[:20]:  # each of the other bank's preprocessed rows
+                assert row.tobytes() not in to_bank
+            assert party.labels.numpy().astype("float32").tobytes() not in to_bank
+    # the labels do reach the server: that is what a vanilla split sends it
+    to_server = b"".join(f for _, r, f in frames if r == "server")
+    assert nodes["bank_2"].party.labels.numpy().astype("float32").tobytes() in to_server
