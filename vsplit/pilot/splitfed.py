@@ -18,7 +18,7 @@ import time
 from pathlib import Path
 from typing import Any
 
-from vsplit.pilot.horizontal import FEDERATED, SERVER, prepare_horizontal
+from vsplit.pilot.horizontal import FEDERATED, SERVER, prepare_horizontal, run_processes
 from vsplit.runtime.atomic import write_atomic
 
 
@@ -26,28 +26,40 @@ def run_splitfed_pilot(*, root: Path | None = None, run_id: str | None = None, o
                        quiet: bool = False, banks: int = 3, timeout: float = 1800.0) -> dict[str, Any]:
     """Run the pilot; return its report (also written to ``<run dir>/report.json`` and ``report.md``)."""
     from vsplit.config import load_config
-    from vsplit.pilot.orchestrate import _start, _wait
 
     started = time.perf_counter()
     run_id = run_id or f"splitfed-credit-{time.strftime('%Y%m%d-%H%M%S')}"
     root = Path(root or Path("runs") / "pilots" / "splitfed-credit")
-    configs = prepare_horizontal(root, banks=banks, run_id=run_id, federated=True,
+    schedule, overrides = _schedule_overrides(overrides)
+    federated = schedule.get("kind", "splitfed_v1") in ("splitfed_v1", "splitfed_v2")
+    configs = prepare_horizontal(root, banks=banks, run_id=run_id, federated=federated, schedule=schedule,
                                  train={"epochs": 20, "batch_size": 256}, output_dir=str(Path("runs").resolve()))
-    sets = [x for item in overrides for x in ("--set", item)]
     loaded = {p: load_config(c, overrides=list(overrides)) for p, c in configs.items()}
     from vsplit.config import resolve
 
     run_dir = resolve(loaded[SERVER], loaded[SERVER].output.dir) / run_id
-    logs = {p: run_dir / f"{p}.out" for p in configs}
-    procs = {p: _start(["run", "--config", str(c), "--quiet", *sets], log=logs[p], show=False)
-             for p, c in configs.items()}
-    _wait(procs, logs, timeout=timeout, step="training")
+    run_processes(configs, overrides=overrides, timeout=timeout)
     report = _report(run_dir, loaded)
     report["seconds"] = round(time.perf_counter() - started, 1)
     report["report"] = str(run_dir / "report.md")
     write_atomic(run_dir / "report.json", (json.dumps(report, indent=2) + "\n").encode())
     write_atomic(run_dir / "report.md", render(report).encode())
     return report
+
+
+def _schedule_overrides(overrides: tuple[str, ...]) -> tuple[dict[str, Any], tuple[str, ...]]:
+    """``--set schedule.KEY=VALUE`` items shape the configs the pilot writes (a sequential or FedAvg run has no
+    federated server, a relayed sequential run pins the other banks' certificates); the rest apply as given."""
+    from vsplit.config.load import apply_override
+
+    raw: dict[str, Any] = {}
+    rest = []
+    for item in overrides:
+        if item.strip().startswith("schedule."):
+            apply_override(raw, item)
+        else:
+            rest.append(item)
+    return dict(raw.get("schedule", {})), tuple(rest)
 
 
 def _report(run_dir: Path, configs: dict[str, Any]) -> dict[str, Any]:
