@@ -37,19 +37,26 @@ def prepare_horizontal(
     train: Mapping[str, Any] | None = None,
     segments: str = "vanilla",
     output_dir: str = "../runs",
+    model: Mapping[str, Any] | None = None,
+    data: Mapping[str, Any] | None = None,
+    split: Any = None,
     extra: str = "",
 ) -> dict[str, Path]:
     """Tables, keys and configs under ``root`` (``rows``: at most this many train rows per bank); the configs.
 
     The server listens on ``port``, a federated server (``federated=True``) on ``port + 1``, bank ``i`` (direct
     sequential hand-offs) on ``port + 2 + i``; with ``port=None`` each on a port free now. ``output_dir`` is
-    relative to each party's folder."""
+    relative to each party's folder. ``split``: a :class:`~vsplit.datasets.horizontal.HorizontalSplit` of
+    ``default_credit`` to use instead of dealing one here; ``model``, ``data``: ``[model]`` keys and the
+    banks' further ``[data]`` keys (e.g. ``scaling``)."""
     from vsplit.datasets.horizontal import horizontal_split
     from vsplit.pilot.prepare import ensure_keys
     from vsplit.runtime.atomic import save_with
 
     root = Path(root)
-    split = horizontal_split("default_credit", clients=banks, scheme=scheme, by=by, seed=seed)
+    if split is None:
+        split = horizontal_split("default_credit", clients=banks, scheme=scheme, by=by, seed=seed)
+    banks = len(split.clients)
     clients = list(split.clients)
     for client in clients:
         for name, tables in (("train", split.train), ("test", split.test)):
@@ -67,6 +74,8 @@ def prepare_horizontal(
         sched["federated_server"] = FEDERATED
     common = _toml("topology", {"kind": "horizontal", "clients": clients, "server": SERVER, "segments": segments})
     common += _toml("schedule", sched) + _toml("train", {"epochs": 2, "batch_size": 256, **(train or {})})
+    if model:
+        common += _toml("model", model)
     common += _toml("output", {"dir": output_dir, "run_id": run_id})
     configs: dict[str, Path] = {}
     ports = _free_ports(2 + banks) if port is None else [port + i for i in range(2 + banks)]
@@ -89,7 +98,8 @@ def prepare_horizontal(
                                     **{c: f"127.0.0.1:{ports[2 + i]}" for i, c in enumerate(clients[:me])}}
             head = _toml("party", {"name": party, "role": "label"})
             head += _toml("data", {"path": "data/train.parquet", "test_path": "data/test.parquet",
-                                   "id_column": split_id(), "label": split.label, "positive_label": 1})
+                                   "id_column": split_id(), "label": split.label, "positive_label": 1,
+                                   **(data or {})})
         else:
             peers = clients
             net["listen"] = f"127.0.0.1:{ports[0]}" if party == SERVER else fed_address
