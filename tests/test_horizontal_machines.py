@@ -12,7 +12,7 @@ from _horizontal_support import BATCH, ROWS, data, horizontal, optimizer, run, s
 
 from vsplit.errors import ConfigError, ProtocolError
 from vsplit.horizontal import Settings, compile_schedule, format_schedule
-from vsplit.horizontal._average import average
+from vsplit.horizontal.averages import average
 from vsplit.horizontal.machines import MAX_HELD, Aggregate, Hub, SharedStep
 from vsplit.horizontal.messages import SealedState, SegmentState
 from vsplit.horizontal.sealed import new_key, open_sealed, public_bytes, seal

@@ -93,7 +93,8 @@ def test_sequential_handoff_of_weights_alone_does_not_equal_centralized_adam():
 ])
 def test_splitfed_v1_equals_fedavg_of_the_whole_model_at_every_cut(cut, opt, policy):
     h, init, xy = horizontal("vanilla", (cut,)), segments("vanilla", (cut,)), data()
-    common = {"rounds": ROUNDS, "batch_size": BATCH, "optimizer_policy": policy, "seed": 1}
+    common = {"rounds": ROUNDS, "batch_size": BATCH, "optimizer_policy": policy, "seed": 1,
+              "secure_aggregation": "off"}  # plain float averages of both halves, as the check says
     sfl = run(h, Settings(kind="splitfed_v1", **common), init, xy, optimizer(opt))
     fed = run(h, Settings(kind="fedavg", **common), init, xy, optimizer(opt), whole=True)
     for c in h.clients:
@@ -131,7 +132,7 @@ def params_of(modules):
 def test_splitfed_with_one_client_equals_vanilla_split_training(kind):
     one = {"a": ROWS["a"]}
     h, init, xy = horizontal("vanilla", (2,), clients=one), segments("vanilla", (2,)), data(one)
-    settings = Settings(kind=kind, rounds=ROUNDS, batch_size=BATCH)
+    settings = Settings(kind=kind, rounds=ROUNDS, batch_size=BATCH, secure_aggregation="off")
     out = run(h, settings, init, xy, optimizer("adam"))
     reference = vanilla_split(h, settings, init, xy, "adam")
     assert close(params({**out["a"].modules, **out[h.server].modules}), params({n: reference[n] for n in init}))
@@ -178,7 +179,8 @@ def test_splitfed_v2_equals_its_single_process_reference_in_each_order(kind, cut
     h, init, xy = horizontal(kind, cuts), segments(kind, cuts), data()
     finals = {}
     for interleave in ("client_major", "batch_interleaved"):
-        settings = Settings(kind="splitfed_v2", rounds=ROUNDS, batch_size=BATCH, interleave=interleave)
+        settings = Settings(kind="splitfed_v2", rounds=ROUNDS, batch_size=BATCH, interleave=interleave,
+                            secure_aggregation="off")  # exact float averages: the reference's
         out = run(h, settings, init, xy, optimizer("adam"))
         reference = splitfed_v2_reference(h, settings, init, xy, optimizer("adam"))
         split = {**out["b"].modules, **out[h.server].modules}

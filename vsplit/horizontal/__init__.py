@@ -8,7 +8,7 @@ Example:
     >>> s = Settings(kind="splitfed_v2", interleave="client_major")
     >>> stages = compile_schedule(s, clients=h.clients, server=h.server, rows=dict.fromkeys(h.clients, 9))
     >>> print(format_schedule(stages, s))
-    splitfed_v2: optimizer keep, buffers average, server order client_major
+    splitfed_v2: optimizer keep, buffers average, server order client_major, secure aggregation auto
       h00000 round 0 train a+b+c+cloud
       h00001 round 0 average a,b,c at cloud
 """

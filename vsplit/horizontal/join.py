@@ -56,9 +56,12 @@ class Join(Message):
     public: str
     labels: np.ndarray
     signature: np.ndarray
+    #: the float values of its averaged state (what secure aggregation masks)
+    state_size: int = 0
 
     def __post_init__(self) -> None:
         require(self.rows >= 1, "a client joins with at least one row")
+        require(0 <= self.state_size < 2**31, "state_size out of range")
         require(0 < len(self.schema) <= 128, "the schema digest has 1 to 128 characters")
         require(self.resume_round >= -1, "resume_round is -1 (fresh start) or a round")
         require(len(self.public) == 64 and all(c in "0123456789abcdef" for c in self.public),
@@ -83,8 +86,10 @@ class Roster(Message):
     start_round: int
     signatures: np.ndarray
     signature_sizes: np.ndarray
+    state_size: int = 0
 
     def __post_init__(self) -> None:
+        require(0 <= self.state_size < 2**31, "state_size out of range")
         names = self.names.split("\n") if self.names else []
         require(0 < len(names) <= MAX_CLIENTS and len(set(names)) == len(names), "1 to 1024 distinct clients")
         require_array("rows", self.rows, dtype="int64", ndim=1)
@@ -156,7 +161,7 @@ class JoinServer:
         self.joins[sender] = msg
         if len(self.joins) < len(self.clients):
             return []
-        schemas = {c: j.schema for c, j in self.joins.items()}
+        schemas = {c: (j.schema, j.state_size) for c, j in self.joins.items()}
         if len(set(schemas.values())) > 1:
             first = self.clients[0]
             odd = [c for c in self.clients if schemas[c] != schemas[first]]
@@ -169,7 +174,8 @@ class JoinServer:
                         rows=np.array([self.joins[c].rows for c in self.clients], np.int64),
                         publics="".join(self.joins[c].public for c in self.clients), start_round=start,
                         signatures=np.concatenate([self.joins[c].signature for c in self.clients]),
-                        signature_sizes=np.array([len(self.joins[c].signature) for c in self.clients], np.int64))
+                        signature_sizes=np.array([len(self.joins[c].signature) for c in self.clients], np.int64),
+                        state_size=self.joins[self.clients[0]].state_size)
         self.done, self.result = True, (roster, dict(self.joins))
         return [Outgoing(c, roster) for c in self.clients]
 
@@ -194,7 +200,8 @@ class JoinFederated:
         self.got[sender] = msg
         if len(self.got) == len(self.clients):
             first: Any = self.got[self.clients[0]]
-            same = [(r.names, r.publics, r.start_round) == (first.names, first.publics, first.start_round)
+            same = [(r.names, r.publics, r.start_round, r.state_size)
+                    == (first.names, first.publics, first.start_round, first.state_size)
                     and all(np.array_equal(getattr(r, f), getattr(first, f))
                             for f in ("rows", "signatures", "signature_sizes")) for r in self.got.values()]
             if not all(same):

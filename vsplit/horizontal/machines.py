@@ -86,6 +86,8 @@ class Hub:
         self.shared = list(shared)
         self._held: dict[str, deque[Message]] = {c: deque() for c in self.machines}
         self._first = counter.steps if counter is not None else 0
+        #: clients whose link was lost during this stage (:meth:`drop`), in order
+        self.dropped: list[str] = []
 
     @property
     def done(self) -> bool:
@@ -120,6 +122,20 @@ class Hub:
             return []
         out = machine.receive(sender, msg)
         return out + self._drain()
+
+    def drop(self, client: str) -> list[Outgoing]:
+        """``client``'s link is lost: finish the stage without it (SplitFed). Its machine and held messages go; in
+        an ordered hub its remaining turns are skipped, the others keep their order."""
+        if client not in self.machines:
+            return []
+        del self.machines[client]
+        self._held.pop(client, None)
+        self.dropped.append(client)
+        if self.order is not None:
+            assert self.counter is not None
+            k = self.counter.steps - self._first
+            self.order = self.order[:k] + [c for c in self.order[k:] if c != client]
+        return self._drain()
 
     def _current(self) -> str | None:
         if self.order is None:
@@ -254,12 +270,26 @@ class Aggregate:
         self.rows, self.round, self._average = dict(rows), round, average
         self._got: dict[str, dict[str, np.ndarray]] = {}
         self.done, self.result = False, None
+        #: clients whose link was lost before their state arrived (:meth:`drop`)
+        self.dropped: list[str] = []
 
     def start(self) -> list[Outgoing]:
         return []
 
     def expects(self, peer: str) -> bool:
         return not self.done and peer in self.rows and peer not in self._got
+
+    def drop(self, client: str) -> list[Outgoing]:
+        """``client``'s link is lost: average the others' states by their rows (its state, if it arrived, stays
+        out too: it will not receive the average)."""
+        if self.done or client not in self.rows:
+            return []
+        del self.rows[client]
+        self._got.pop(client, None)
+        self.dropped.append(client)
+        if not self.rows:
+            raise ProtocolError("aggregate: every client of the round was lost", local=True)
+        return self._maybe_finish()
 
     def receive(self, sender: str, msg: Message) -> list[Outgoing]:
         if not self.expects(sender) or not isinstance(msg, SegmentState) or msg.round != self.round:
@@ -268,6 +298,9 @@ class Aggregate:
             raise ProtocolError(f"aggregate: {sender!r} claims {msg.rows} rows, the schedule gives it "
                                 f"{self.rows[sender]}", code=AbortCode.CONFIG_MISMATCH)
         self._got[sender] = msg.arrays()
+        return self._maybe_finish()
+
+    def _maybe_finish(self) -> list[Outgoing]:
         if len(self._got) < len(self.rows):
             return []
         clients = list(self.rows)

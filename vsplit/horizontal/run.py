@@ -36,6 +36,7 @@ from vsplit.horizontal.session import (
     client_session,
     federated_session,
     server_session,
+    state_size,
 )
 from vsplit.runtime.pump import Tap
 from vsplit.topology.horizontal import Horizontal
@@ -56,12 +57,16 @@ def train_horizontal(
     Sealed hand-offs use fresh X25519 keys for this run (between organizations each client's key is configured).
     """
     rows = {c: clients[c].rows for c in h.clients}
+    run_id = session.decode(errors="replace")
+    first = clients[h.clients[0]]
+    own = first.modules if settings.kind == "fedavg" else {s: first.modules[s] for s in h.client_segments}
+    size = state_size(own, settings)
     own = {c: new_key() for c in h.clients}
     public = {c: public_bytes(k) for c, k in own.items()}
     keys = {c: HandoffKeys(own[c], public, context=session) for c in h.clients}
-    sessions = {c: client_session(c, h, settings, rows, clients[c], keys[c]) for c in h.clients}
-    sessions[h.server] = server_session(h, settings, rows, server)
+    sessions = {c: client_session(c, h, settings, rows, clients[c], keys[c], run_id=run_id) for c in h.clients}
+    sessions[h.server] = server_session(h, settings, rows, server, run_id=run_id, state_size=size)
     fed = settings.federated_server
     if fed is not None and fed != h.server:
-        sessions[fed] = federated_session(fed, h, settings, rows)
+        sessions[fed] = federated_session(fed, h, settings, rows, run_id=run_id, state_size=size)
     return run_sessions(sessions, session=session, taps=taps, pumps=pumps, order=stage_order)  # type: ignore[return-value]

@@ -51,6 +51,7 @@ OPTIMIZER_POLICIES = ("keep", "reset", "average")
 #: At each average: ``average`` float buffers (BatchNorm statistics) with the weights, or keep them ``local``.
 BUFFER_POLICIES = ("average", "local")
 TRAIN, HANDOFF, AVERAGE = "train", "handoff", "average"
+SECURE = ("auto", "on", "off")
 
 
 @dataclass(frozen=True)
@@ -69,6 +70,9 @@ class Settings:
         optimizer_policy / buffer_policy: what each average does with the optimizer state and the buffers.
         federated_server: the party that averages client-side weights (``None``: the server).
         seal: a hand-off relayed by the server is encrypted end to end between the two clients.
+        secure_aggregation: ``"auto"`` (on for SplitFed and FedAvg with 3 or more clients), ``"on"`` or ``"off"``:
+            the federated server learns only the row-weighted sum of the clients' states
+            (:mod:`vsplit.federated.secure_agg`).
     """
 
     kind: str = "splitfed_v1"
@@ -83,6 +87,7 @@ class Settings:
     buffer_policy: str = "average"
     federated_server: str | None = None
     seal: bool = True
+    secure_aggregation: str = "auto"
 
     @property
     def sealed(self) -> bool:
@@ -95,19 +100,38 @@ class Settings:
             ("handoff", self.handoff, HANDOFFS), ("interleave", self.interleave, INTERLEAVES),
             ("optimizer_policy", self.optimizer_policy, OPTIMIZER_POLICIES),
             ("buffer_policy", self.buffer_policy, BUFFER_POLICIES),
+            ("secure_aggregation", self.secure_aggregation, SECURE),
         ):
             if value not in choices:
                 raise ConfigError(f"schedule {name} must be one of {list(choices)}, got {value!r}")
         if self.rounds < 1 or self.batch_size < 1 or self.seed < 0:
             raise ConfigError("schedule rounds and batch_size must be at least 1, seed non-negative")
+        if self.secure_aggregation == "on" and self.kind == "sequential":
+            raise ConfigError("secure_aggregation: sequential training averages nothing; set it to off or auto")
+        if self.secure_aggregation != "off" and self.kind != "sequential" and self.optimizer_policy == "average":
+            if self.secure_aggregation == "on":
+                raise ConfigError("secure_aggregation: it averages weights and buffers, not optimizer state (whose "
+                                  "step counts exceed its fixed-point range); set optimizer_policy to keep or reset, "
+                                  "or secure_aggregation to off")
 
+    def secure(self, clients: int) -> bool:
+        """Whether the averages of a run with ``clients`` clients go through secure aggregation."""
+        if self.kind == "sequential" or self.secure_aggregation == "off":
+            return False
+        if self.secure_aggregation == "on":
+            if clients < 3:
+                raise ConfigError(f"secure_aggregation: needs at least 3 clients (with {clients} the mean reveals "
+                                  "each update); set it to off or auto")
+            return True
+        return clients >= 3 and self.optimizer_policy != "average"  # auto
     def describe(self) -> str:
         """One line naming the schedule and the settings that decide its result."""
         if self.kind == "sequential":
             via = "direct" if self.route == "direct" else "via server" + (" (sealed)" if self.seal else " (in clear)")
             return f"sequential: order {self.order}, hand-off {self.handoff} {via}"
         text = f"{self.kind}: optimizer {self.optimizer_policy}, buffers {self.buffer_policy}"
-        return text + (f", server order {self.interleave}" if self.kind == "splitfed_v2" else "")
+        text += f", server order {self.interleave}" if self.kind == "splitfed_v2" else ""
+        return text + f", secure aggregation {self.secure_aggregation}"
 
 
 @dataclass(frozen=True)

@@ -21,7 +21,9 @@ import torch
 from torch import nn
 
 from vsplit.errors import ConfigError
-from vsplit.horizontal import _average
+from vsplit.federated.secure_agg import SecAggClient, SecAggConfig, SecAggServer
+from vsplit.horizontal.averages import average as average_arrays
+from vsplit.horizontal.averages import flatten, unflatten
 from vsplit.horizontal.machines import Aggregate, Hub, Receive, Relay, Send, SharedStep, Upload
 from vsplit.horizontal.messages import SegmentState
 from vsplit.horizontal.rounds import RoundKeeper, my_stages, take_prefix, with_prefix
@@ -89,6 +91,8 @@ class HorizontalOutcome:
     modules: dict[str, nn.Module]
     optimizer: torch.optim.Optimizer | None = None
     history: list[dict[str, Any]] = field(default_factory=list)
+    #: clients lost mid-run and left out from then on (the server's and a federated server's view)
+    lost: list[str] = field(default_factory=list)
 
 
 def _params(modules: Mapping[str, nn.Module]) -> list[nn.Parameter]:
@@ -98,6 +102,12 @@ def _params(modules: Mapping[str, nn.Module]) -> list[nn.Parameter]:
 def _record(stage: Stage, client: str, result: Any) -> dict[str, Any]:
     return {"stage": stage.key, "round": stage.round, "client": client,
             "train_loss": result.history[-1]["train_loss"] if result.history else float("nan")}
+
+
+def state_size(modules: Mapping[str, nn.Module], settings: Settings) -> int:
+    """The float values a client's AVERAGE stage sends for ``modules`` (what secure aggregation masks)."""
+    policy = _average_policy(settings)
+    return len(flatten(extract(modules, None, buffers=policy["buffers"]))[0])
 
 
 def _average_policy(settings: Settings) -> dict[str, bool]:
@@ -112,8 +122,10 @@ def client_session(
     side: ClientSide,
     keys: HandoffKeys | None = None,
     keeper: RoundKeeper | None = None,
+    run_id: str = "horizontal",
 ) -> Session:
-    """Client ``name``'s session (``keys``: needed when hand-offs are sealed; ``keeper``: round checkpoints)."""
+    """Client ``name``'s session (``keys``: needed when hand-offs are sealed; ``keeper``: round checkpoints;
+    ``run_id``: binds secure aggregation's masks to this run)."""
     if settings.sealed and keys is None:
         raise ConfigError(f"{name}: relayed hand-offs are sealed end to end; give the clients' X25519 keys")
     fedavg = settings.kind == "fedavg"
@@ -127,6 +139,7 @@ def client_session(
     rng = PartyRng(derive_seed(settings.seed, "rng", name) % 2**31)
     coordinator = topology.label_owner == name
     fed = settings.federated_server or h.server
+    secure = settings.secure(len(h.clients))
     outcome = HorizontalOutcome(modules=modules, optimizer=optimizer)
 
     def snapshot() -> dict[str, Any]:
@@ -166,6 +179,12 @@ def client_session(
                     assert keys is not None
                     msg = open_sealed(msg, key=keys.own, sender_public=keys.public[src], context=context)
                 load(modules, optimizer, msg.arrays(), sender=src)
+        elif stage.kind == AVERAGE and secure:
+            vector, layout = flatten(extract(modules, optimizer, **_average_policy(settings)))
+            config = SecAggConfig(run_id=run_id, round=stage.round, clients=stage.clients, length=len(vector),
+                                  server=fed)
+            aggregate = yield stage.key, SecAggClient(name, config, values=vector, weight=rows[name])
+            load(modules, optimizer, unflatten(aggregate.mean, layout), sender=fed)
         elif stage.kind == AVERAGE:
             arrays = extract(modules, optimizer, **_average_policy(settings))
             msg = yield stage.key, Upload(fed, SegmentState.pack(round=stage.round, rows=rows[name], arrays=arrays))
@@ -174,8 +193,13 @@ def client_session(
 
 
 def server_session(h: Horizontal, settings: Settings, rows: Mapping[str, int], side: ServerSide | None,
-                   keeper: RoundKeeper | None = None) -> Session:
-    """The server's session (with ``side=None`` in FedAvg, where it only averages; ``keeper``: round checkpoints)."""
+                   keeper: RoundKeeper | None = None, *, run_id: str = "horizontal",
+                   state_size: int | None = None) -> Session:
+    """The server's session (with ``side=None`` in FedAvg, where it only averages; ``keeper``: round checkpoints;
+    ``state_size``: the values in a client's averaged state, needed under secure aggregation).
+
+    A client whose link is lost in a SplitFed or FedAvg stage (the runtime calls the machine's ``drop``) is left out
+    of that stage and of every later one; the clients still there finish the run."""
     name, kind = h.server, settings.kind
     if side is None and kind != "fedavg":
         raise ConfigError(f"{kind} needs the server's segments")
@@ -224,6 +248,11 @@ def server_session(h: Horizontal, settings: Settings, rows: Mapping[str, int], s
 
     if keeper is not None and keeper.restored is not None:
         _restore(keeper.restored, rng, restore)
+    gone: set[str] = set()  # clients lost mid-run (SplitFed, FedAvg)
+
+    def here(stage: Stage) -> list[str]:
+        return [c for c in stage.clients if c not in gone]
+
     stages = compile_schedule(settings, clients=h.clients, server=name, rows=rows)
     for stage in my_stages(stages, name, keeper, snapshot, rounds=settings.rounds):
         if stage.kind == TRAIN and kind == "sequential":
@@ -233,27 +262,32 @@ def server_session(h: Horizontal, settings: Settings, rows: Mapping[str, int], s
             if settings.optimizer_policy == "reset":
                 for opt in optimizers.values():
                     reset_optimizer(opt)
-            results = yield stage.key, Hub({c: machine(stage, c, copies[c], optimizers[c]) for c in h.clients})
-            _average_copies(copies, optimizers, rows, settings)
+            hub = Hub({c: machine(stage, c, copies[c], optimizers[c]) for c in here(stage)})
+            results = yield stage.key, hub
+            gone.update(hub.dropped)
+            _average_copies({c: copies[c] for c in here(stage)}, optimizers, rows, settings)
         elif stage.kind == TRAIN:  # splitfed_v2: one server-side model takes the clients' batches in turn
             assert optimizer is not None
             counter = SharedStep(optimizer)
-            steps = {c: len(stage_plan(settings, stage, c, rows[c]).batches(0)) for c in h.clients}
-            hub = Hub({c: machine(stage, c, shared, counter) for c in h.clients},
+            steps = {c: len(stage_plan(settings, stage, c, rows[c]).batches(0)) for c in here(stage)}
+            hub = Hub({c: machine(stage, c, shared, counter) for c in here(stage)},
                       order=server_order(settings.interleave, steps), counter=counter, shared=list(shared.values()))
             results = yield stage.key, hub
+            gone.update(hub.dropped)
         elif stage.kind == HANDOFF:
             yield stage.key, Relay(stage.clients[0], stage.clients[1], round=stage.round, sealed=settings.sealed)
             continue
         else:
-            yield stage.key, Aggregate({c: rows[c] for c in stage.clients}, round=stage.round,
-                                       average=_average.average)
+            yield from _average_stage(name, stage, settings, rows, gone, run_id=run_id, state_size=state_size,
+                                      clients=len(h.clients))
             continue
         if h.labels_at_server:
             outcome.history += [_record(stage, c, r) for c, r in results.items()]
     if copies:
-        outcome.modules = copies[h.clients[0]]
-        outcome.optimizer = optimizers[h.clients[0]]
+        first = next(c for c in h.clients if c not in gone)
+        outcome.modules = copies[first]
+        outcome.optimizer = optimizers[first]
+    outcome.lost = sorted(gone)
     return outcome
 
 
@@ -272,18 +306,42 @@ def _average_copies(
     """SplitFed v1: the server's per-client copies, averaged by rows (the clients' policies apply)."""
     clients = list(copies)
     policy = _average_policy(settings)
-    mean = _average.average([extract(copies[c], optimizers[c], **policy) for c in clients],
+    mean = average_arrays([extract(copies[c], optimizers[c], **policy) for c in clients],
                             [rows[c] for c in clients])
     for c in clients:
         load(copies[c], optimizers[c], mean, sender="average")
 
 
 def federated_session(name: str, h: Horizontal, settings: Settings, rows: Mapping[str, int],
-                      keeper: RoundKeeper | None = None) -> Session:
+                      keeper: RoundKeeper | None = None, *, run_id: str = "horizontal",
+                      state_size: int | None = None) -> Session:
     """A separate federated server's session: it only averages the clients' states (and keeps no state)."""
     stages = compile_schedule(settings, clients=h.clients, server=h.server, rows=rows)
+    gone: set[str] = set()
     for stage in my_stages(stages, name, keeper, dict, rounds=settings.rounds):
         if stage.kind == AVERAGE:
-            yield stage.key, Aggregate({c: rows[c] for c in stage.clients}, round=stage.round,
-                                       average=_average.average)
+            yield from _average_stage(name, stage, settings, rows, gone, run_id=run_id, state_size=state_size,
+                                      clients=len(h.clients))
+    return HorizontalOutcome(modules={}, lost=sorted(gone))
+
+
+def _average_stage(name: str, stage: Stage, settings: Settings, rows: Mapping[str, int], gone: set[str], *,
+                   run_id: str, state_size: int | None, clients: int) -> Session:
+    """The federated server's part of an AVERAGE stage, in clear or under secure aggregation; lost clients are
+    added to ``gone``."""
+    if settings.secure(clients):
+        if state_size is None:
+            raise ConfigError("secure aggregation: the federated server needs the size of a client's state")
+        config = SecAggConfig(run_id=run_id, round=stage.round, clients=stage.clients, length=state_size,
+                              server=name)
+        server = SecAggServer(config)
+        for client in sorted(gone & set(stage.clients)):
+            server.drop(client)  # lost earlier: not awaited (too few left is a clear error)
+        yield stage.key, server
+        gone.update(set(stage.clients) - set(server.alive))
+        return HorizontalOutcome(modules={})
+    aggregate = Aggregate({c: rows[c] for c in stage.clients if c not in gone}, round=stage.round,
+                          average=average_arrays)
+    yield stage.key, aggregate
+    gone.update(aggregate.dropped)
     return HorizontalOutcome(modules={})

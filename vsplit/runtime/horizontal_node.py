@@ -69,6 +69,8 @@ class HorizontalResult:
     lost: list[str] = field(default_factory=list)
     #: the round this run started at (0, or after --resume the first round not every party had finished)
     start_round: int = 0
+    #: whether the averages went through secure aggregation
+    secure_aggregation: bool = False
 
 
 class HorizontalNode:
@@ -192,11 +194,13 @@ class HorizontalNode:
             client_session,
             federated_session,
             server_session,
+            state_size,
         )
 
         h, settings, clients = self.h, self.settings, list(self.h.clients)
         fed = settings.federated_server
-        context = self.config.output.run_id.encode()
+        run_id = self.config.output.run_id
+        context = run_id.encode()
         if self.party is not None:
             key = new_key()
             labels = self.party.labels.numpy() if h.labels_at_server and settings.kind != "fedavg" else None
@@ -204,7 +208,8 @@ class HorizontalNode:
             join = Join(rows=len(self.party.ids), schema=self.schema(), resume_round=self.latest,
                         public=public_bytes(key).hex(),
                         labels=np.asarray(labels if labels is not None else np.zeros(0), np.float32),
-                        signature=np.frombuffer(signature, np.uint8).copy())
+                        signature=np.frombuffer(signature, np.uint8).copy(),
+                        state_size=state_size(self.own_modules(), settings))
             roster = yield JOIN, JoinClient(join, server=h.server, forward_to=[fed] if fed else [])
             if settings.sealed:
                 self.check_keys(roster)
@@ -216,7 +221,7 @@ class HorizontalNode:
                               task=self.task)
             keys = HandoffKeys(key, roster.publics_of(), context=context)
             keeper = self.keeper(roster.start_round)
-            outcome = yield from client_session(self.name, h, settings, rows, side, keys, keeper)
+            outcome = yield from client_session(self.name, h, settings, rows, side, keys, keeper, run_id=run_id)
         elif self.is_server:
             roster, joins = yield JOIN, JoinServer(clients, own_round=self.latest)
             rows = roster.rows_of()
@@ -225,13 +230,21 @@ class HorizontalNode:
                 labels = {c: torch.from_numpy(j.labels.copy()) for c, j in joins.items()} if h.labels_at_server \
                     else None
                 server_side = ServerSide(self.modules, self._optimizer(), labels=labels, task=self.task)
-            outcome = yield from server_session(h, settings, rows, server_side, self.keeper(roster.start_round))
+            outcome = yield from server_session(h, settings, rows, server_side, self.keeper(roster.start_round),
+                                                run_id=run_id, state_size=roster.state_size)
         else:
             roster = yield JOIN, JoinFederated(clients)
             rows = roster.rows_of()
-            outcome = yield from federated_session(self.name, h, settings, rows, self.keeper(roster.start_round))
+            outcome = yield from federated_session(self.name, h, settings, rows, self.keeper(roster.start_round),
+                                                   run_id=run_id, state_size=roster.state_size)
         self.rows, self.start_round = rows, roster.start_round
         return outcome
+
+    def own_modules(self) -> dict[str, torch.nn.Module]:
+        """This client's segments that averages and hand-offs move (FedAvg: all of them)."""
+        if self.settings.kind == "fedavg":
+            return dict(self.modules)
+        return {s: self.modules[s] for s in self.h.client_segments}
 
     def sign(self, public: bytes) -> bytes:
         """This client's signature over its hand-off key, with its TLS identity's private key."""
@@ -330,7 +343,9 @@ class HorizontalNode:
                                   history=list(getattr(outcome, "history", [])),
                                   seconds={k: round(v, 4) for k, v in kinds.items()},
                                   round_seconds=[round(x, 4) for x in rounds], comm=comm, rows=dict(self.rows),
-                                  lost=list(lost), start_round=self.start_round)
+                                  lost=sorted(set(lost) | set(getattr(outcome, "lost", []))),
+                                  start_round=self.start_round,
+                                  secure_aggregation=self.settings.secure(len(self.h.clients)))
         if outcome is not None and getattr(outcome, "modules", None):
             self.save_model(outcome.modules)
         self.result = result
