@@ -1,6 +1,6 @@
 """Many clients with the same columns: sequential split learning, SplitFed v1 and v2, and FedAvg, on one engine.
 
-See docs/clients_schedules.md. ``import vsplit.horizontal`` imports torch (its machines and sessions train).
+See docs/clients.md. ``import vsplit.horizontal`` imports torch (its machines and sessions train).
 
 Example:
     >>> from vsplit.topology import Topology
