@@ -50,3 +50,38 @@ def test_processes_equal_one_process(tmp_path: Path, case: str) -> None:
         assert got.keys() == want.keys() and got
         for name in want:
             assert torch.equal(got[name], want[name]), f"{party} {name} differs between processes and one process"
+
+
+@pytest.mark.parametrize("kind", ["splitfed_v2", "sequential"])
+def test_forked_processes_of_python_built_sides_equal_one_process(kind: str) -> None:
+    """vsplit.horizontal.processes (what benchmarks time): one forked process per party over mutual TLS."""
+    import copy
+
+    from tests._horizontal_support import data, horizontal, optimizer, segments
+    from vsplit.horizontal import ClientSide, ServerSide, Settings, train_horizontal
+    from vsplit.horizontal.processes import train_horizontal_processes
+
+    h, init, xy = horizontal("vanilla", (2,)), segments("vanilla", (2,)), data()
+
+    def sides():
+        clients = {c: ClientSide({"bottom": copy.deepcopy(init["bottom"])}, {"bottom": (x,)}, optimizer("adam"))
+                   for c, (x, _) in xy.items()}
+        server = ServerSide({"top": copy.deepcopy(init["top"])}, optimizer("adam"),
+                            labels={c: y for c, (_, y) in xy.items()})
+        return clients, server
+
+    settings = Settings(kind=kind, rounds=2, batch_size=8, route="server")
+    threads = torch.get_num_threads()
+    torch.set_num_threads(1)  # as the children run: the same summation order, the same bits
+    try:
+        reference = train_horizontal(h, settings, *sides())
+        out, sent, seconds = train_horizontal_processes(h, settings, *sides())
+    finally:
+        torch.set_num_threads(threads)
+    assert seconds > 0 and all(sent[p] > 0 for p in h.parties)
+    for party in h.parties:
+        want = {s: m.state_dict() for s, m in reference[party].modules.items()}
+        got = {s: m.state_dict() for s, m in out[party].modules.items()}
+        assert want.keys() == got.keys()
+        for seg in want:
+            assert all(torch.equal(want[seg][k], got[seg][k]) for k in want[seg]), (party, seg)

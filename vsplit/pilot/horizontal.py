@@ -78,7 +78,9 @@ def prepare_horizontal(
         common += _toml("model", model)
     common += _toml("output", {"dir": output_dir, "run_id": run_id})
     configs: dict[str, Path] = {}
-    ports = _free_ports(2 + banks) if port is None else [port + i for i in range(2 + banks)]
+    from vsplit.transport.ports import free_ports
+
+    ports = free_ports(2 + banks) if port is None else [port + i for i in range(2 + banks)]
     fed_address = f"127.0.0.1:{ports[1]}"
     for party in parties:
         net: dict[str, Any] = {"key": f"keys/{party}.key", "cert": f"keys/{party}.pem", "connect_timeout_s": 60,
@@ -127,20 +129,6 @@ def run_processes(configs: Mapping[str, Path], *, overrides: tuple[str, ...] = (
              for p, c in configs.items()}
     _wait(procs, logs, timeout=timeout, step="training")
     return {p: json.loads((folders[p] / p / "result.json").read_text()) for p in configs}
-
-
-def _free_ports(n: int) -> list[int]:
-    """``n`` distinct ports free now (all bound at once, then released)."""
-    import socket
-
-    socks = [socket.socket() for _ in range(n)]
-    try:
-        for sock in socks:
-            sock.bind(("127.0.0.1", 0))
-        return [sock.getsockname()[1] for sock in socks]
-    finally:
-        for sock in socks:
-            sock.close()
 
 
 def split_id() -> str:

@@ -41,6 +41,7 @@ from vsplit.models.tasks import make_task
 from vsplit.party import ComputeParty, LabelParty, ModelSettings
 from vsplit.runtime.atomic import write_atomic
 from vsplit.runtime.checkpoint import load_checkpoint, save_checkpoint
+from vsplit.runtime.drive import drive
 from vsplit.runtime.node import session_id
 from vsplit.runtime.pump import Pump
 from vsplit.transport.channel import Channel
@@ -307,19 +308,7 @@ class HorizontalNode:
                     timeout=self.config.network.read_timeout_s, hold=True, drops=drops)
         stage_seconds: dict[str, float] = {}
         try:
-            session = self.session()
-            try:
-                stage, machine = next(session)
-                while True:
-                    began = time.perf_counter()
-                    value = pump.run(machine)
-                    stage_seconds[stage] = time.perf_counter() - began
-                    stage, machine = session.send(value)
-            except StopIteration as stop:
-                outcome = stop.value
-        except BaseException as exc:
-            pump.fail(exc)
-            raise
+            outcome = drive(self.session(), pump, stage_seconds)  # tells the peers a code if anything fails
         finally:
             for channel in channels.values():
                 channel.close()
