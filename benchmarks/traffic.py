@@ -113,8 +113,9 @@ def plot(result: dict[str, Any], path: Path) -> None:
         for i, (s, cross) in enumerate(block["crossings"].items()):
             if cross:
                 ax.plot(cross[block["x"]], cross["bytes_per_client_epoch"], "kx", ms=10, mew=2)
-                ax.annotate(f"{s} = fedavg\n~{cross[block['x']]:,} params", (cross[block["x"]],
-                            cross["bytes_per_client_epoch"]), textcoords="offset points", xytext=(8, -26 if i == 0 else 10), fontsize=8)
+                where = (cross[block["x"]], cross["bytes_per_client_epoch"])
+                ax.annotate(f"{s} = fedavg\n~{cross[block['x']]:,} params", where, textcoords="offset points",
+                            xytext=(8, -26 if i == 0 else 10), fontsize=8)
     for ax, label in ((left, "client segment parameters"), (right, "server segment parameters")):
         ax.set_xscale("log")
         ax.set_yscale("log")
