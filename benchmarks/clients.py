@@ -1,14 +1,17 @@
 """Many clients with the same columns: every horizontal schedule against the pooled model and the best client alone.
 
     python benchmarks/clients.py [--only iid/3 --only mnist1d/4] [--seeds 3] [--rounds N] [--rows N]
+        [--schedules splitfed_v1,splitfed_v1/reset] [--by LIMIT_BAL]
 
 Prints ONE JSON object keyed by entry (``iid/3``, ``iid/5``, ``non_iid/5``: default-credit rows dealt to 3 or 5
 banks at random or sorted by EDUCATION; ``mnist1d/4``: MNIST-1D dealt at random to 4 clients), each with the
 split's ``skew`` per seed (:meth:`HorizontalSplit.skew`) and one dict per schedule: ``sequential`` (relayed by the
 server, sealed end to end), ``splitfed_v1``, ``splitfed_v2`` (batch_interleaved), ``fedavg``, ``split`` (every
-training row at one client: plain vanilla split training, a sequential schedule with one client and no hand-off),
-and the baselines ``pooled`` (the same network in one place on every training row) and ``best_bank_alone`` (each
-client trains the same network on its own rows; the best on the test rows). Each schedule dict holds
+training row at one client: plain vanilla split training, a sequential schedule with one client and no hand-off)
+(``--schedules`` also takes ``splitfed_v1/reset``, ``splitfed_v2/reset`` and ``fedavg/reset``: a fresh optimizer
+every round), and the baselines ``pooled`` (the same network in one place on every training row) and
+``best_bank_alone`` (each client trains the same network on its own rows; the best on the test rows). Each
+schedule dict holds
 
   auc / accuracy          test AUC (MNIST-1D: one-vs-rest macro AUC) and, MNIST-1D, accuracy, on the pooled test
                           rows (every client's test rows), mean over the seeds; ``*_per_seed`` the values
@@ -90,6 +93,11 @@ SCHEDULES: dict[str, dict[str, Any]] = {
     "splitfed_v2": {"kind": "splitfed_v2", "interleave": "batch_interleaved"},
     "fedavg": {"kind": "fedavg"},
     "split": {"kind": "sequential", "route": "direct"},
+}
+#: More schedules ``--schedules`` can name: the averaging schedules with a fresh optimizer every round.
+VARIANTS: dict[str, dict[str, Any]] = {
+    f"{name}/reset": {**SCHEDULES[name], "optimizer_policy": "reset"}
+    for name in ("splitfed_v1", "splitfed_v2", "fedavg")
 }
 
 
@@ -301,7 +309,7 @@ def baselines(split: Split, init: Model, test: Rows, seed: int) -> dict[str, dic
 def settings_for(name: str, *, rounds: int, batch_size: int, seed: int) -> Settings:
     """The Settings of schedule ``name`` (secure aggregation off where the field exists)."""
     extra = {"secure_aggregation": "off"} if "secure_aggregation" in Settings.__dataclass_fields__ else {}
-    return Settings(**SCHEDULES[name], rounds=rounds, batch_size=batch_size, seed=seed, **extra)
+    return Settings(**{**SCHEDULES, **VARIANTS}[name], rounds=rounds, batch_size=batch_size, seed=seed, **extra)
 
 
 def mean_over_seeds(runs: list[dict[str, Any]]) -> dict[str, Any]:
@@ -362,9 +370,14 @@ def main(argv: Sequence[str] | None = None) -> None:
     parser.add_argument("--seeds", type=int, default=3, help="seeds 0..N-1 (default 3)")
     parser.add_argument("--rounds", type=int, default=None, help=f"rounds (default {CREDIT_ROUNDS}; MNIST-1D "
                         f"{MNIST1D_ROUNDS})")
+    parser.add_argument("--schedules", default=",".join(SCHEDULES),
+                        help=f"comma-separated, from {', '.join([*SCHEDULES, *VARIANTS])} (default: the first five)")
     parser.add_argument("--by", default=None, help="the column non-IID entries sort by (default EDUCATION)")
     parser.add_argument("--rows", type=int, default=None, help="keep at most this many training rows per client")
     args = parser.parse_args(argv)
+    unknown = sorted(set(args.schedules.split(",")) - {*SCHEDULES, *VARIANTS})
+    if unknown:
+        parser.error(f"unknown schedules {unknown}; choose from {', '.join([*SCHEDULES, *VARIANTS])}")
     torch.set_num_threads(1)
     result: dict[str, Any] = {"load_average": {"start": [round(v, 2) for v in os.getloadavg()]}}
     began = time.perf_counter()
@@ -372,7 +385,8 @@ def main(argv: Sequence[str] | None = None) -> None:
     for key in args.only or list(ENTRIES):
         if args.by and ENTRIES[key].scheme == "non_iid":
             ENTRIES[key] = dataclasses.replace(ENTRIES[key], by=args.by)
-        result[key] = run_entry(key, seeds=range(args.seeds), rounds=args.rounds, max_rows=args.rows)
+        result[key] = run_entry(key, seeds=range(args.seeds), rounds=args.rounds, max_rows=args.rows,
+                                schedules=args.schedules.split(","))
     result["load_average"]["end"] = [round(v, 2) for v in os.getloadavg()]
     result["seconds"] = round(time.perf_counter() - began, 1)
     print(json.dumps(result, indent=1))
