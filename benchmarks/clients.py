@@ -22,7 +22,10 @@ schedule dict holds
                           (:class:`vsplit.plan.measure.Meter`, the formulas of ``torch.utils.flop_counter``, 2 per
                           multiply-add) over one forward and backward pass of the client's rows: the first layer's
                           input needs no gradient, as in training; optimizer and loss FLOPs are left out
-  epoch_s_in_process      wall seconds per epoch, every party in this one process (memory channels, real codec)
+  epoch_s                 wall seconds per epoch with every party its own OS process over mutual TLS on this
+                          machine (``--transport tls``, the default; vsplit.horizontal.processes); with
+                          ``--transport memory``, and for the baselines, ``epoch_s_in_process`` (one process, memory
+                          channels, the real codec). The parameters, and so the AUC, are the same either way
   rounds / epochs         rounds run, and epochs (passes over each client's rows) they make
   settings                ``Settings.describe()``
 
@@ -306,10 +309,23 @@ def baselines(split: Split, init: Model, test: Rows, seed: int) -> dict[str, dic
     return {"pooled": pooled, "best_bank_alone": {**alone[best], "bank": best, "bytes_per_client_epoch": 0}}
 
 
-def settings_for(name: str, *, rounds: int, batch_size: int, seed: int) -> Settings:
-    """The Settings of schedule ``name`` (secure aggregation off where the field exists)."""
-    extra = {"secure_aggregation": "off"} if "secure_aggregation" in Settings.__dataclass_fields__ else {}
-    return Settings(**{**SCHEDULES, **VARIANTS}[name], rounds=rounds, batch_size=batch_size, seed=seed, **extra)
+def settings_for(name: str, *, rounds: int, batch_size: int, seed: int, secure: str = "auto") -> Settings:
+    """The Settings of schedule ``name``; ``secure``: its secure aggregation (``auto``: what a user gets)."""
+    return Settings(**{**SCHEDULES, **VARIANTS}[name], rounds=rounds, batch_size=batch_size, seed=seed,
+                    secure_aggregation=secure)
+
+
+def over_tls(h: Horizontal, settings: Settings, clients: Mapping[str, ClientSide], server: ServerSide | None) -> Run:
+    """Every party as its own OS process over mutual TLS on this machine (vsplit.horizontal.processes); the
+    outcomes equal the in-process run's bit for bit, the bytes are the frames each process sent."""
+    from vsplit.horizontal.processes import train_horizontal_processes
+
+    out, sent, seconds = train_horizontal_processes(h, settings, clients, server)
+    return Run(out, sent, seconds)
+
+
+#: how the schedules run: the runner and the key its seconds per epoch go under
+TRANSPORTS = {"tls": (over_tls, "epoch_s"), "memory": (in_process, "epoch_s_in_process")}
 
 
 def mean_over_seeds(runs: list[dict[str, Any]]) -> dict[str, Any]:
@@ -330,8 +346,10 @@ def mean_over_seeds(runs: list[dict[str, Any]]) -> dict[str, Any]:
 
 
 def run_entry(key: str, *, seeds: Sequence[int], rounds: int | None, max_rows: int | None,
-              schedules: Sequence[str] = tuple(SCHEDULES)) -> dict[str, Any]:
-    """Every schedule and both baselines of one entry, over ``seeds``."""
+              schedules: Sequence[str] = tuple(SCHEDULES), transport: str = "memory",
+              secure: str = "auto") -> dict[str, Any]:
+    """Every schedule and both baselines of one entry, over ``seeds`` (``transport``: see :data:`TRANSPORTS`)."""
+    runner, timing_key = TRANSPORTS[transport]
     entry = ENTRIES[key]
     runs: dict[str, list[dict[str, Any]]] = {}
     skews = {}
@@ -344,8 +362,8 @@ def run_entry(key: str, *, seeds: Sequence[int], rounds: int | None, max_rows: i
             if name == "split":  # every training row at one client
                 data = Split({"pooled": (torch.cat([x for x, _ in split.banks.values()]),
                                          torch.cat([y for _, y in split.banks.values()]))}, {}, split.multiclass)
-            settings = settings_for(name, rounds=init.rounds, batch_size=init.batch_size, seed=seed)
-            result = run_schedule(name, settings, data, init, test, seed)
+            settings = settings_for(name, rounds=init.rounds, batch_size=init.batch_size, seed=seed, secure=secure)
+            result = run_schedule(name, settings, data, init, test, seed, runner=runner, timing_key=timing_key)
             if name == "split":
                 result["settings"] = (f"vanilla split, every training row at one client ({result['settings']}: "
                                       "no hand-off)")
@@ -374,19 +392,27 @@ def main(argv: Sequence[str] | None = None) -> None:
                         help=f"comma-separated, from {', '.join([*SCHEDULES, *VARIANTS])} (default: the first five)")
     parser.add_argument("--by", default=None, help="the column non-IID entries sort by (default EDUCATION)")
     parser.add_argument("--rows", type=int, default=None, help="keep at most this many training rows per client")
+    parser.add_argument("--transport", choices=list(TRANSPORTS), default="tls",
+                        help="tls (default): every party its own process over mutual TLS, seconds as epoch_s; "
+                             "memory: all in this process, seconds as epoch_s_in_process")
+    parser.add_argument("--secure-aggregation", choices=["auto", "on", "off"], default="auto",
+                        help="the schedules' secure aggregation (default auto: on for SplitFed and FedAvg with 3 or "
+                             "more clients, as users get it)")
     args = parser.parse_args(argv)
     unknown = sorted(set(args.schedules.split(",")) - {*SCHEDULES, *VARIANTS})
     if unknown:
         parser.error(f"unknown schedules {unknown}; choose from {', '.join([*SCHEDULES, *VARIANTS])}")
     torch.set_num_threads(1)
-    result: dict[str, Any] = {"load_average": {"start": [round(v, 2) for v in os.getloadavg()]}}
+    result: dict[str, Any] = {"load_average": {"start": [round(v, 2) for v in os.getloadavg()]},
+                              "transport": args.transport, "secure_aggregation": args.secure_aggregation}
     began = time.perf_counter()
     warm_up()
     for key in args.only or list(ENTRIES):
         if args.by and ENTRIES[key].scheme == "non_iid":
             ENTRIES[key] = dataclasses.replace(ENTRIES[key], by=args.by)
         result[key] = run_entry(key, seeds=range(args.seeds), rounds=args.rounds, max_rows=args.rows,
-                                schedules=args.schedules.split(","))
+                                schedules=args.schedules.split(","), transport=args.transport,
+                                secure=args.secure_aggregation)
     result["load_average"]["end"] = [round(v, 2) for v in os.getloadavg()]
     result["seconds"] = round(time.perf_counter() - began, 1)
     print(json.dumps(result, indent=1))
