@@ -3,11 +3,14 @@
 from __future__ import annotations
 
 import numpy as np
+import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
+from vsplit.errors import DataError
 from vsplit.psi import IdPolicy, PsiConfig, align_in_process
 from vsplit.psi.matches import MatchStore, agreed_order
+from vsplit.runtime.psi import load_rows, save_rows
 
 ID = st.integers(0, 80)
 
@@ -29,7 +32,7 @@ def rows_by_id(out) -> dict[str, list[int]]:
     reveal=st.sampled_from(["both", "label_party"]),
 )
 def test_the_on_disk_matches_give_the_in_memory_alignment(bank, shop, telco, buckets, reveal):
-    tables = {"bank": bank + [1000], "shop": shop + [1000]} | ({} if telco is None else {"telco": telco + [1000]})
+    tables = {"bank": [*bank, 1000], "shop": [*shop, 1000]} | ({} if telco is None else {"telco": [*telco, 1000]})
     policies = {name: IdPolicy() for name in tables}
     runs = [
         align_in_process(tables, label_party="bank", policies=policies,
@@ -68,3 +71,16 @@ def test_a_redo_truncates_the_log_alike_in_memory_and_on_disk():
     assert memory.own.tolist() == disk.own.tolist() == np.concatenate([b[2] for b in batches]).tolist()
     assert np.array_equal(memory.values, disk.values) and np.array_equal(memory.peer, disk.peer)
     assert memory.keys.tolist() == disk.keys.tolist()
+
+
+def test_aligned_rows_saved_atomically_come_back_memory_mapped(tmp_path):
+    out = align_in_process({"bank": list(range(0, 300, 2)), "shop": list(range(0, 300, 3))}, label_party="bank",
+                           config=PsiConfig(buckets=2, memory_budget_mb=1))
+    path = save_rows(out["shop"], tmp_path / "run" / "shop.rows.npy")
+    rows = load_rows(path)
+    assert isinstance(rows, np.memmap) and np.array_equal(rows, out["shop"].rows)
+    assert [i * 3 for i in rows.tolist()] == [int(v) for v in out["bank"].ids]
+    assert not [p.name for p in path.parent.iterdir() if p.name.endswith(".tmp")]
+    np.save(tmp_path / "floats.npy", np.zeros(3))
+    with pytest.raises(DataError, match="not aligned rows"):
+        load_rows(tmp_path / "floats.npy")
