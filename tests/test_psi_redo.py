@@ -84,13 +84,14 @@ def shared(tables, *, config, backend=None, taps=()):
     reveal=st.sampled_from(["both", "label_party"]),
     bank_loses=st.sets(st.integers(1, 30), max_size=2),
     shop_loses=st.sets(st.integers(1, 30), max_size=2),
+    on_disk=st.booleans(),
 )
 def test_lost_scalars_are_redone_and_the_intersection_is_unchanged(bank, shop, buckets, chunk, reveal, bank_loses,
-                                                                   shop_loses):
+                                                                   shop_loses, on_disk):
     if not set(bank) & set(shop):
         return
     tables = {"bank": bank, "shop": shop}
-    config = PsiConfig(buckets=buckets, chunk=chunk, reveal=reveal, window=2)
+    config = PsiConfig(buckets=buckets, chunk=chunk, reveal=reveal, window=2, memory_budget_mb=int(on_disk))
     backend = FlakyBackend([bank_loses, shop_loses])
     assert shared(tables, config=config, backend=backend) == sorted(str(v) for v in set(bank) & set(shop))
 

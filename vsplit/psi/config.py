@@ -49,8 +49,8 @@ class PsiConfig:
         buckets: how many buckets each party splits its IDs into (see :mod:`vsplit.psi.buckets`); each bucket is
             padded to a public size and blinded with its own scalar. 1 (default) is the unbucketed protocol.
         memory_budget_mb: this party's own setting (not compared with the peer's): above 0, its hashed IDs are
-            spilled to files by bucket (:mod:`vsplit.psi.store`) unless they fit in this many MiB; 0 keeps them in
-            memory.
+            spilled to files by bucket (:mod:`vsplit.psi.store`) unless they fit in a quarter of this many MiB, and
+            its matches are logged to files bucket by bucket (:mod:`vsplit.psi.matches`); 0 keeps both in memory.
     """
 
     reveal: Literal["both", "label_party"] = "both"

@@ -44,6 +44,7 @@ from vsplit.psi.handshake import check_hello, make_hello, session_salt
 from vsplit.psi.ids import IdPolicy
 from vsplit.psi.index import PointIndex
 from vsplit.psi.keys import Pending, ScalarLost, keys_for
+from vsplit.psi.matches import MatchStore
 from vsplit.psi.messages import Ack, Blinded, Doubled, Hello, Redo
 from vsplit.psi.parallel import Backend
 from vsplit.psi.prepare import PreparedIds, prepare_ids
@@ -110,7 +111,7 @@ class PairExchange:
         self._peer_bucket = 0
         self._peer_in_bucket = 0
         self._pending: dict[int, list[tuple[int, np.ndarray]]] = {}
-        self._found: list[tuple[int, np.ndarray, np.ndarray, np.ndarray]] = []
+        self._matches = MatchStore(spill=config.memory_budget_mb > 0)
         self._waiting: int | None = None  # the bucket of this side's Redo until the peer echoes it
         self._outbox: list[Message] = []
         #: The first bucket of each redo round this pair went through.
@@ -118,9 +119,11 @@ class PairExchange:
         self.points_sent = 0
         self.points_received = 0
         self.complete = False
-        #: After completion, when this side learns: double-blinded values of the matches (k, 32), this side's
-        #: positions in its sent order, its rows, and the positions in the peer's sent order.
+        #: After completion, when this side learns: double-blinded values of the matches (k, 32; memory-mapped
+        #: from a file under a memory budget), their agreed-order keys (:func:`~vsplit.psi.matches.order_keys`),
+        #: this side's positions in its sent order, its rows, and the positions in the peer's sent order.
         self.match_values = np.zeros((0, 32), np.uint8)
+        self.match_keys = np.zeros(0, np.uint64)
         self.match_own = np.zeros(0, np.int64)
         self.match_rows = np.zeros(0, np.int64)
         self.match_peer = np.zeros(0, np.int64)
@@ -330,7 +333,7 @@ class PairExchange:
         hit = np.flatnonzero(own >= 0)
         if hit.size:
             assert self.prepared is not None
-            self._found.append((bucket, values[hit], bucket * self.prepared.size + own[hit], offset + hit))
+            self._matches.add(bucket, values[hit], bucket * self.prepared.size + own[hit], offset + hit)
 
     def _release(self, bucket: int) -> None:
         """Free this side's values of ``bucket`` once both sides' points of it have been matched."""
@@ -404,7 +407,7 @@ class PairExchange:
             self._own_doubles.pop(bucket, None)
             self._index.pop(bucket, None)
             self._pending.pop(bucket, None)
-        self._found = [item for item in self._found if item[0] < first]
+        self._matches.truncate(first)
         if self.peer_total is not None and self._peer_bucket >= first:
             size = self.peer_total // self._config.buckets
             self._peer_seen = first * chunks_per_bucket(size, self._config.chunk)
@@ -419,23 +422,15 @@ class PairExchange:
         self.complete = True
         self._own_doubles, self._index, self._pending, self._laid = {}, {}, {}, {}
         self._keys.close()
-        if not self.learns or not self._found:
-            self._found = []
+        found = self._matches.finish()
+        self._matches.close()  # on disk: the files are unlinked, the memory maps stay readable
+        if not self.learns or not len(found.own):
             return
-        values, own, peer = (np.concatenate(parts) for parts in list(zip(*self._found, strict=True))[1:])
-        self._found = []
-        if len(np.unique(own)) != len(own):
+        own = np.sort(found.own)
+        if len(own) > 1 and bool((own[1:] == own[:-1]).any()):
             raise violation("the peer sent the same point twice")
-        self.match_values, self.match_own, self.match_peer = values, own, peer
-        self.match_rows = self.rows_at(own)
+        del own
+        self.match_values, self.match_keys, self.match_own, self.match_peer = (found.values, found.keys, found.own,
+                                                                                found.peer)
+        self.match_rows = self.rows_at(found.own)
 
-
-def agreed_order(values: np.ndarray) -> np.ndarray:
-    """The agreed order of matches: ascending by double-blinded value, which both sides of a pair can compute.
-
-    >>> agreed_order(np.array([[2] * 32, [1] * 32], np.uint8)).tolist()
-    [1, 0]
-    """
-    if len(values) == 0:
-        return np.zeros(0, np.int64)
-    return np.argsort(np.ascontiguousarray(values).view(f"V{curve.POINT_BYTES}").ravel(), kind="stable")

@@ -29,8 +29,9 @@ from vsplit.protocol.abort import AbortCode
 from vsplit.protocol.machine import Outgoing
 from vsplit.protocol.message import Message
 from vsplit.psi.config import PsiConfig
-from vsplit.psi.exchange import NothingToAlign, PairExchange, agreed_order
+from vsplit.psi.exchange import NothingToAlign, PairExchange
 from vsplit.psi.ids import IdPolicy
+from vsplit.psi.matches import agreed_order
 from vsplit.psi.messages import Selected
 from vsplit.psi.parallel import Backend, SerialBackend
 from vsplit.psi.party import PartyMachine
@@ -109,9 +110,14 @@ class LabelParty(PartyMachine):
             common = common[np.isin(common, pair.match_rows)]
         if common.size == 0:
             return self._no_overlap(pairs, self.partners)
-        keep = np.isin(first.match_rows, common)
-        order = agreed_order(first.match_values[keep])
-        rows = first.match_rows[keep][order]
+        if len(common) == len(first.match_rows):  # one partner: every match is kept
+            order = agreed_order(first.match_values, keys=first.match_keys)
+            rows = first.match_rows[order]
+        else:
+            keep = np.flatnonzero(np.isin(first.match_rows, common))
+            order = agreed_order(first.match_values[keep], keys=first.match_keys[keep])
+            rows = first.match_rows[keep][order]
+        del order
         out: list[Outgoing] = []
         if self._tells_rows:
             chunk = self._config.chunk

@@ -27,8 +27,9 @@ from vsplit.protocol.abort import AbortCode
 from vsplit.protocol.machine import Outgoing
 from vsplit.protocol.message import Message
 from vsplit.psi.config import PsiConfig
-from vsplit.psi.exchange import NothingToAlign, PairExchange, agreed_order, violation
+from vsplit.psi.exchange import NothingToAlign, PairExchange, violation
 from vsplit.psi.ids import IdPolicy
+from vsplit.psi.matches import agreed_order
 from vsplit.psi.messages import Selected
 from vsplit.psi.parallel import Backend, SerialBackend
 from vsplit.psi.party import PartyMachine
@@ -96,7 +97,8 @@ class Partner(PartyMachine):
         if self._pair.complete and not self._waits_for_selection:
             if self._pair.match_rows.size == 0:
                 return out + self._no_overlap([self._pair], [sender])
-            self._finish(self._pair.match_rows[agreed_order(self._pair.match_values)], [self._pair])
+            pair = self._pair
+            self._finish(pair.match_rows[agreed_order(pair.match_values, keys=pair.match_keys)], [pair])
         return out
 
     @property

@@ -35,6 +35,9 @@ from vsplit.psi.store import BYTES_PER_ID, BucketStore
 
 #: Rows read and hashed at a time.
 BATCH_ROWS = 1 << 16
+#: The hashed IDs may take up to 1/STORE_SHARE of ``memory_budget_mb`` before they are spilled: the rest is for the
+#: sent order (8 bytes per point), the matches' keys and positions and the chunks in flight.
+STORE_SHARE = 4
 
 
 def _fresh_rng() -> np.random.Generator:
@@ -90,14 +93,15 @@ def prepare_ids(
 ) -> PreparedIds:
     """Hash every ID of ``source`` under ``salt`` and ``label`` into ``buckets``, apply the duplicate policy.
 
-    With ``memory_budget_mb`` > 0, buckets are spilled to files unless the source says it fits in that budget.
+    With ``memory_budget_mb`` > 0, buckets are spilled to files unless the source says they fit in a quarter of
+    that budget (:data:`STORE_SHARE`).
 
     Raises:
         DataError: an ID is missing, empty or of an unusable type (names the row).
         AlignmentError: duplicates under ``dedupe="error"`` (names how many and the fix).
     """
     hint = source.size_hint()
-    fits = hint is not None and hint * BYTES_PER_ID <= memory_budget_mb << 20
+    fits = hint is not None and hint * BYTES_PER_ID * STORE_SHARE <= memory_budget_mb << 20
     store = BucketStore(buckets, spill=memory_budget_mb > 0 and not fits)
     rows = 0
     for batch in source.batches(BATCH_ROWS):
