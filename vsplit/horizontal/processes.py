@@ -37,9 +37,9 @@ from vsplit.horizontal.session import (
     HorizontalOutcome,
     ServerSide,
     client_session,
+    clients_state_size,
     federated_session,
     server_session,
-    state_size,
 )
 from vsplit.topology.horizontal import Horizontal
 from vsplit.transport.ports import free_ports
@@ -61,9 +61,7 @@ def train_horizontal_processes(
     fed = settings.federated_server if settings.federated_server not in (None, h.server) else None
     parties = [*h.clients, h.server] + ([fed] if fed else [])
     rows = {c: clients[c].rows for c in h.clients}
-    first = clients[h.clients[0]]
-    own = first.modules if settings.kind == "fedavg" else {s: first.modules[s] for s in h.client_segments}
-    size = state_size(own, settings)
+    size = clients_state_size(h, settings, clients)
     handoff = {c: new_key() for c in h.clients}
     publics = {c: public_bytes(k) for c, k in handoff.items()}
     with tempfile.TemporaryDirectory(prefix="vsplit-processes-") as tmp:

@@ -34,9 +34,9 @@ from vsplit.horizontal.session import (
     HorizontalOutcome,
     ServerSide,
     client_session,
+    clients_state_size,
     federated_session,
     server_session,
-    state_size,
 )
 from vsplit.runtime.pump import Tap
 from vsplit.topology.horizontal import Horizontal
@@ -58,9 +58,7 @@ def train_horizontal(
     """
     rows = {c: clients[c].rows for c in h.clients}
     run_id = session.decode(errors="replace")
-    first = clients[h.clients[0]]
-    own = first.modules if settings.kind == "fedavg" else {s: first.modules[s] for s in h.client_segments}
-    size = state_size(own, settings)
+    size = clients_state_size(h, settings, clients)
     own = {c: new_key() for c in h.clients}
     public = {c: public_bytes(k) for c, k in own.items()}
     keys = {c: HandoffKeys(own[c], public, context=session) for c in h.clients}

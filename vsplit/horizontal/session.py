@@ -110,6 +110,13 @@ def state_size(modules: Mapping[str, nn.Module], settings: Settings) -> int:
     return len(flatten(extract(modules, None, buffers=policy["buffers"]))[0])
 
 
+def clients_state_size(h: Horizontal, settings: Settings, clients: Mapping[str, ClientSide]) -> int:
+    """:func:`state_size` of the first client's averaged segments (FedAvg: all of them); every client's is alike."""
+    first = clients[h.clients[0]]
+    own = first.modules if settings.kind == "fedavg" else {s: first.modules[s] for s in h.client_segments}
+    return state_size(own, settings)
+
+
 def _average_policy(settings: Settings) -> dict[str, bool]:
     return {"buffers": settings.buffer_policy == "average", "optimizer_state": settings.optimizer_policy == "average"}
 

@@ -42,7 +42,7 @@ from vsplit.party import ComputeParty, LabelParty, ModelSettings
 from vsplit.runtime.atomic import write_atomic
 from vsplit.runtime.checkpoint import load_checkpoint, save_checkpoint
 from vsplit.runtime.drive import drive
-from vsplit.runtime.node import session_id
+from vsplit.runtime.node import model_settings, session_id
 from vsplit.runtime.pump import Pump
 from vsplit.transport.channel import Channel
 
@@ -151,12 +151,7 @@ class HorizontalNode:
 
     # -- building ----------------------------------------------------------------------------------------------------
     def model_settings(self) -> ModelSettings:
-        m, t, d, n = self.config.model, self.config.train, self.config.data, self.config.network
-        return ModelSettings(
-            embedding_width=m.embedding_width, bottom_hidden=m.bottom_hidden, top_hidden=m.top_hidden,
-            merge=m.merge, dropout=m.dropout, optimizer=t.optimizer, lr=t.lr, weight_decay=t.weight_decay,
-            scaling=d.scaling, missing=d.missing, compression=n.compression, error_feedback=n.error_feedback,
-        )
+        return model_settings(self.config)
 
     def _modules(self) -> dict[str, torch.nn.Module]:
         base = self.h.base

@@ -46,6 +46,16 @@ from vsplit.transport.channel import Channel
 log = logging.getLogger(__name__)
 
 
+def model_settings(config: PartyConfig) -> ModelSettings:
+    """The model, optimizer, preprocessing and codec settings of ``config``'s party."""
+    m, t, d, n = config.model, config.train, config.data, config.network
+    return ModelSettings(
+        embedding_width=m.embedding_width, bottom_hidden=m.bottom_hidden, top_hidden=m.top_hidden,
+        merge=m.merge, dropout=m.dropout, optimizer=t.optimizer, lr=t.lr, weight_decay=t.weight_decay,
+        scaling=d.scaling, missing=d.missing, compression=n.compression, error_feedback=n.error_feedback,
+    )
+
+
 def session_id(run_id: str) -> bytes:
     """The 16-byte session id both parties derive from the shared run id."""
     return hashlib.sha256(f"vsplit-session:{run_id}".encode()).digest()[:16]
@@ -139,12 +149,7 @@ class PartyNode:
                                batch_size=t.batch_size)
 
     def _settings(self) -> ModelSettings:
-        m, t, d, n = self.config.model, self.config.train, self.config.data, self.config.network
-        return ModelSettings(
-            embedding_width=m.embedding_width, bottom_hidden=m.bottom_hidden, top_hidden=m.top_hidden,
-            merge=m.merge, dropout=m.dropout, optimizer=t.optimizer, lr=t.lr, weight_decay=t.weight_decay,
-            scaling=d.scaling, missing=d.missing, compression=n.compression, error_feedback=n.error_feedback,
-        )
+        return model_settings(self.config)
 
     def _build_party(self, table: pd.DataFrame | None) -> LabelParty | FeatureParty | ComputeParty:
         d = self.config.data
