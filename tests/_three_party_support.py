@@ -10,9 +10,9 @@ from pathlib import Path
 
 from sklearn.model_selection import train_test_split
 
+from vsplit.atomic import save_with
 from vsplit.datasets import load, partition
 from vsplit.pilot.prepare import ensure_keys
-from vsplit.runtime.atomic import save_with
 
 COLUMNS = {
     "bank": ["age", "job", "marital", "education", "y"],

@@ -55,6 +55,8 @@ class PsiSettings:
     config: Any = None
     policy: Any = None
     backend: Any = None
+    #: this party's folder for resumable PSI progress (:mod:`vsplit.psi.resume`); ``None`` keeps none
+    state_dir: Any = None
 
 
 @dataclass
@@ -77,8 +79,10 @@ def psi_machine(party: str, topology: Topology, ids: Sequence[object], psi: PsiS
     config = psi.config if psi.config is not None else PsiConfig()
     policy = psi.policy if psi.policy is not None else IdPolicy()
     if party == topology.label_owner:
-        return PsiLabel(list(ids), partners=holders, config=config, policy=policy, backend=psi.backend)
-    return Partner(list(ids), label_party=topology.label_owner, config=config, policy=policy, backend=psi.backend)
+        return PsiLabel(list(ids), partners=holders, config=config, policy=policy, backend=psi.backend,
+                        state_dir=psi.state_dir)
+    return Partner(list(ids), label_party=topology.label_owner, config=config, policy=policy, backend=psi.backend,
+                   state_dir=psi.state_dir)
 
 
 def _align(party: AnyParty, topology: Topology, ids: np.ndarray | None, psi: PsiSettings | None) -> Session:

@@ -27,11 +27,11 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
 def run(args: argparse.Namespace) -> int:
     import pandas as pd
 
+    from vsplit.atomic import write_atomic
     from vsplit.cli.logs import log_to_run_folder
     from vsplit.config import load_config
     from vsplit.psi import run_party
     from vsplit.runtime.alignment import canonical_rows
-    from vsplit.runtime.atomic import write_atomic
     from vsplit.runtime.node import PartyNode, psi_summary, session_id
     from vsplit.runtime.pump import Pump
 
@@ -53,6 +53,7 @@ def run(args: argparse.Namespace) -> int:
     if alignment.ids is not None:
         frame[config.data.id_column] = sorted(alignment.ids)
     write_atomic(node.folder / "alignment.csv", frame.to_csv(index=False).encode())
+    node.forget_psi_progress()
     if not args.quiet:
         print(json.dumps(stats, indent=2))
     return 0

@@ -149,6 +149,9 @@ class PsiSection:
     workers: int = 1
     #: ray: the cluster to join (e.g. "auto" or "ray://head:10001"); empty starts a local Ray on this machine
     ray_address: str = ""
+    #: keep this party's PSI progress under its run folder (psi-state/), so that rerunning after a party died resumes
+    #: from the buckets both sides finished (docs/psi.md, "Resuming"); removed when the run succeeds
+    resumable: bool = True
 
 
 @dataclass(frozen=True)

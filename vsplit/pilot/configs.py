@@ -17,7 +17,7 @@ from __future__ import annotations
 from collections.abc import Sequence
 from pathlib import Path
 
-from vsplit.runtime.atomic import write_atomic
+from vsplit.atomic import write_atomic
 
 
 def party_config(

@@ -49,9 +49,9 @@ def prepare_horizontal(
     relative to each party's folder. ``split``: a :class:`~vsplit.datasets.horizontal.HorizontalSplit` of
     ``default_credit`` to use instead of dealing one here; ``model``, ``data``: ``[model]`` keys and the
     banks' further ``[data]`` keys (e.g. ``scaling``)."""
+    from vsplit.atomic import save_with
     from vsplit.datasets.horizontal import horizontal_split
     from vsplit.pilot.prepare import ensure_keys
-    from vsplit.runtime.atomic import save_with
 
     root = Path(root)
     if split is None:

@@ -21,11 +21,11 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
+from vsplit.atomic import write_atomic
 from vsplit.config import load_config, resolve
 from vsplit.errors import VsplitError
 from vsplit.pilot.configs import write_missing_configs
 from vsplit.pilot.prepare import ensure_keys, export_tables
-from vsplit.runtime.atomic import write_atomic
 
 VERTICAL = {"bank": "label", "partner": "feature"}
 

@@ -26,7 +26,7 @@ import shutil
 from pathlib import Path
 from typing import Any
 
-from vsplit.runtime.atomic import save_with
+from vsplit.atomic import save_with
 from vsplit.transport.identity import create_identity, write_identity
 
 

@@ -18,8 +18,8 @@ import time
 from pathlib import Path
 from typing import Any
 
+from vsplit.atomic import write_atomic
 from vsplit.pilot.horizontal import FEDERATED, SERVER, prepare_horizontal, run_processes
-from vsplit.runtime.atomic import write_atomic
 
 
 def run_splitfed_pilot(*, root: Path | None = None, run_id: str | None = None, overrides: tuple[str, ...] = (),

@@ -37,6 +37,7 @@ class PsiStats:
         points_received: 32-byte curve points this party received.
         seconds: wall-clock seconds of the run, filled by the runner (``None`` when the machine ran bare).
         bytes_sent: bytes of all frames this party sent, filled by the runner from the pump's statistics.
+        resumed: per peer, the buckets restored from an interrupted run's kept progress (0: none).
     """
 
     rows: int
@@ -48,6 +49,7 @@ class PsiStats:
     points_received: int
     seconds: float | None = None
     bytes_sent: int | None = None
+    resumed: dict[str, int] = field(default_factory=dict, hash=False)
 
 
 @dataclass(frozen=True, eq=False)

@@ -26,8 +26,9 @@ from typing import Literal
 from vsplit.errors import ConfigError
 from vsplit.psi.buckets import check_buckets
 
-#: Version of the PSI protocol; both parties must run the same one (2: bucketed, with bucket tags; 3: Redo).
-PSI_VERSION = 3
+#: Version of the PSI protocol; both parties must run the same one (2: bucketed, with bucket tags; 3: Redo; 4: resume
+#: from finished buckets).
+PSI_VERSION = 4
 #: Default protocol label hashed into every u-coordinate (domain separation).
 DEFAULT_LABEL = b"vsplit-psi-v1"
 #: Largest number of points (or positions) one message may carry: 4 MiB of points.

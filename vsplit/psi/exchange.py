@@ -23,6 +23,11 @@ keeps the points of a bucket until it is done on both sides, so it can resend th
 settle on the lower bucket: a side that receives a Redo for a lower bucket than its own request voids down to it
 and echoes it.
 
+With a :class:`~vsplit.psi.resume.PairState` the exchange keeps its progress on disk: each bucket's layout when it
+is laid out, and each finished bucket's matches. A rerun after a party died offers the kept session in its Hello;
+if the peer kept the same one, both restore the buckets both finished and go on from there exactly as after a Redo
+of the next bucket (same salt, so the same buckets; fresh scalars for the rest).
+
 The exchange raises :class:`ProtocolError` (with an abort code) when the peer breaks the protocol, and lets
 :class:`DataError` and :class:`AlignmentError` from this side's own IDs through; the party machines turn them into
 abort codes.
@@ -34,7 +39,7 @@ from collections import deque
 
 import numpy as np
 
-from vsplit.errors import AlignmentError, ProtocolError
+from vsplit.errors import AlignmentError, DataError, ProtocolError
 from vsplit.protocol.abort import AbortCode
 from vsplit.protocol.message import Message
 from vsplit.psi import curve
@@ -48,6 +53,7 @@ from vsplit.psi.matches import MatchStore
 from vsplit.psi.messages import Ack, Blinded, Doubled, Hello, Redo
 from vsplit.psi.parallel import Backend
 from vsplit.psi.prepare import PreparedIds, prepare_ids
+from vsplit.psi.resume import PairState
 from vsplit.psi.sources import IdSource
 
 #: Redo rounds a pair accepts before it calls the peer's requests abuse.
@@ -82,14 +88,17 @@ class PairExchange:
         config: PsiConfig,
         backend: Backend,
         parties: int,
+        state: PairState | None = None,
     ) -> None:
         self.peer = peer
         self.role = role
         self.learns = config.reveal == "both" or role == "label"
         self.peer_learns = config.reveal == "both" or role == "partner"
         self._keys = keys_for(backend, config.buckets)
+        self._state = state
         self.hello = make_hello(config, role=role, parties=parties, normalisation=policy.spec,
-                                redo=self._keys.may_lose)
+                                redo=self._keys.may_lose, resume=state.tag if state else "",
+                                done=state.done if state else 0)
         self.peer_hello: Hello | None = None
         self._source, self._policy, self._config = source, policy, config
         self._may_redo = self._keys.may_lose  # either side may ask for a Redo (the peer says so in its Hello)
@@ -116,6 +125,9 @@ class PairExchange:
         self._outbox: list[Message] = []
         #: The first bucket of each redo round this pair went through.
         self.redone: list[int] = []
+        #: Leading buckets finished on this side (kept on disk with a state); after a resume, those restored.
+        self.finished = 0
+        self.resumed_from = 0
         self.points_sent = 0
         self.points_received = 0
         self.complete = False
@@ -171,6 +183,7 @@ class PairExchange:
         except ScalarLost as lost:
             self._lost(lost)
         self._release_laid()
+        self._keep_finished()
         self._check_complete()
         out, self._outbox = self._outbox, []
         return out
@@ -183,10 +196,15 @@ class PairExchange:
         self.peer_hello = hello
         self._may_redo = self._keys.may_lose or hello.redo
         label_hello, partner_hello = (self.hello, hello) if self.role == "label" else (hello, self.hello)
-        salt = session_salt(label_hello=label_hello, partner_hello=partner_hello)
-        config = self._config
+        state, config = self._state, self._config
+        resumed = state is not None and state.tag != "" and hello.resume == state.tag
+        if state is not None and resumed:
+            salt, keep = state.salt, min(state.done, hello.done)
+        else:
+            salt, keep = session_salt(label_hello=label_hello, partner_hello=partner_hello), 0
         self.prepared = prepare_ids(self._source, policy=self._policy, salt=salt, label=config.label,
-                                    buckets=config.buckets, memory_budget_mb=config.memory_budget_mb)
+                                    buckets=config.buckets, memory_budget_mb=config.memory_budget_mb,
+                                    digest=state is not None)
         if self.prepared.distinct == 0:
             raise NothingToAlign(
                 f"{self._source.name}: no IDs to align ({self.prepared.rows_read} rows read), so no customer is "
@@ -194,6 +212,38 @@ class PairExchange:
             )
         self.order = np.full(config.buckets * self.prepared.size, -1, np.int64)
         self._own_chunks = config.buckets * chunks_per_bucket(self.prepared.size, config.chunk)
+        if state is not None:
+            if keep:
+                state.check_inputs(digest=self.prepared.digest, size=self.prepared.size)
+            state.begin(salt=salt, digest=self.prepared.digest, size=self.prepared.size, keep=keep)
+            if keep:
+                self._restore(state, keep)
+
+    def _restore(self, state: PairState, keep: int) -> None:
+        """Take the first ``keep`` buckets as finished in the kept session: layouts, matches, both sides' counts."""
+        assert self.prepared is not None
+        size, buckets = self.prepared.size, self._config.buckets
+        peer_total = state.peer_total
+        if peer_total <= 0 or peer_total % buckets:
+            raise DataError(f"PSI resume: the kept state in {state.folder} is damaged; delete it, rerun both parties")
+        for bucket in range(keep):
+            layout = state.layout(bucket)
+            if len(layout) != size:
+                raise DataError(f"PSI resume: bucket {bucket}'s layout in {state.folder} does not fit; delete it")
+            self.order[bucket * size : (bucket + 1) * size] = layout
+            self.prepared.store.drop(bucket)
+            self.prepared.repeats.pop(bucket, None)
+            if self.learns:
+                values, own, peer = state.matches(bucket)
+                if len(own):
+                    self._matches.add(bucket, values, own, peer)
+        self._sent = self._answered = self._submitted = keep * self._own_per_bucket()
+        self.peer_total = peer_total
+        peer_size = peer_total // buckets
+        self._peer_seen = keep * chunks_per_bucket(peer_size, self._config.chunk)
+        self._peer_offset = keep * peer_size
+        self._peer_bucket, self._peer_in_bucket = keep, 0
+        self.finished = self.resumed_from = keep
 
     # -- own chunks ------------------------------------------------------------------------------------------------
     def _chunk(self, index: int) -> tuple[int, slice]:
@@ -216,6 +266,8 @@ class PairExchange:
             size = self.prepared.size
             order, points = self.prepared.bucket(bucket)
             self.order[bucket * size : (bucket + 1) * size] = order
+            if self._state is not None:
+                self._state.save_layout(bucket, order)  # before any point of it is sent
             self._laid[bucket] = points
         return self._laid[bucket]
 
@@ -346,6 +398,18 @@ class PairExchange:
         for bucket in [b for b in self._laid if self._answered_all(b) and self._peer_done_with(b)]:
             del self._laid[bucket]
 
+    def _keep_finished(self) -> None:
+        """Count (and, with a state, keep on disk) the leading buckets nothing can change any more."""
+        if self.prepared is None:
+            return
+        while (self.finished < self._config.buckets and self._answered_all(self.finished)
+               and self._peer_done_with(self.finished)):
+            if self._state is not None:
+                assert self.peer_total is not None
+                matches = self._matches.part(self.finished) if self.learns else None
+                self._state.finish(self.finished, peer_total=self.peer_total, matches=matches)
+            self.finished += 1
+
     # -- redo after lost scalars -----------------------------------------------------------------------------------
     def _answered_all(self, bucket: int) -> bool:
         return self._answered >= (bucket + 1) * self._own_per_bucket()
@@ -396,6 +460,8 @@ class PairExchange:
         buckets the scalar owner found lost meanwhile."""
         assert self.prepared is not None
         self.redone.append(first)
+        if first < self.finished:
+            raise violation(f"Redo of bucket {first}, which both sides had finished")
         buckets = range(first, self._config.buckets)
         extra = self._keys.renew(buckets)
         own_start = first * self._own_per_bucket()

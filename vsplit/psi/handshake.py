@@ -36,9 +36,11 @@ def binding(config: PsiConfig) -> bytes:
     return hashlib.sha256(data + context).digest()
 
 
-def make_hello(config: PsiConfig, *, role: str, parties: int, normalisation: str, redo: bool = False) -> Hello:
+def make_hello(config: PsiConfig, *, role: str, parties: int, normalisation: str, redo: bool = False,
+               resume: str = "", done: int = 0) -> Hello:
     """This party's Hello with a fresh nonce. ``parties`` is the run's party count, or 0 to follow the label party;
-    ``redo`` says that this side's scalars may be lost, so it may ask for a Redo."""
+    ``redo`` says that this side's scalars may be lost, so it may ask for a Redo; ``resume`` and ``done`` describe
+    the interrupted session this side kept (:mod:`vsplit.psi.resume`)."""
     return Hello(
         version=PSI_VERSION,
         role=role,
@@ -49,6 +51,8 @@ def make_hello(config: PsiConfig, *, role: str, parties: int, normalisation: str
         nonce=np.frombuffer(os.urandom(32), dtype=np.uint8).copy(),
         buckets=config.buckets,
         redo=redo,
+        resume=resume,
+        done=done,
     )
 
 

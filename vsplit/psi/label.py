@@ -21,6 +21,7 @@ Example:
 from __future__ import annotations
 
 from collections.abc import Sequence
+from pathlib import Path
 
 import numpy as np
 
@@ -35,6 +36,7 @@ from vsplit.psi.matches import agreed_order
 from vsplit.psi.messages import Selected
 from vsplit.psi.parallel import Backend, SerialBackend
 from vsplit.psi.party import PartyMachine
+from vsplit.psi.resume import PairState
 from vsplit.psi.sources import IdSource, as_source
 
 
@@ -47,6 +49,8 @@ class LabelParty(PartyMachine):
         config: settings every party must share (default ``PsiConfig()``).
         policy: ID normalisation (shared) and duplicate handling (local); default ``IdPolicy()``.
         backend: where the curve arithmetic runs; defaults to this process.
+        state_dir: keep this party's progress here (a folder per peer), so that a rerun after a party died resumes
+            from the buckets both sides finished (:mod:`vsplit.psi.resume`); delete it once the result is kept.
     """
 
     def __init__(
@@ -57,6 +61,7 @@ class LabelParty(PartyMachine):
         config: PsiConfig | None = None,
         policy: IdPolicy | None = None,
         backend: Backend | None = None,
+        state_dir: str | Path | None = None,
     ) -> None:
         partners = list(partners)
         if not partners or len(set(partners)) != len(partners):
@@ -76,6 +81,8 @@ class LabelParty(PartyMachine):
                 config=config,
                 backend=backend,
                 parties=1 + len(partners),
+                state=None if state_dir is None else PairState(Path(state_dir) / name, role="label", peer=name,
+                                                               config=config),
             )
             for name in partners
         }

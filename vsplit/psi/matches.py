@@ -133,6 +133,29 @@ class MatchStore:
                 with open(path, "r+b") as out:
                     out.truncate(keep * width * np.dtype(dtype).itemsize)
 
+    def part(self, bucket: int) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+        """The matches of ``bucket`` alone, in memory: values, own and peer positions (what a resumable PSI keeps)."""
+        start = stop = 0
+        for b, end in self._ends:
+            if b < bucket:
+                start = stop = end
+            elif b == bucket:
+                stop = end
+        out = []
+        for name in ("values", "own", "peer"):
+            dtype, width = _COLUMNS[name]
+            if self._dir is None:
+                parts = [p for (b, _), p in zip(self._ends, self._parts[name], strict=True) if b == bucket]
+                column = np.concatenate(parts) if parts else np.zeros((0, width) if width > 1 else 0, dtype)
+            elif stop == start:
+                column = np.zeros((0, width) if width > 1 else 0, dtype)
+            else:
+                size = np.dtype(dtype).itemsize * width
+                column = np.fromfile(self._dir / name, dtype=dtype, count=(stop - start) * width, offset=start * size)
+                column = column.reshape(-1, width) if width > 1 else column
+            out.append(column)
+        return out[0], out[1], out[2]
+
     def _column(self, name: str, *, in_memory: bool) -> np.ndarray:
         dtype, width = _COLUMNS[name]
         shape = (self.count, width) if width > 1 else (self.count,)

@@ -59,6 +59,10 @@ class Hello(Message):
     buckets: int = 1
     #: this side's scalars may be lost (they live on other nodes), so it may send :class:`Redo`
     redo: bool = False
+    #: a rerun's tag of the interrupted session it kept (hex of a hash of its salt; ``""``: none) and how many of its
+    #: leading buckets this side finished then (:mod:`vsplit.psi.resume`)
+    resume: str = ""
+    done: int = 0
 
     def __post_init__(self) -> None:
         require(self.role in ROLES, f"Hello.role must be one of {ROLES}, got {self.role!r}")
@@ -67,6 +71,9 @@ class Hello(Message):
         require(0 <= self.parties <= 1024, f"Hello.parties out of range: {self.parties}")
         require_array("Hello.binding", self.binding, dtype="uint8", ndim=1, width=32)
         require_array("Hello.nonce", self.nonce, dtype="uint8", ndim=1, width=32)
+        require(self.resume == "" or (len(self.resume) == 64 and all(c in "0123456789abcdef" for c in self.resume)),
+                "Hello.resume must be empty or 64 lowercase hex digits")
+        require(0 <= self.done <= self.buckets, f"Hello.done out of range 0..{self.buckets}: {self.done}")
 
 
 @message(0x0202)

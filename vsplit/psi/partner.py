@@ -19,6 +19,7 @@ Example:
 from __future__ import annotations
 
 from collections.abc import Sequence
+from pathlib import Path
 
 import numpy as np
 
@@ -33,6 +34,7 @@ from vsplit.psi.matches import agreed_order
 from vsplit.psi.messages import Selected
 from vsplit.psi.parallel import Backend, SerialBackend
 from vsplit.psi.party import PartyMachine
+from vsplit.psi.resume import PairState
 from vsplit.psi.sources import IdSource, as_source
 
 
@@ -45,6 +47,8 @@ class Partner(PartyMachine):
         config: settings every party must share (default ``PsiConfig()``).
         policy: ID normalisation (shared) and duplicate handling (local); default ``IdPolicy()``.
         backend: where the curve arithmetic runs; defaults to this process.
+        state_dir: keep this party's progress here (a folder per peer), so that a rerun after a party died resumes
+            from the buckets both sides finished (:mod:`vsplit.psi.resume`); delete it once the result is kept.
         parties: the number of parties this side expects, checked against the label party's; ``None`` follows it.
     """
 
@@ -57,6 +61,7 @@ class Partner(PartyMachine):
         policy: IdPolicy | None = None,
         backend: Backend | None = None,
         parties: int | None = None,
+        state_dir: str | Path | None = None,
     ) -> None:
         config = config if config is not None else PsiConfig()
         policy = policy if policy is not None else IdPolicy()
@@ -71,6 +76,8 @@ class Partner(PartyMachine):
             config=config,
             backend=backend if backend is not None else SerialBackend(),
             parties=parties or 0,
+            state=None if state_dir is None else PairState(Path(state_dir) / label_party, role="partner",
+                                                           peer=label_party, config=config),
         )
         self._selected: list[np.ndarray] = []
         self._selected_total: int | None = None

@@ -70,6 +70,7 @@ class PartyMachine:
             duplicates=first.duplicates,
             points_sent=sum(p.points_sent for p in pairs),
             points_received=sum(p.points_received for p in pairs),
+            resumed={p.peer: p.resumed_from for p in pairs},
         )
         self._result = Alignment(rows=rows.astype(np.int64, copy=False), ids=ids, stats=stats)
         self._done = True

@@ -20,6 +20,7 @@ Example:
 
 from __future__ import annotations
 
+import hashlib
 import os
 from dataclasses import dataclass, field
 
@@ -63,6 +64,8 @@ class PreparedIds:
     duplicates: int
     size: int
     repeats: dict[int, np.ndarray] = field(default_factory=dict)
+    #: SHA-256 (hex) of the salted hashes in table order and the distinct counts (``digest=True``), else ``""``
+    digest: str = ""
     _rng: np.random.Generator = field(default_factory=_fresh_rng)
 
     @property
@@ -90,11 +93,13 @@ def prepare_ids(
     label: bytes,
     buckets: int = 1,
     memory_budget_mb: int = 0,
+    digest: bool = False,
 ) -> PreparedIds:
     """Hash every ID of ``source`` under ``salt`` and ``label`` into ``buckets``, apply the duplicate policy.
 
     With ``memory_budget_mb`` > 0, buckets are spilled to files unless the source says they fit in a quarter of
-    that budget (:data:`STORE_SHARE`).
+    that budget (:data:`STORE_SHARE`). With ``digest`` the result carries a digest of this side's inputs under
+    ``salt`` (what a resumed PSI checks, :mod:`vsplit.psi.resume`).
 
     Raises:
         DataError: an ID is missing, empty or of an unusable type (names the row).
@@ -104,9 +109,12 @@ def prepare_ids(
     fits = hint is not None and hint * BYTES_PER_ID * STORE_SHARE <= memory_budget_mb << 20
     store = BucketStore(buckets, spill=memory_budget_mb > 0 and not fits)
     rows = 0
+    hasher = hashlib.sha256(b"vsplit-psi inputs") if digest else None
     for batch in source.batches(BATCH_ROWS):
         points = curve.hash_to_u(encode_batch(batch, policy=policy, first_row=rows), salt=salt, label=label)
         store.add(np.arange(rows, rows + len(points), dtype=np.int64), points, bucket_of(points, buckets=buckets))
+        if hasher is not None:
+            hasher.update(np.ascontiguousarray(points).data)
         rows += len(points)
     counts = np.zeros(buckets, np.int64)
     repeats: dict[int, np.ndarray] = {}
@@ -128,4 +136,7 @@ def prepare_ids(
     distinct = int(counts.sum())
     size = distinct if buckets == 1 else max(padded_size(distinct, buckets=buckets),
                                              GRANULE * -(-int(counts.max()) // GRANULE))
-    return PreparedIds(store=store, counts=counts, rows_read=rows, duplicates=duplicates, size=size, repeats=repeats)
+    if hasher is not None:
+        hasher.update(counts.astype("<i8").tobytes())
+    return PreparedIds(store=store, counts=counts, rows_read=rows, duplicates=duplicates, size=size, repeats=repeats,
+                       digest=hasher.hexdigest() if hasher is not None else "")

@@ -28,7 +28,7 @@ import numpy as np
 from matplotlib.ticker import MaxNLocator
 from sklearn.metrics import roc_curve
 
-from vsplit.runtime.atomic import write_atomic
+from vsplit.atomic import write_atomic
 
 
 def _save(fig: Any, path: Path) -> None:

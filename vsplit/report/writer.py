@@ -19,7 +19,7 @@ from importlib import resources
 from pathlib import Path
 from typing import Any
 
-from vsplit.runtime.atomic import write_atomic
+from vsplit.atomic import write_atomic
 
 SCHEMA = "vsplit-report-1"
 METRICS = ("auc", "ks", "accuracy", "f1", "log_loss")

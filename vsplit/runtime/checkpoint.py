@@ -28,8 +28,8 @@ from typing import Any
 import numpy as np
 import torch
 
+from vsplit.atomic import write_atomic
 from vsplit.errors import CheckpointError
-from vsplit.runtime.atomic import write_atomic
 
 FORMAT = "vsplit-checkpoint-1"
 

@@ -32,6 +32,7 @@ from typing import Any
 import numpy as np
 import torch
 
+from vsplit.atomic import write_atomic
 from vsplit.config import PartyConfig, resolve
 from vsplit.config.horizontal import horizontal_of, links, settings_of
 from vsplit.data.sources import read_table
@@ -39,7 +40,6 @@ from vsplit.horizontal.join import Join, JoinClient, JoinFederated, JoinServer
 from vsplit.horizontal.schedule import AVERAGE, HANDOFF, TRAIN, compile_schedule, stage_order
 from vsplit.models.tasks import make_task
 from vsplit.party import ComputeParty, LabelParty, ModelSettings
-from vsplit.runtime.atomic import write_atomic
 from vsplit.runtime.checkpoint import load_checkpoint, save_checkpoint
 from vsplit.runtime.drive import drive
 from vsplit.runtime.node import model_settings, session_id

@@ -28,6 +28,7 @@ import torch
 
 from vsplit.app.local import run_sessions
 from vsplit.app.session import PsiSettings, Schedule, score_session, train_session
+from vsplit.atomic import write_atomic
 from vsplit.config import PartyConfig, resolve
 from vsplit.config.topology import topology_of
 from vsplit.data.sources import read_table
@@ -35,7 +36,6 @@ from vsplit.errors import CheckpointError, ConfigError
 from vsplit.models.seeds import derive_seed
 from vsplit.party import ComputeParty, FeatureParty, LabelParty, ModelSettings
 from vsplit.protocol.training.hooks import TrainingHooks
-from vsplit.runtime.atomic import write_atomic
 from vsplit.runtime.checkpoint import load_checkpoint, save_checkpoint
 from vsplit.runtime.progress import EpochClock, TqdmProgress
 from vsplit.runtime.psi import run_party
@@ -254,6 +254,7 @@ class PartyNode:
         result.seconds = {k: round(v, 3) for k, v in seconds.items()}
         self._write_json("result.json", result.__dict__)
         self.write_report(result, scored)
+        self.forget_psi_progress()
         return result
 
     def _test_table(self) -> pd.DataFrame | None:
@@ -275,15 +276,29 @@ class PartyNode:
         except StopIteration as stop:
             return stop.value
 
-    def psi_settings(self) -> PsiSettings:
-        """This party's PSI settings, as configured (run id bound into the session salt)."""
+    def psi_settings(self, stage: str = "train") -> PsiSettings:
+        """This party's PSI settings for ``stage`` (``train``, ``test`` or ``psi``), as configured (run id bound into
+        the session salt); with ``psi.resumable`` its progress is kept under ``psi-state/<stage>``."""
         from vsplit.psi import IdPolicy, PsiConfig
 
         psi = self.config.psi
         config = PsiConfig(reveal=psi.reveal, context=self.config.output.run_id, buckets=psi.buckets,
                            memory_budget_mb=psi.memory_budget_mb)
+        state_dir = self.folder / "psi-state" / stage if psi.resumable else None
         return PsiSettings(config=config, policy=IdPolicy(casefold=psi.case_fold, dedupe=psi.duplicates),
-                           backend=self._psi_backend)
+                           backend=self._psi_backend, state_dir=state_dir)
+
+    def psi_machine(self, ids: Any) -> Any:
+        """This party's PSI machine for ``ids`` alone (``vsplit psi``), its progress under ``psi-state/psi``."""
+        from vsplit.app.session import psi_machine
+
+        return psi_machine(self.name, self.topology, ids, self.psi_settings("psi"))
+
+    def forget_psi_progress(self) -> None:
+        """Delete the kept PSI progress once the run that needed it has succeeded."""
+        import shutil
+
+        shutil.rmtree(self.folder / "psi-state", ignore_errors=True)
 
     def open_psi_backend(self) -> Any:
         """Where this party's PSI curve arithmetic runs (``[psi] backend``, ``workers``, ``ray_address``)."""
@@ -306,7 +321,7 @@ class PartyNode:
         only the label party gets scores. A compute party has no table (``None``)."""
         prepared = self.party.prepare(table) if table is not None else None
         hooks = self._hooks if self._hooks is not None else self.defense_hooks()
-        session = score_session(self.party, self.topology, prepared, psi=self.psi_settings(), hooks=hooks)
+        session = score_session(self.party, self.topology, prepared, psi=self.psi_settings("test"), hooks=hooks)
         outcome = self._drive(session, pump, {})
         ids = prepared[0] if prepared is not None else np.zeros(0, dtype=object)
         rows = outcome.rows if outcome.rows is not None else np.zeros(0, dtype=np.int64)
@@ -534,7 +549,8 @@ def evaluate_labels(party: LabelParty, table: pd.DataFrame, rows: np.ndarray, pr
 def psi_summary(alignment: Any) -> dict[str, Any]:
     stats = alignment.stats
     return {"rows": stats.rows, "size": stats.size, "peer_sizes": dict(stats.peer_sizes),
-            "intersection": stats.intersection, "seconds": stats.seconds, "bytes_sent": stats.bytes_sent}
+            "intersection": stats.intersection, "seconds": stats.seconds, "bytes_sent": stats.bytes_sent,
+            "points_sent": stats.points_sent, "resumed_buckets": dict(stats.resumed)}
 
 
 def _jsonable(value: Any) -> Any:
