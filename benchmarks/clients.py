@@ -63,6 +63,7 @@ from torch import nn
 
 from vsplit.datasets.horizontal import horizontal_split
 from vsplit.horizontal import ClientSide, HorizontalOutcome, ServerSide, Settings, train_horizontal
+from vsplit.horizontal.schedule import TRAIN, compile_schedule, stage_plan
 from vsplit.models.tasks import make_task
 from vsplit.plan.measure import Meter
 from vsplit.topology import Topology
@@ -274,8 +275,17 @@ def run_schedule(
     }
 
 
-def plain(rows: Rows, init: Model, seed: int, multiclass: bool) -> tuple[dict[str, nn.Module], float]:
-    """The same network trained in one place on ``rows`` (plain PyTorch) for ``init.rounds`` epochs; seconds."""
+def split_batches(n_rows: int, init: Model, seed: int) -> list[list[np.ndarray]]:
+    """The batches, epoch by epoch, that the ``split`` schedule (one client, every row) trains ``n_rows`` rows on."""
+    settings = settings_for("split", rounds=init.rounds, batch_size=init.batch_size, seed=seed)
+    stages = compile_schedule(settings, clients=["pooled"], server="server", rows={"pooled": n_rows})
+    return [stage_plan(settings, s, "pooled", n_rows).batches(0) for s in stages if s.kind == TRAIN]
+
+
+def plain(rows: Rows, init: Model, seed: int, multiclass: bool,
+          batches: list[list[np.ndarray]] | None = None) -> tuple[dict[str, nn.Module], float]:
+    """The same network trained in one place on ``rows`` (plain PyTorch) for ``init.rounds`` epochs; seconds.
+    ``batches``: each epoch's batches (default: a seeded ``torch.randperm`` per epoch)."""
     modules = copy.deepcopy(init.modules)
     model = nn.Sequential(modules["bottom"], modules["top"]).train()
     opt = init.optimizer(model.parameters())
@@ -283,8 +293,10 @@ def plain(rows: Rows, init: Model, seed: int, multiclass: bool) -> tuple[dict[st
     x, y = rows
     g = torch.Generator().manual_seed(seed)
     began = time.perf_counter()
-    for _ in range(init.rounds):
-        for idx in torch.randperm(len(x), generator=g).split(init.batch_size):
+    for epoch in range(init.rounds):
+        order = (torch.randperm(len(x), generator=g).split(init.batch_size) if batches is None
+                 else [torch.as_tensor(b, dtype=torch.long) for b in batches[epoch]])
+        for idx in order:
             opt.zero_grad()
             loss(model(x[idx]), y[idx]).backward()
             opt.step()
@@ -292,18 +304,21 @@ def plain(rows: Rows, init: Model, seed: int, multiclass: bool) -> tuple[dict[st
 
 
 def baselines(split: Split, init: Model, test: Rows, seed: int) -> dict[str, dict[str, Any]]:
-    """``pooled`` and ``best_bank_alone`` for one seed."""
+    """``pooled`` (on the ``split`` schedule's batches, so that the two differ only by the cut) and
+    ``best_bank_alone`` for one seed."""
     whole = [init.modules["bottom"], init.modules["top"]]
 
-    def one(rows: Rows) -> dict[str, Any]:
-        modules, seconds = plain(rows, init, seed, split.multiclass)
+    def one(rows: Rows, batches: list[list[np.ndarray]] | None = None) -> dict[str, Any]:
+        modules, seconds = plain(rows, init, seed, split.multiclass, batches)
+        order = "the split's batches" if batches is not None else "seeded batches"
         return {**{k: round(v, 4) for k, v in score(modules, test, split.multiclass).items()},
                 "bytes_per_client_epoch": None, "client_flops_per_epoch": train_flops(whole, rows[0]),
                 "epoch_s_in_process": round(seconds / init.rounds, 4), "rounds": init.rounds, "epochs": init.rounds,
-                "settings": f"plain PyTorch, Adam lr {init.lr}, batch {init.batch_size}"}
+                "settings": f"plain PyTorch, Adam lr {init.lr}, batch {init.batch_size}, {order}"}
 
     banks = split.banks
-    pooled = one((torch.cat([x for x, _ in banks.values()]), torch.cat([y for _, y in banks.values()])))
+    rows = (torch.cat([x for x, _ in banks.values()]), torch.cat([y for _, y in banks.values()]))
+    pooled = one(rows, split_batches(len(rows[0]), init, seed))
     alone = {c: one(rows) for c, rows in banks.items()}
     best = max(alone, key=lambda c: alone[c].get("accuracy", alone[c]["auc"]))
     return {"pooled": pooled, "best_bank_alone": {**alone[best], "bank": best, "bytes_per_client_epoch": 0}}

@@ -71,7 +71,7 @@ def main() -> None:
     root = Path(tempfile.mkdtemp(prefix="vsplit-psi-resume-"))
     try:
         plain, plain_s, _ = _run(tables, config, None)
-        kept, kept_s, machines = _run(tables, config, root / "kept")
+        kept, kept_s, _ = _run(tables, config, root / "kept")
         state_mb = _folder_mb(root / "kept")  # the whole run's state, just before the caller would forget it
         half = args.buckets // 2
         _, killed_s, _ = _run(tables, config, root / "cut", kill_at=half)

@@ -132,7 +132,8 @@ def params_of(modules):
 def test_splitfed_with_one_client_equals_vanilla_split_training(kind):
     one = {"a": ROWS["a"]}
     h, init, xy = horizontal("vanilla", (2,), clients=one), segments("vanilla", (2,)), data(one)
-    settings = Settings(kind=kind, rounds=ROUNDS, batch_size=BATCH, secure_aggregation="off")
+    # keep: with one client an average changes nothing, so the optimizer carries over as in plain split training
+    settings = Settings(kind=kind, rounds=ROUNDS, batch_size=BATCH, secure_aggregation="off", optimizer_policy="keep")
     out = run(h, settings, init, xy, optimizer("adam"))
     reference = vanilla_split(h, settings, init, xy, "adam")
     assert close(params({**out["a"].modules, **out[h.server].modules}), params({n: reference[n] for n in init}))
@@ -141,7 +142,8 @@ def test_splitfed_with_one_client_equals_vanilla_split_training(kind):
 
 def splitfed_v2_reference(h, settings, init, xy, opt):
     """Plain PyTorch: a copy of the client segments per client, one server-side model taking their batches in the
-    schedule's server order, and a row-weighted average of the client segments (weights and buffers) per round."""
+    schedule's server order, and a row-weighted average of the client segments (weights and buffers) per round;
+    under ``optimizer_policy="reset"`` every client starts each round with a fresh optimizer."""
     own = [n for n in init if n in h.client_segments]
     clients = {c: {n: copy.deepcopy(init[n]).train() for n in own} for c in h.clients}
     server = {n: copy.deepcopy(init[n]).train() for n in h.server_segments}
@@ -150,6 +152,8 @@ def splitfed_v2_reference(h, settings, init, xy, opt):
     for stage in compile_schedule(settings, clients=h.clients, server=h.server, rows=ROWS):
         if stage.kind != TRAIN:
             continue
+        if settings.optimizer_policy == "reset":
+            opts = {c: opt(params_of(m)) for c, m in clients.items()}
         batches = {c: iter(stage_plan(settings, stage, c, ROWS[c]).batches(0)) for c in h.clients}
         steps = {c: len(stage_plan(settings, stage, c, ROWS[c]).batches(0)) for c in h.clients}
         for c in server_order(settings.interleave, steps):
@@ -178,9 +182,9 @@ def splitfed_v2_reference(h, settings, init, xy, opt):
 def test_splitfed_v2_equals_its_single_process_reference_in_each_order(kind, cuts):
     h, init, xy = horizontal(kind, cuts), segments(kind, cuts), data()
     finals = {}
-    for interleave in ("client_major", "batch_interleaved"):
+    for interleave, policy in (("client_major", "keep"), ("batch_interleaved", "reset")):  # both policies once
         settings = Settings(kind="splitfed_v2", rounds=ROUNDS, batch_size=BATCH, interleave=interleave,
-                            secure_aggregation="off")  # exact float averages: the reference's
+                            optimizer_policy=policy, secure_aggregation="off")  # exact float averages
         out = run(h, settings, init, xy, optimizer("adam"))
         reference = splitfed_v2_reference(h, settings, init, xy, optimizer("adam"))
         split = {**out["b"].modules, **out[h.server].modules}
