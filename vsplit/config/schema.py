@@ -75,8 +75,8 @@ class ScheduleSection:
     handoff: str = "full"
     #: splitfed_v2: the server takes batches "client_major" or "batch_interleaved"
     interleave: str = "batch_interleaved"
-    #: at each average: "reset" (a fresh optimizer each round, the default), "keep" or "average" the optimizer state
-    optimizer_policy: str = "reset"
+    #: at each average: "keep", "reset" (a fresh optimizer each round) or "average" the optimizer state
+    optimizer_policy: str = "keep"
     #: at each average: "average" the float buffers (BatchNorm statistics) or keep them "local"
     buffer_policy: str = "average"
     #: the party that averages client-side weights (empty: the server)

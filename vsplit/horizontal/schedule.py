@@ -83,7 +83,7 @@ class Settings:
     route: str = "direct"
     handoff: str = "full"
     interleave: str = "batch_interleaved"
-    optimizer_policy: str = "reset"
+    optimizer_policy: str = "keep"
     buffer_policy: str = "average"
     federated_server: str | None = None
     seal: bool = True
