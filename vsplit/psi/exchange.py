@@ -150,6 +150,10 @@ class PairExchange:
         """Points this side sends, dummies included; 0 before the handshake."""
         return len(self.order)
 
+    def release_order(self) -> None:
+        """Free the sent order (8 bytes per point sent) once nothing will be looked up in it any more."""
+        self.order = np.zeros(0, np.int64)
+
     def rows_at(self, positions: np.ndarray) -> np.ndarray:
         """This side's rows at ``positions`` of its sent order; a dummy position is the peer's protocol violation."""
         rows = self.order[positions]

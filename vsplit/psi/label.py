@@ -111,6 +111,8 @@ class LabelParty(PartyMachine):
 
     def _conclude(self) -> list[Outgoing]:
         pairs = [self._pairs[name] for name in self.partners]
+        for pair in pairs:  # the partners' positions come from the matches: this side's sent order is done with
+            pair.release_order()
         first = pairs[0]
         common = first.match_rows
         for pair in pairs[1:]:

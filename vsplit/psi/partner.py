@@ -105,6 +105,7 @@ class Partner(PartyMachine):
             if self._pair.match_rows.size == 0:
                 return out + self._no_overlap([self._pair], [sender])
             pair = self._pair
+            pair.release_order()
             self._finish(pair.match_rows[agreed_order(pair.match_values, keys=pair.match_keys)], [pair])
         return out
 

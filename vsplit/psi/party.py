@@ -60,7 +60,7 @@ class PartyMachine:
     def _finish(self, rows: np.ndarray, pairs: list[PairExchange]) -> None:
         first = pairs[0].prepared
         assert first is not None
-        raw = self._source.values_at(rows.tolist())
+        raw = self._source.values_at(rows)  # no Python list of the rows: most sources keep no values
         ids = None if raw is None else [normalise_id(v, policy=self._policy) for v in raw]
         stats = PsiStats(
             rows=first.rows_read,

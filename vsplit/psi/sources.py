@@ -53,7 +53,7 @@ class SequenceIds:
 
     def values_at(self, rows: Sequence[int]) -> list[object] | None:
         values = self.values
-        return [values[r] for r in rows]
+        return [values[r] for r in (rows.tolist() if hasattr(rows, "tolist") else rows)]
 
 
 class ParquetIds:
