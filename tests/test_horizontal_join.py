@@ -60,6 +60,11 @@ def test_config_refusals(tmp_path: Path) -> None:
         load_config(configs["server"], overrides=["schedule.kind=fedavg", "schedule.federated_server=fed"])
     with pytest.raises(ConfigError, match=r"network\.peers"):
         load_config(configs["server"], overrides=['network.peers={bank_1 = "keys/peers/bank_1.pem"}'])
+    splitfed = prepare_horizontal(tmp_path / "sf", banks=3, port=7989, run_id="c2", rows=40)  # secure aggregation
+    load_config(splitfed["bank_1"])
+    with pytest.raises(ConfigError, match=r"network\.client_certs: secure aggregation masks with the other"):
+        load_config(splitfed["bank_1"], overrides=["network.client_certs={}"])
+    load_config(splitfed["bank_1"], overrides=["network.client_certs={}", "schedule.secure_aggregation=off"])
 
 
 def test_a_relayed_key_the_server_swapped_is_refused(tmp_path: Path) -> None:

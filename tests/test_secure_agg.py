@@ -278,3 +278,21 @@ def test_any_members_and_any_dropout_give_the_survivors_plain_sum(n, length, see
     plain = plain_aggregate([values[m] for m in survivors], [weights[m] for m in survivors], config.fixed_point)
     assert result.members == tuple(survivors)
     assert np.array_equal(result.quantized_sum, plain.quantized_sum)
+
+
+def test_a_client_with_the_signed_run_keys_refuses_a_roster_whose_relayed_key_was_swapped():
+    config, server, clients, values, weights = machines(["a", "b", "c"], length=8)
+    private = {n: new_private_key(seed=bytes([9, i + 1]) * 16) for i, n in enumerate(clients)}
+    known = {n: public_key(k) for n, k in private.items()}
+    trusting = {n: SecAggClient(n, config, values=values[n], weight=weights[n], private_key=private[n], known=known)
+                for n in clients}
+    names = list(clients)
+    plain = plain_aggregate([values[n] for n in names], [weights[n] for n in names], config.fixed_point)
+    assert WireTap(server, trusting).run().quantized_sum.tolist() == plain.quantized_sum.tolist()  # honest relay
+    keys = np.stack([np.frombuffer(known[n], np.uint8) for n in ("a", "b", "c")])
+    keys[1] = np.frombuffer(public_key(new_private_key(seed=b"m" * 32)), np.uint8)  # the server's own key for b
+    fresh = SecAggClient("a", config, values=values["a"], weight=weights["a"], private_key=private["a"], known=known)
+    with pytest.raises(ProtocolError, match="roster's key for 'b' is not the key 'b' signed at the join"):
+        fresh.receive("federated", Roster(round=2, attempt=0, members=np.arange(3), keys=keys))
+    with pytest.raises(ConfigError, match="does not match its known public key"):
+        SecAggClient("a", config, values=values["a"], weight=weights["a"], private_key=private["b"], known=known)

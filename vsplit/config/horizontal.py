@@ -94,12 +94,15 @@ def horizontal_checks(config: PartyConfig) -> list[str]:
     except ConfigError as exc:
         errors.append(str(exc))
     others = {c for c in clients if c != me}
-    if me in clients and s.kind == "sequential" and s.route == "server" and set(net.client_certs) != others:
-        errors.append(f"network.client_certs: relayed hand-offs are sealed to the other clients' keys, which each "
-                      f"client signs; pin the certificates of {sorted(others)} (got {sorted(net.client_certs)})")
-    elif net.client_certs and not (me in clients and s.kind == "sequential" and s.route == "server"):
-        errors.append("network.client_certs: only a client of a sequential schedule relayed by the server uses them; "
-                      "remove them")
+    signs = signs_keys(kind=s.kind, route=s.route, secure_aggregation=s.secure_aggregation,
+                       optimizer_policy=s.optimizer_policy, clients=len(clients))
+    uses = "relayed hand-offs are sealed to" if s.kind == "sequential" else "secure aggregation masks with"
+    if me in clients and signs and set(net.client_certs) != others:
+        errors.append(f"network.client_certs: {uses} the other clients' keys, which each client signs; pin the "
+                      f"certificates of {sorted(others)} (got {sorted(net.client_certs)})")
+    elif net.client_certs and not (me in clients and signs):
+        errors.append("network.client_certs: only a client of a sequential schedule relayed by the server, or of a "
+                      "schedule under secure aggregation, uses them; remove them")
     for key, value in (("train.epochs", config.train.epochs), ("train.batch_size", config.train.batch_size)):
         if value < 1:
             errors.append(f"{key}: must be at least 1, got {value}")
@@ -108,6 +111,19 @@ def horizontal_checks(config: PartyConfig) -> list[str]:
     if config.privacy.defenses or config.privacy.detectors:
         errors.append("privacy: defenses and detectors are not wired into horizontal schedules yet; remove them")
     return errors
+
+
+def signs_keys(*, kind: str, route: str, secure_aggregation: str, optimizer_policy: str, clients: int) -> bool:
+    """Whether the clients' run keys, signed with their TLS identities, are used: to seal relayed sequential
+    hand-offs, or to seed the masks of secure aggregation (which ``auto`` turns on with 3 or more clients).
+
+    >>> signs_keys(kind="splitfed_v1", route="server", secure_aggregation="auto", optimizer_policy="keep", clients=3)
+    True
+    """
+    if kind == "sequential":
+        return route == "server"
+    return secure_aggregation == "on" or (secure_aggregation == "auto" and clients >= 3
+                                           and optimizer_policy != "average")
 
 
 def peers_of(config: PartyConfig) -> list[str]:

@@ -185,10 +185,15 @@ class SecAggClient:
         values: This client's update ``x_i`` (``config.length`` values, ``|x| <= fixed_point.bound``).
         weight: Its row count ``w_i``.
         private_key: A 32-byte X25519 private key; by default a fresh one (one per round).
+        known: Every client's public key as this client already trusts it (between processes: the run keys each
+            client signed with its TLS identity at the join, checked against its pinned certificate); a roster
+            whose relayed key differs is refused, so a federated server cannot swap in keys of its own. Give it
+            with that run key as ``private_key``; the masks stay fresh per round and attempt (their context).
     """
 
     def __init__(
-        self, name: str, config: SecAggConfig, *, values: np.ndarray, weight: int, private_key: bytes | None = None
+        self, name: str, config: SecAggConfig, *, values: np.ndarray, weight: int, private_key: bytes | None = None,
+        known: Mapping[str, bytes] | None = None,
     ) -> None:
         self.name, self.config = name, config
         self.index = config.index(name)
@@ -198,6 +203,9 @@ class SecAggClient:
         self._encoded = config.fixed_point.encode(values, weight=weight)
         self._private = private_key if private_key is not None else new_private_key()
         self.public = public_key(self._private)
+        self._known = dict(known) if known is not None else None
+        if self._known is not None and self._known.get(name) != self.public:
+            raise ConfigError(f"secure aggregation: {name}'s private key does not match its known public key")
         self._attempt = -1
         self._members: set[int] | None = None
         self.done = False
@@ -240,6 +248,12 @@ class SecAggClient:
         keys = [bytes(k) for k in msg.keys]
         if len(set(keys)) != len(keys) or keys[members.index(self.index)] != self.public:
             raise ProtocolError("secure aggregation: the roster repeats a public key or changes this client's own")
+        if self._known is not None:
+            for member, key in zip(members, keys, strict=True):
+                client = config.clients[member]
+                if self._known.get(client) != key:
+                    raise ProtocolError(f"secure aggregation: the roster's key for {client!r} is not the key "
+                                        f"{client!r} signed at the join; the federated server changed it")
         self._attempt, self._members = msg.attempt, set(members)
         mask = mask_for(self.index, self._private, dict(zip(members, keys, strict=True)),
                         context=config.context(msg.attempt), length=config.length + 1,

@@ -131,8 +131,8 @@ def client_session(
     keeper: RoundKeeper | None = None,
     run_id: str = "horizontal",
 ) -> Session:
-    """Client ``name``'s session (``keys``: needed when hand-offs are sealed; ``keeper``: round checkpoints;
-    ``run_id``: binds secure aggregation's masks to this run)."""
+    """Client ``name``'s session (``keys``: needed when hand-offs are sealed, and under secure aggregation the
+    trusted run keys its masks come from; ``keeper``: round checkpoints; ``run_id``: binds the masks to this run)."""
     if settings.sealed and keys is None:
         raise ConfigError(f"{name}: relayed hand-offs are sealed end to end; give the clients' X25519 keys")
     fedavg = settings.kind == "fedavg"
@@ -190,7 +190,12 @@ def client_session(
             vector, layout = flatten(extract(modules, optimizer, **_average_policy(settings)))
             config = SecAggConfig(run_id=run_id, round=stage.round, clients=stage.clients, length=len(vector),
                                   server=fed)
-            aggregate = yield stage.key, SecAggClient(name, config, values=vector, weight=rows[name])
+            if keys is not None:  # the run keys signed at the join: the federated server cannot swap them
+                raw = keys.own.private_bytes_raw()
+                agg = SecAggClient(name, config, values=vector, weight=rows[name], private_key=raw, known=keys.public)
+            else:
+                agg = SecAggClient(name, config, values=vector, weight=rows[name])
+            aggregate = yield stage.key, agg
             load(modules, optimizer, unflatten(aggregate.mean, layout), sender=fed)
         elif stage.kind == AVERAGE:
             arrays = extract(modules, optimizer, **_average_policy(settings))

@@ -50,6 +50,7 @@ def prepare_horizontal(
     ``default_credit`` to use instead of dealing one here; ``model``, ``data``: ``[model]`` keys and the
     banks' further ``[data]`` keys (e.g. ``scaling``)."""
     from vsplit.atomic import save_with
+    from vsplit.config.horizontal import signs_keys
     from vsplit.datasets.horizontal import horizontal_split
     from vsplit.pilot.prepare import ensure_keys
 
@@ -90,7 +91,9 @@ def prepare_horizontal(
             net["dial"] = f"127.0.0.1:{ports[0]}"
             if federated:
                 net["addresses"] = {FEDERATED: fed_address}
-            if sched["kind"] == "sequential" and sched.get("route", "server") == "server":
+            if signs_keys(kind=sched["kind"], route=sched.get("route", "server"), clients=banks,
+                          secure_aggregation=sched.get("secure_aggregation", "auto"),
+                          optimizer_policy=sched.get("optimizer_policy", "keep")):
                 net["client_certs"] = {c: f"keys/peers/{c}.pem" for c in clients if c != party}
             if sched["kind"] == "sequential" and sched.get("route") == "direct":  # bank i listens on port + 2 + i
                 me = clients.index(party)

@@ -207,7 +207,7 @@ class HorizontalNode:
                         signature=np.frombuffer(signature, np.uint8).copy(),
                         state_size=state_size(self.own_modules(), settings))
             roster = yield JOIN, JoinClient(join, server=h.server, forward_to=[fed] if fed else [])
-            if settings.sealed:
+            if settings.sealed or settings.secure(len(clients)):  # the keys seal hand-offs or seed the masks
                 self.check_keys(roster)
             rows = roster.rows_of()
             source = next(s.name for s in h.base.sources_of(h.client))
