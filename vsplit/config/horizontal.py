@@ -5,11 +5,13 @@ what differs is its own name and role: a client is a ``label`` party (it holds i
 server and a separate federated server are ``compute`` parties (no data). The server (and a federated server)
 listen; each client dials the server (``network.dial``) and every further peer it reaches
 (``network.addresses``: the federated server; with ``schedule.route = "direct"`` the clients listed before it, while
-it listens for those after it on ``network.listen``).
+it listens for those after it on ``network.listen``). A client also pins the other clients' certificates
+(``network.client_certs``) where their signed keys are used: secure aggregation, or sealed relayed hand-offs.
 
 Example:
     >>> from vsplit.config.schema import *
-    >>> net = NetworkSection(key="k", cert="c", peers={"server": "s.pem"}, dial="127.0.0.1:1")
+    >>> net = NetworkSection(key="k", cert="c", peers={"server": "s.pem"}, dial="127.0.0.1:1",
+    ...                      client_certs={"b": "b.pem", "c": "c.pem"})
     >>> top = TopologySection(kind="horizontal", clients=("a", "b", "c"), server="server")
     >>> config = PartyConfig(party=PartySection(name="a", role="label"), network=net, topology=top,
     ...                      data=DataSection(path="a.csv", label="y"))
