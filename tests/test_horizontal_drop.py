@@ -26,7 +26,8 @@ def _run_and_kill(tmp_path: Path, schedule: dict, run_id: str) -> tuple[dict, di
     configs = prepare_horizontal(tmp_path, banks=3, run_id=run_id, rows=160, schedule=schedule,
                                  train={"epochs": 5, "batch_size": 16})
     logs = {p: tmp_path / f"{p}.log" for p in configs}
-    procs = {p: start(["run", "--config", str(c), "--quiet"], log=logs[p]) for p, c in configs.items()}
+    short = ["--set", "network.reconnect_timeout_s=2"]  # a killed process never comes back: give up after 2 s
+    procs = {p: start(["run", "--config", str(c), "--quiet", *short], log=logs[p]) for p, c in configs.items()}
     mark = tmp_path / "runs" / run_id / "server" / "checkpoints" / "round-0001.npz"
     deadline = time.monotonic() + 90
     while not mark.exists() and time.monotonic() < deadline and procs["bank_2"].poll() is None:

@@ -1,17 +1,21 @@
 """Horizontal schedules as OS processes over mutual TLS: three banks, a server and (SplitFed v1) a federated server.
 
 Each party runs `vsplit run` in its own process; every party's model.npz must equal, bit for bit, the parameters
-the same configs reach with every party in one process (vsplit.runtime.horizontal_node.run_in_process).
+the same configs reach with every party in one process (vsplit.runtime.horizontal_node.run_in_process). In the
+SplitFed v1 case bank_1 reaches the server through a link emulator that resets the connection mid-run: the channel
+redials (network.reconnect_timeout_s), nobody restarts or is dropped, and the parameters are still the same.
 """
 
 from __future__ import annotations
 
+import json
 from pathlib import Path
 
 import pytest
 import torch
 
 from tests._pilot_support import start, wait_all
+from tests._transport_support import LinkEmulator
 from vsplit.config import load_config
 from vsplit.pilot.horizontal import prepare_horizontal
 from vsplit.runtime.checkpoint import load_checkpoint
@@ -23,6 +27,10 @@ CASES = {  # sequential relayed by the server: tests/test_horizontal_resume.py (
     "sequential_direct_u_shaped": ({"kind": "sequential", "route": "direct", "order": "random_no_repeat"}, False,
                                    "u_shaped"),
 }
+
+
+#: bank_1's upstream bytes after which the link emulator resets its connection to the server (mid-run)
+RESET_AT = 12_000
 
 
 def _segments(root: Path, run_id: str, party: str) -> dict[str, torch.Tensor]:
@@ -40,8 +48,19 @@ def test_processes_equal_one_process(tmp_path: Path, case: str) -> None:
     reference = prepare_horizontal(tmp_path / "mem", **kwargs)
     run_in_process([HorizontalNode(load_config(p)) for p in reference.values()])
     logs = {p: tmp_path / f"{p}.log" for p in configs}
-    procs = {p: start(["run", "--config", str(c), "--quiet"], log=logs[p]) for p, c in configs.items()}
-    wait_all(procs, logs, timeout=120)
+    server = load_config(configs["bank_1"]).network.dial
+    assert server is not None
+    host, _, port = server.rpartition(":")
+    with LinkEmulator(target=(host, int(port)), resets=[("up", RESET_AT)] if case == "splitfed_v1" else ()) as link:
+        via = {"bank_1": ["--set", f"network.dial=127.0.0.1:{link.address[1]}"]}
+        procs = {p: start(["run", "--config", str(c), "--quiet", *via.get(p, [])], log=logs[p])
+                 for p, c in configs.items()}
+        wait_all(procs, logs, timeout=120)
+    if case == "splitfed_v1":  # the reset fell mid-run and the link came back
+        print(f"bank_1 -> server: {link.passed} bytes, resets {link.resets_done}")
+        assert len(link.resets_done) == 1 and link.connections == 2, (link.resets_done, link.passed)
+        result = json.loads((tmp_path / "tls" / "runs" / run_id / "server" / "result.json").read_text())
+        assert result["lost"] == [], result["lost"]  # redialed in time: not dropped
     for party in configs:
         if party == "fedserver":
             assert not (tmp_path / "tls" / "runs" / run_id / party / "model.npz").exists()  # it owns no segment

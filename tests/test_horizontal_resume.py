@@ -29,7 +29,8 @@ def test_resume_after_kill_equals_uninterrupted(tmp_path: Path, schedule: str) -
     run_in_process([HorizontalNode(load_config(p)) for p in reference.values()])
 
     logs = {p: tmp_path / f"{p}.log" for p in configs}
-    procs = {p: start(["run", "--config", str(c), "--quiet"], log=logs[p]) for p, c in configs.items()}
+    short = ["--set", "network.reconnect_timeout_s=2"]  # a killed process never comes back: give up after 2 s
+    procs = {p: start(["run", "--config", str(c), "--quiet", *short], log=logs[p]) for p, c in configs.items()}
     mark = tmp_path / "tls" / "runs" / run_id / "server" / "checkpoints" / "round-0001.npz"
     deadline = time.monotonic() + 90
     while not mark.exists() and time.monotonic() < deadline and procs["server"].poll() is None:

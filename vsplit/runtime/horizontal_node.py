@@ -264,12 +264,18 @@ class HorizontalNode:
 
     # -- running -----------------------------------------------------------------------------------------------------
     def open_channels(self) -> dict[str, Channel]:
-        """Mutual-TLS channels to every peer (:func:`vsplit.config.horizontal.links`): dial first, then listen."""
+        """Mutual-TLS channels to every peer (:func:`vsplit.config.horizontal.links`): dial first, then listen.
+        With ``network.reconnect_timeout_s`` above 0 (the default) they survive dropped connections as a vertical
+        run's do (:mod:`vsplit.transport.reconnect`): a dialer redials, a listener keeps its socket open; a peer
+        gone for longer is lost (in SplitFed and FedAvg, dropped)."""
         from vsplit.transport.connect import Listener, dial
         from vsplit.transport.pinning import Credentials
+        from vsplit.transport.reconnect import StandingListener, dial_resumable
+        from vsplit.transport.resume import ResumeOptions
         from vsplit.transport.stream import ChannelOptions
 
         net = self.config.network
+        resume = ResumeOptions(timeout_s=net.reconnect_timeout_s) if net.reconnect_timeout_s > 0 else None
         options = ChannelOptions(max_frame=net.max_frame_mb << 20)
         plan = links(self.config)
         pins = {p: resolve(self.config, path) for p, path in net.peers.items()}
@@ -279,14 +285,19 @@ class HorizontalNode:
             for peer, (how, address) in plan.items():
                 if how == "dial":
                     creds = Credentials.load(self.name, peers={peer: pins[peer]}, **own)
-                    channels[peer] = dial(creds, peer=peer, address=_address(address), deadline_s=net.connect_timeout_s,
-                                          options=options)
+                    where = {"peer": peer, "address": _address(address), "deadline_s": net.connect_timeout_s,
+                             "options": options}
+                    channels[peer] = dial_resumable(creds, **where, resume=resume) if resume else dial(creds, **where)
             listen = [p for p, (how, _) in plan.items() if how == "listen"]
             if listen:
                 creds = Credentials.load(self.name, peers={p: pins[p] for p in listen}, **own)
                 address = _address(plan[listen[0]][1])
-                with Listener(creds, address=address, options=options) as listener:
-                    channels.update(listener.accept_all(deadline_s=net.connect_timeout_s))
+                if resume is not None:  # open until every channel is closed: a dropped peer may come back
+                    standing = StandingListener(creds, address=address, options=options, resume=resume)
+                    channels.update(standing.accept_all(deadline_s=net.connect_timeout_s))
+                else:
+                    with Listener(creds, address=address, options=options) as listener:
+                        channels.update(listener.accept_all(deadline_s=net.connect_timeout_s))
         except BaseException:
             for channel in channels.values():
                 channel.close()
