@@ -14,6 +14,8 @@ import pandas as pd
 from _pilot_support import free_port, start, wait_all
 from _three_party_support import prepare_three_parties
 
+from vsplit.runtime.psi import load_rows
+
 EXTRA = "[psi]\nbuckets = 24\n"
 COPIES = 2
 
@@ -70,6 +72,8 @@ def test_a_party_killed_mid_psi_resumes_with_the_others_from_the_finished_bucket
     for party, table in aligned.items():  # the same customers, in the same order, at every party
         assert set(table["customer_id"]) == shared, party
         assert table["customer_id"].tolist() == aligned["bank"]["customer_id"].tolist()
+    for party, table in aligned.items():  # the rows also as a memory-mappable array
+        assert load_rows(run / party / "alignment.npy").tolist() == table["row"].tolist()
     stats = {p: json.loads((run / p / "psi.json").read_text()) for p in configs}
     assert stats["bank"]["intersection"] == len(shared)
     assert stats["telco"]["resumed_buckets"]["bank"] >= 2

@@ -56,12 +56,19 @@ def test_the_ray_backend_without_ray_installed_says_how_to_install_it(tmp_path, 
         load_config(write(tmp_path, PARTNER + '[psi]\nbackend = "ray"\n'))
 
 
-def test_data_stream_trains_from_the_parquet_file_and_needs_one(tmp_path):
+def test_data_stream_trains_from_the_parquet_file_and_needs_one(tmp_path, monkeypatch):
     import pandas as pd
+    from test_parquet_training import no_whole_table_reads
+
+    from vsplit.data.parquet_table import ParquetTable
+    from vsplit.psi.sources import ParquetIds
 
     pd.DataFrame({"customer_id": ["1", "2"], "x": [2.0, 3.0]}).to_parquet(tmp_path / "partner.parquet")
     path = write(tmp_path, PARTNER.replace('path = "partner.csv"', 'path = "partner.parquet"\nstream = true'))
+    no_whole_table_reads(monkeypatch)
     node = PartyNode(load_config(path), progress=False)
     assert node.party._stream[0].endswith("partner.parquet") and node.party.inputs[0].shape[0] == 0
+    assert isinstance(node.table, ParquetTable) and isinstance(node.party.ids, ParquetIds)
+    assert node.party.preprocessor.columns_ == ["x"]
     with pytest.raises(ConfigError, match=r"data\.stream: reads batches from a Parquet file"):
         load_config(write(tmp_path, PARTNER.replace('path = "partner.csv"', 'path = "partner.csv"\nstream = true')))

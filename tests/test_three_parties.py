@@ -1,4 +1,5 @@
 """A bank and two partners: a partner that finishes first is no error, a partner that vanishes stops the others.
+The first test also runs the bank and telco with ``[data] stream = true`` (tables read per batch, never whole).
 
 The process tests take the path a new user takes from docs/pilot.md: three OS processes over mutual TLS with
 hand-written configs. The partners finish scoring before the bank does (they only send embeddings), close their
@@ -47,7 +48,8 @@ def _launch(root, configs, command: list[str], tag: str, extra: dict[str, list[s
 
 def test_bank_and_two_partners_train_score_and_predict_though_partners_finish_first(tmp_path):
     configs = prepare_three_parties(tmp_path, port=free_port(), run_id="trio", extra=TRAIN.format(epochs=1, batch=256))
-    procs, logs = _launch(tmp_path, configs, ["train"], "train")
+    stream = ["--set", "data.stream=true"]  # bank and telco train from their Parquet files without reading them whole
+    procs, logs = _launch(tmp_path, configs, ["train"], "train", extra={"bank": stream, "telco": stream})
     wait_all(procs, logs, timeout=180)  # exit 0 for all three: the partners that closed first are no error
 
     run = tmp_path / "runs" / "trio"

@@ -24,6 +24,7 @@ import pandas as pd
 import torch
 from torch import nn
 
+from vsplit.data.parquet_table import ParquetTable
 from vsplit.data.preprocess import TablePreprocessor
 from vsplit.data.tables import check_table, normalise_ids
 from vsplit.errors import ConfigError, DataError
@@ -136,7 +137,7 @@ class _Party(_Segments):
     def __init__(
         self,
         name: str,
-        table: pd.DataFrame,
+        table: pd.DataFrame | ParquetTable,
         *,
         id_column: str,
         drop: Sequence[str],
@@ -149,7 +150,8 @@ class _Party(_Segments):
         self.id_column = id_column
         self.settings = settings
         self.seed = seed
-        self.ids = normalise_ids(table[id_column])
+        streamed = isinstance(table, ParquetTable)
+        self.ids = table.ids(id_column) if streamed else normalise_ids(table[id_column])
         features = table.drop(columns=[id_column, *drop])
         self.feature_columns = list(features.columns)
         self.rng = PartyRng(derive_seed(seed, name, "rng"))
@@ -164,8 +166,17 @@ class _Party(_Segments):
             return
         self.preprocessor = TablePreprocessor(
             categorical=categorical, scaling=settings.scaling, missing=settings.missing, seed=seed
-        ).fit(features)
-        self.inputs = self.preprocessor.transform(features)
+        )
+        if streamed:  # fitted by one pass over the file; the rows are read per batch in training
+            from vsplit.data.stream_fit import fit_parquet
+
+            fit_parquet(self.preprocessor, table.path, columns=self.feature_columns, batch_rows=table.batch_rows)
+            self.inputs = (torch.zeros((0, len(self.preprocessor.categorical_)), dtype=torch.int64),
+                           torch.zeros((0, self.preprocessor.n_numeric), dtype=torch.float32))
+            self._stream = (str(table.path), table.cache_groups)
+        else:
+            self.preprocessor.fit(features)
+            self.inputs = self.preprocessor.transform(features)
         with PartyRng(derive_seed(seed, name, "init")):
             self.model = model or TabularMLP(
                 cardinalities=self.preprocessor.cardinalities,
@@ -216,12 +227,20 @@ class _Party(_Segments):
 
 
 
+def _check(party: str, table: pd.DataFrame | ParquetTable, **checks: Any) -> None:
+    if isinstance(table, ParquetTable):
+        table.check(party, **checks)
+    else:
+        check_table(party, table, **checks)
+
+
 class FeatureParty(_Party):
     """A party with feature columns and no labels.
 
     Args:
         name: the party's name.
-        table: its own table: an ID column and its feature columns.
+        table: its own table: an ID column and its feature columns; a DataFrame, or a
+            :class:`~vsplit.data.parquet_table.ParquetTable` to train from Parquet without reading it whole.
         id_column: name of the customer-ID column.
         label: the label column's name, which this party must NOT have.
         settings: model and optimizer settings.
@@ -233,7 +252,7 @@ class FeatureParty(_Party):
     def __init__(
         self,
         name: str,
-        table: pd.DataFrame,
+        table: pd.DataFrame | ParquetTable,
         *,
         id_column: str = "customer_id",
         label: str | None = None,
@@ -242,7 +261,7 @@ class FeatureParty(_Party):
         model: nn.Module | None = None,
         seed: int = 0,
     ) -> None:
-        check_table(name, table, id_column=id_column, forbidden=[label] if label else [])
+        _check(name, table, id_column=id_column, forbidden=[label] if label else [])
         super().__init__(
             name, table, id_column=id_column, drop=[], settings=settings, categorical=categorical, model=model,
             seed=seed,
@@ -276,7 +295,7 @@ class LabelParty(_Party):
     def __init__(
         self,
         name: str,
-        table: pd.DataFrame,
+        table: pd.DataFrame | ParquetTable,
         *,
         label: str,
         id_column: str = "customer_id",
@@ -287,7 +306,7 @@ class LabelParty(_Party):
         seed: int = 0,
         task: Any = "binary",
     ) -> None:
-        check_table(name, table, id_column=id_column, label=label)
+        _check(name, table, id_column=id_column, label=label)
         super().__init__(
             name,
             table,

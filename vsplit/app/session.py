@@ -20,6 +20,7 @@ import numpy as np
 import torch
 from torch import nn
 
+from vsplit.data.tables import all_ids
 from vsplit.models.seeds import derive_seed
 from vsplit.party import ComputeParty, FeatureParty, LabelParty
 from vsplit.protocol.training.hooks import TrainingHooks
@@ -69,28 +70,32 @@ class Outcome:
     extra: dict[str, Any] = field(default_factory=dict)
 
 
-def psi_machine(party: str, topology: Topology, ids: Sequence[object], psi: PsiSettings | None = None) -> Any:
-    """``party``'s PSI machine for ``ids``: the label owner runs one exchange per other row holder."""
+def psi_machine(party: str, topology: Topology, ids: Any, psi: PsiSettings | None = None) -> Any:
+    """``party``'s PSI machine for ``ids`` (a sequence or an ID source): the label owner runs one exchange per
+    other row holder."""
     from vsplit.psi import IdPolicy, Partner, PsiConfig
     from vsplit.psi import LabelParty as PsiLabel
+    from vsplit.psi.sources import IdSource
+
+    ids = ids if isinstance(ids, IdSource) else list(ids)  # a file source streams its IDs: never all in memory
 
     holders = [p for p in topology.row_holders() if p != topology.label_owner]
     psi = psi or PsiSettings()
     config = psi.config if psi.config is not None else PsiConfig()
     policy = psi.policy if psi.policy is not None else IdPolicy()
     if party == topology.label_owner:
-        return PsiLabel(list(ids), partners=holders, config=config, policy=policy, backend=psi.backend,
+        return PsiLabel(ids, partners=holders, config=config, policy=policy, backend=psi.backend,
                         state_dir=psi.state_dir)
-    return Partner(list(ids), label_party=topology.label_owner, config=config, policy=policy, backend=psi.backend,
+    return Partner(ids, label_party=topology.label_owner, config=config, policy=policy, backend=psi.backend,
                    state_dir=psi.state_dir)
 
 
-def _align(party: AnyParty, topology: Topology, ids: np.ndarray | None, psi: PsiSettings | None) -> Session:
+def _align(party: AnyParty, topology: Topology, ids: Any, psi: PsiSettings | None) -> Session:
     """Rows of this party in the agreed order (sorted IDs): by PSI where the topology needs it."""
     if ids is None:
         return Outcome()
     if not topology.alignment_groups():
-        return Outcome(rows=np.argsort(np.asarray(ids, dtype=object), kind="stable"))
+        return Outcome(rows=np.argsort(all_ids(ids), kind="stable"))
     alignment = yield "psi", psi_machine(party.name, topology, ids, psi)
     return Outcome(alignment=alignment, rows=canonical_rows(alignment))
 

@@ -124,8 +124,13 @@ def signs_keys(*, kind: str, route: str, secure_aggregation: str, optimizer_poli
     """
     if kind == "sequential":
         return route == "server"
-    return secure_aggregation == "on" or (secure_aggregation == "auto" and clients >= 3
-                                           and optimizer_policy != "average")
+    from vsplit.horizontal.schedule import Settings
+
+    try:  # the schedule's own rule (Settings.secure), not a copy of it
+        return Settings(kind=kind, secure_aggregation=secure_aggregation, optimizer_policy=optimizer_policy).secure(
+            clients)
+    except ConfigError:  # settings refused elsewhere, each error naming its key
+        return secure_aggregation == "on"
 
 
 def peers_of(config: PartyConfig) -> list[str]:

@@ -98,8 +98,8 @@ class DataSection:
     scaling: str = "quantile"
     #: a held-out table (same columns) the pilot scores after training
     test_path: str | None = None
-    #: train on the aligned rows read from data.path (a Parquet file) batch by batch, not held as tensors
-    #: (docs/psi.md, "Training from Parquet"); same model, bit for bit
+    #: never read data.path (a Parquet file) whole: fit the preprocessing by a pass over it, stream its IDs to PSI,
+    #: read the label as one column and the aligned rows per batch (docs/psi.md, "Training from Parquet")
     stream: bool = False
 
 

@@ -31,6 +31,7 @@ import numpy as np
 import torch
 
 from vsplit.data.parquet_rows import ParquetRows
+from vsplit.data.stream_fit import to_frame, widened_columns
 
 
 class ParquetInputs:
@@ -47,6 +48,7 @@ class ParquetInputs:
         self.preprocessor = preprocessor
         self.rows = np.asarray(rows, dtype=np.int64)
         self.source = ParquetRows(path, columns=list(preprocessor.columns_), cache_groups=cache_groups)
+        self._dtypes = widened_columns(self.source)  # each batch in the dtypes of the whole table, as fitted
         self._last: tuple[bytes, tuple[torch.Tensor, torch.Tensor]] | None = None
 
     def __iter__(self):
@@ -60,7 +62,7 @@ class ParquetInputs:
         positions = np.asarray(idx, dtype=np.int64)
         key = positions.tobytes()
         if self._last is None or self._last[0] != key:
-            table = self.source.take(self.rows[positions]).to_pandas()
+            table = to_frame(self.source.take(self.rows[positions]), self._dtypes)
             self._last = (key, self.preprocessor.transform(table))
         return self._last[1]
 

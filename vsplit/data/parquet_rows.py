@@ -78,6 +78,11 @@ class ParquetRows:
         return int(self._starts[-1])
 
     @property
+    def schema(self) -> Any:
+        """The :class:`pyarrow.Schema` of the requested columns."""
+        return self._dataset.schema.empty_table().select(self.columns).schema
+
+    @property
     def groups(self) -> int:
         """Row groups in the table."""
         return len(self._groups)

@@ -46,6 +46,15 @@ def is_categorical(series: pd.Series) -> bool:
     )
 
 
+def raise_if_missing(counts: dict[str, int]) -> None:
+    """Raise the :class:`DataError` for missing values under ``missing="error"`` if any column count is above 0."""
+    if bad := {c: n for c, n in counts.items() if n}:
+        raise DataError(
+            f"missing values (NaN) in columns {bad}; clean them, or set missing='impute' to fill numbers with "
+            "the training median (plus an indicator column) and categories with a '<missing>' category"
+        )
+
+
 @dataclass
 class TablePreprocessor:
     """Fits category codes and numeric scaling on one party's training rows.
@@ -79,19 +88,7 @@ class TablePreprocessor:
         """Learn codes and scaling from ``table`` (this party's training rows, feature columns only)."""
         if table.shape[0] == 0:
             raise DataError("cannot fit preprocessing on an empty table; give the party at least one training row")
-        self.columns_ = list(table.columns)
-        wanted = set(self.categorical) if self.categorical is not None else None
-        if wanted is not None and (unknown := wanted - set(self.columns_)):
-            raise DataError(f"categorical columns {sorted(unknown)} are not in the table; fix the column list")
-        self.categorical_ = [
-            c for c in self.columns_ if (c in wanted if wanted is not None else is_categorical(table[c]))
-        ]
-        self.numeric_ = [c for c in self.columns_ if c not in self.categorical_]
-        for column in self.numeric_:
-            if not ptypes.is_numeric_dtype(table[column]):
-                raise DataError(
-                    f"column {column!r} is neither numeric nor categorical ({table[column].dtype}); convert it"
-                )
+        self.choose_columns(table)
         self._check_missing(table)
         for column in self.categorical_:
             values = self._categorical_values(table[column])
@@ -107,6 +104,23 @@ class TablePreprocessor:
                 mean, std = numeric.mean(0), numeric.std(0)
                 self._scaler = (mean, np.where(std > 0, std, 1.0))
         return self
+
+    def choose_columns(self, table: pd.DataFrame) -> None:
+        """Set ``columns_``, ``categorical_`` and ``numeric_`` from ``table``'s columns and dtypes (no rows needed:
+        the streamed fit, :func:`vsplit.data.stream_fit.fit_parquet`, passes an empty frame of the file's dtypes)."""
+        self.columns_ = list(table.columns)
+        wanted = set(self.categorical) if self.categorical is not None else None
+        if wanted is not None and (unknown := wanted - set(self.columns_)):
+            raise DataError(f"categorical columns {sorted(unknown)} are not in the table; fix the column list")
+        self.categorical_ = [
+            c for c in self.columns_ if (c in wanted if wanted is not None else is_categorical(table[c]))
+        ]
+        self.numeric_ = [c for c in self.columns_ if c not in self.categorical_]
+        for column in self.numeric_:
+            if not ptypes.is_numeric_dtype(table[column]):
+                raise DataError(
+                    f"column {column!r} is neither numeric nor categorical ({table[column].dtype}); convert it"
+                )
 
     # -- transforming ----------------------------------------------------------------------------------------------
     def transform(self, table: pd.DataFrame) -> tuple[torch.Tensor, torch.Tensor]:
@@ -195,12 +209,7 @@ class TablePreprocessor:
         if self.missing == "impute":
             return
         counts = table[self.columns_].isna().sum()
-        bad = {c: int(n) for c, n in counts.items() if n}
-        if bad:
-            raise DataError(
-                f"missing values (NaN) in columns {bad}; clean them, or set missing='impute' to fill numbers with "
-                "the training median (plus an indicator column) and categories with a '<missing>' category"
-            )
+        raise_if_missing({c: int(n) for c, n in counts.items() if n})
 
     def _categorical_values(self, series: pd.Series) -> list[str]:
         filled = series.astype(object).where(series.notna(), MISSING)

@@ -12,6 +12,7 @@ Example:
 from __future__ import annotations
 
 from collections.abc import Sequence
+from typing import Any
 
 import numpy as np
 import pandas as pd
@@ -22,6 +23,30 @@ from vsplit.errors import DataError
 def normalise_ids(ids: pd.Series) -> np.ndarray:
     """IDs as stripped strings (integers become their decimal text)."""
     return np.asarray([str(v).strip() for v in ids], dtype=object)
+
+
+def all_ids(ids: Any) -> np.ndarray:
+    """A party's IDs as :func:`normalise_ids` gives them, from an array or an ID source read batch by batch."""
+    if isinstance(ids, np.ndarray):
+        return ids
+    return np.asarray([str(v).strip() for batch in ids.batches(65536) for v in batch], dtype=object)
+
+
+def check_columns(party: str, columns: Sequence[str], *, rows: int | None, id_column: str, label: str | None = None,
+                  forbidden: Sequence[str] = ()) -> None:
+    """The column checks of :func:`check_table` on a table's column names (and its row count, unless ``None``)."""
+    if rows == 0:
+        raise DataError(f"{party}: the table is empty; give this party at least one row")
+    if id_column not in columns:
+        raise DataError(f"{party}: ID column {id_column!r} is missing; add it or set id_column to the right name")
+    if label is not None and label not in columns:
+        raise DataError(f"{party}: label column {label!r} is missing; the label party's table must hold the label")
+    for column in forbidden:
+        if column in columns:
+            raise DataError(
+                f"{party}: has the label column {column!r}, but only the label party may hold labels; "
+                f"drop it from {party}'s table or make {party} the label party"
+            )
 
 
 def check_table(
@@ -40,18 +65,8 @@ def check_table(
     """
     if not isinstance(table, pd.DataFrame):
         raise DataError(f"{party}: expected a pandas DataFrame, got {type(table).__name__}")
-    if require_rows and len(table) == 0:
-        raise DataError(f"{party}: the table is empty; give this party at least one row")
-    if id_column not in table.columns:
-        raise DataError(f"{party}: ID column {id_column!r} is missing; add it or set id_column to the right name")
-    if label is not None and label not in table.columns:
-        raise DataError(f"{party}: label column {label!r} is missing; the label party's table must hold the label")
-    for column in forbidden:
-        if column in table.columns:
-            raise DataError(
-                f"{party}: has the label column {column!r}, but only the label party may hold labels; "
-                f"drop it from {party}'s table or make {party} the label party"
-            )
+    check_columns(party, list(table.columns), rows=len(table) if require_rows else None, id_column=id_column,
+                  label=label, forbidden=forbidden)
     ids = table[id_column]
     if ids.isna().any():
         raise DataError(f"{party}: {int(ids.isna().sum())} rows have no customer ID; drop or fill them")

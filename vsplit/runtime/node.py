@@ -31,7 +31,9 @@ from vsplit.app.session import PsiSettings, Schedule, score_session, train_sessi
 from vsplit.atomic import write_atomic
 from vsplit.config import PartyConfig, resolve
 from vsplit.config.topology import topology_of
+from vsplit.data.parquet_table import open_table
 from vsplit.data.sources import read_table
+from vsplit.data.tables import all_ids
 from vsplit.errors import CheckpointError, ConfigError
 from vsplit.models.seeds import derive_seed
 from vsplit.party import ComputeParty, FeatureParty, LabelParty, ModelSettings
@@ -99,16 +101,12 @@ class PartyNode:
         self.progress = progress
         self.folder = resolve(config, config.output.dir) / config.output.run_id / self.name
         torch.set_num_threads(max(1, config.train.threads))
-        self.table = None if self.role == "compute" else read_table(
-            resolve(config, config.data.path),
-            id_column=config.data.id_column,
-            features=config.data.features,
-            label=config.data.label,
-        )
+        d = config.data
+        reader = open_table if d.stream else read_table  # stream: the table stays in Parquet, read by batches
+        self.table = None if self.role == "compute" else reader(
+            resolve(config, d.path), id_column=d.id_column, features=d.features, label=d.label)
         self.detector_columns = self._detector_columns()
         self.party = self._build_party(self.table)
-        if config.data.stream and self.role != "compute":
-            self.party.stream_from(str(resolve(config, config.data.path)))
         self.topology: Topology = topology_of(config, label_has_features=getattr(self.party, "has_features", True))
         self._hooks: Any = None
         self._psi_backend: Any = None  # opened for the run by run(), from [psi] backend and workers
@@ -151,7 +149,7 @@ class PartyNode:
     def _settings(self) -> ModelSettings:
         return model_settings(self.config)
 
-    def _build_party(self, table: pd.DataFrame | None) -> LabelParty | FeatureParty | ComputeParty:
+    def _build_party(self, table: Any) -> LabelParty | FeatureParty | ComputeParty:
         d = self.config.data
         categorical = list(d.categorical) if d.categorical is not None else None
         if self.role == "compute" or table is None:
@@ -345,7 +343,7 @@ class PartyNode:
         else:
             run = Topology.vertical(label_party=self.name, feature_parties=[], width=self.config.model.embedding_width)
             placed = None
-        own = np.argsort(alone.ids, kind="stable")
+        own = np.argsort(all_ids(alone.ids), kind="stable")
         sid = session_id(self.config.output.run_id + ":alone")
         run_sessions({self.name: train_session(alone, run, schedule=self.schedule(), rows=own, placed=placed)},
                      session=sid)
