@@ -345,6 +345,15 @@ class SecAggServer:
             return []
         return self._roster()
 
+    def admit(self, client: str) -> bool:
+        """Take ``client`` (one of the configured clients, dropped before) back in while keys are still being
+        collected; whether it was taken (after the first roster it cannot be)."""
+        if self.done or self.attempt >= 0 or client not in self.config.clients:
+            return False
+        if client not in self.alive:
+            self.alive = [c for c in self.config.clients if c in self.alive or c == client]
+        return True
+
     def _maybe_roster(self) -> list[Outgoing]:
         if self.attempt >= 0 or any(name not in self.keys for name in self.alive):
             return []

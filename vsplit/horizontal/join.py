@@ -87,9 +87,12 @@ class Roster(Message):
     signatures: np.ndarray
     signature_sizes: np.ndarray
     state_size: int = 0
+    #: 1: this roster takes a client that was lost back in, from ``start_round`` on (:mod:`vsplit.horizontal.readmit`)
+    readmitted: int = 0
 
     def __post_init__(self) -> None:
         require(0 <= self.state_size < 2**31, "state_size out of range")
+        require(self.readmitted in (0, 1), "readmitted is 0 or 1")
         names = self.names.split("\n") if self.names else []
         require(0 < len(names) <= MAX_CLIENTS and len(set(names)) == len(names), "1 to 1024 distinct clients")
         require_array("rows", self.rows, dtype="int64", ndim=1)

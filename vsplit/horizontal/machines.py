@@ -266,8 +266,10 @@ class Aggregate:
         *,
         round: int,
         average: Callable[[Sequence[Mapping[str, np.ndarray]], Sequence[float]], dict[str, np.ndarray]],
+        reserve: Mapping[str, int] | None = None,
     ) -> None:
         self.rows, self.round, self._average = dict(rows), round, average
+        self.reserve = dict(reserve or {})  # rows of clients that may be admitted back (:meth:`admit`)
         self._got: dict[str, dict[str, np.ndarray]] = {}
         self.done, self.result = False, None
         #: clients whose link was lost before their state arrived (:meth:`drop`)
@@ -290,6 +292,13 @@ class Aggregate:
         if not self.rows:
             raise ProtocolError("aggregate: every client of the round was lost", local=True)
         return self._maybe_finish()
+
+    def admit(self, client: str) -> bool:
+        """Take ``client`` (in ``reserve``) back in before the average is done; whether it was taken."""
+        if self.done or client not in self.reserve:
+            return False
+        self.rows[client] = self.reserve[client]
+        return True
 
     def receive(self, sender: str, msg: Message) -> list[Outgoing]:
         if not self.expects(sender) or not isinstance(msg, SegmentState) or msg.round != self.round:

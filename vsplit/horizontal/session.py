@@ -26,6 +26,7 @@ from vsplit.horizontal.averages import average as average_arrays
 from vsplit.horizontal.averages import flatten, unflatten
 from vsplit.horizontal.machines import Aggregate, Hub, Receive, Relay, Send, SharedStep, Upload
 from vsplit.horizontal.messages import SegmentState
+from vsplit.horizontal.readmit import Admitting, AwaitReady, Readmission, Ready, SendAll, catch_up_state
 from vsplit.horizontal.rounds import RoundKeeper, my_stages, take_prefix, with_prefix
 from vsplit.horizontal.schedule import (
     AVERAGE,
@@ -93,6 +94,20 @@ class HorizontalOutcome:
     history: list[dict[str, Any]] = field(default_factory=list)
     #: clients lost mid-run and left out from then on (the server's and a federated server's view)
     lost: list[str] = field(default_factory=list)
+    #: clients that were lost, came back and trained again: the round they came back at
+    readmitted: dict[str, int] = field(default_factory=dict)
+
+
+@dataclass
+class Gate:
+    """How the server or a federated server takes back clients that were lost (:mod:`vsplit.horizontal.readmit`):
+    its book, and its answer to a returned client's first message."""
+
+    book: Readmission
+    take: Callable[..., Any]
+
+    def wrap(self, stage: Stage, machine: Any) -> Admitting:
+        return Admitting(machine, self.book, stage.round, self.take)
 
 
 def _params(modules: Mapping[str, nn.Module]) -> list[nn.Parameter]:
@@ -130,9 +145,12 @@ def client_session(
     keys: HandoffKeys | None = None,
     keeper: RoundKeeper | None = None,
     run_id: str = "horizontal",
+    rejoin: bool = False,
 ) -> Session:
     """Client ``name``'s session (``keys``: needed when hand-offs are sealed, and under secure aggregation the
-    trusted run keys its masks come from; ``keeper``: round checkpoints; ``run_id``: binds the masks to this run)."""
+    trusted run keys its masks come from; ``keeper``: round checkpoints; ``run_id``: binds the masks to this run;
+    ``rejoin``: the client was lost and is readmitted at ``keeper.start_round``: it first loads the average of the
+    round before, :mod:`vsplit.horizontal.readmit`)."""
     if settings.sealed and keys is None:
         raise ConfigError(f"{name}: relayed hand-offs are sealed end to end; give the clients' X25519 keys")
     fedavg = settings.kind == "fedavg"
@@ -154,6 +172,17 @@ def client_session(
 
     if keeper is not None and keeper.restored is not None:
         _restore(keeper.restored, rng, lambda arrays: load(modules, optimizer, arrays, sender="checkpoint"))
+    if rejoin:
+        first = keeper.start_round if keeper is not None else 0
+        if first < 1 or settings.kind == "sequential":
+            raise ConfigError(f"{name}: only a SplitFed or FedAvg client is readmitted, at round 1 or later")
+        msg = yield "catch_up", Receive(fed, round=first - 1)
+        arrays = msg.arrays()
+        if secure:
+            arrays = unflatten(arrays["flat"], flatten(extract(modules, optimizer, **_average_policy(settings)))[1])
+        load(modules, optimizer, arrays, sender=fed)
+        if not fedavg:
+            yield "catch_up", Send(h.server, Ready(round=first))
     stages = compile_schedule(settings, clients=h.clients, server=h.server, rows=rows)
     for stage in my_stages(stages, name, keeper, snapshot, rounds=settings.rounds):
         if stage.kind == TRAIN:
@@ -206,12 +235,14 @@ def client_session(
 
 def server_session(h: Horizontal, settings: Settings, rows: Mapping[str, int], side: ServerSide | None,
                    keeper: RoundKeeper | None = None, *, run_id: str = "horizontal",
-                   state_size: int | None = None) -> Session:
+                   state_size: int | None = None, gate: Gate | None = None) -> Session:
     """The server's session (with ``side=None`` in FedAvg, where it only averages; ``keeper``: round checkpoints;
-    ``state_size``: the values in a client's averaged state, needed under secure aggregation).
+    ``state_size``: the values in a client's averaged state, needed under secure aggregation; ``gate``: takes back
+    clients that were lost, :mod:`vsplit.horizontal.readmit`).
 
     A client whose link is lost in a SplitFed or FedAvg stage (the runtime calls the machine's ``drop``) is left out
-    of that stage and of every later one; the clients still there finish the run."""
+    of that stage and of every later one, unless it comes back (``gate``): then it trains again from the round after
+    the one it came back in; the clients still there finish the run."""
     name, kind = h.server, settings.kind
     if side is None and kind != "fedavg":
         raise ConfigError(f"{kind} needs the server's segments")
@@ -260,13 +291,25 @@ def server_session(h: Horizontal, settings: Settings, rows: Mapping[str, int], s
 
     if keeper is not None and keeper.restored is not None:
         _restore(keeper.restored, rng, restore)
-    gone: set[str] = set()  # clients lost mid-run (SplitFed, FedAvg)
+    gone: set[str] = gate.book.gone if gate is not None else set()  # clients lost mid-run (SplitFed, FedAvg)
 
     def here(stage: Stage) -> list[str]:
         return [c for c in stage.clients if c not in gone]
 
+    def wrap(stage: Stage, machine: Any) -> Any:
+        return gate.wrap(stage, machine) if gate is not None else machine
+
     stages = compile_schedule(settings, clients=h.clients, server=name, rows=rows)
     for stage in my_stages(stages, name, keeper, snapshot, rounds=settings.rounds):
+        if stage.kind == TRAIN and kind != "sequential" and gate is not None and gate.book.ready_for(stage.round):
+            wait = AwaitReady(gate.book.ready_for(stage.round), stage.round)
+            yield stage.key, wrap(stage, wait)
+            for c in wait.ready:
+                gate.book.welcome(c)
+                if copies:  # its server-side copy starts from the others' average, as its client side does
+                    ref = next(x for x in here(stage) if x not in wait.ready)
+                    load(copies[c], optimizers[c], extract(copies[ref], optimizers[ref], optimizer_state=True),
+                         sender="readmission")
         if stage.kind == TRAIN and kind == "sequential":
             result = yield stage.key, machine(stage, stage.clients[0], shared, optimizer)
             results = {stage.clients[0]: result}
@@ -275,7 +318,7 @@ def server_session(h: Horizontal, settings: Settings, rows: Mapping[str, int], s
                 for opt in optimizers.values():
                     reset_optimizer(opt)
             hub = Hub({c: machine(stage, c, copies[c], optimizers[c]) for c in here(stage)})
-            results = yield stage.key, hub
+            results = yield stage.key, wrap(stage, hub)
             gone.update(hub.dropped)
             _average_copies({c: copies[c] for c in here(stage)}, optimizers, rows, settings)
         elif stage.kind == TRAIN:  # splitfed_v2: one server-side model takes the clients' batches in turn
@@ -284,14 +327,14 @@ def server_session(h: Horizontal, settings: Settings, rows: Mapping[str, int], s
             steps = {c: len(stage_plan(settings, stage, c, rows[c]).batches(0)) for c in here(stage)}
             hub = Hub({c: machine(stage, c, shared, counter) for c in here(stage)},
                       order=server_order(settings.interleave, steps), counter=counter, shared=list(shared.values()))
-            results = yield stage.key, hub
+            results = yield stage.key, wrap(stage, hub)
             gone.update(hub.dropped)
         elif stage.kind == HANDOFF:
             yield stage.key, Relay(stage.clients[0], stage.clients[1], round=stage.round, sealed=settings.sealed)
             continue
         else:
             yield from _average_stage(name, stage, settings, rows, gone, run_id=run_id, state_size=state_size,
-                                      clients=len(h.clients))
+                                      clients=len(h.clients), gate=gate)
             continue
         if h.labels_at_server:
             outcome.history += [_record(stage, c, r) for c, r in results.items()]
@@ -299,7 +342,8 @@ def server_session(h: Horizontal, settings: Settings, rows: Mapping[str, int], s
         first = next(c for c in h.clients if c not in gone)
         outcome.modules = copies[first]
         outcome.optimizer = optimizers[first]
-    outcome.lost = sorted(gone)
+    outcome.lost = sorted(gone | set(gate.book.back) if gate is not None else gone)
+    outcome.readmitted = dict(gate.book.back) if gate is not None else {}
     return outcome
 
 
@@ -326,21 +370,24 @@ def _average_copies(
 
 def federated_session(name: str, h: Horizontal, settings: Settings, rows: Mapping[str, int],
                       keeper: RoundKeeper | None = None, *, run_id: str = "horizontal",
-                      state_size: int | None = None) -> Session:
-    """A separate federated server's session: it only averages the clients' states (and keeps no state)."""
+                      state_size: int | None = None, gate: Gate | None = None) -> Session:
+    """A separate federated server's session: it only averages the clients' states (and keeps no state);
+    ``gate``: takes back clients that were lost (:mod:`vsplit.horizontal.readmit`)."""
     stages = compile_schedule(settings, clients=h.clients, server=h.server, rows=rows)
-    gone: set[str] = set()
+    gone: set[str] = gate.book.gone if gate is not None else set()
     for stage in my_stages(stages, name, keeper, dict, rounds=settings.rounds):
         if stage.kind == AVERAGE:
             yield from _average_stage(name, stage, settings, rows, gone, run_id=run_id, state_size=state_size,
-                                      clients=len(h.clients))
-    return HorizontalOutcome(modules={}, lost=sorted(gone))
+                                      clients=len(h.clients), gate=gate)
+    back = dict(gate.book.back) if gate is not None else {}
+    return HorizontalOutcome(modules={}, lost=sorted(gone | set(back)), readmitted=back)
 
 
 def _average_stage(name: str, stage: Stage, settings: Settings, rows: Mapping[str, int], gone: set[str], *,
-                   run_id: str, state_size: int | None, clients: int) -> Session:
+                   run_id: str, state_size: int | None, clients: int, gate: Gate | None = None) -> Session:
     """The federated server's part of an AVERAGE stage, in clear or under secure aggregation; lost clients are
-    added to ``gone``."""
+    added to ``gone``; with a ``gate``, clients readmitted from the next round get this average (their catch-up)."""
+    wrap = (lambda m: gate.wrap(stage, m)) if gate is not None else (lambda m: m)
     if settings.secure(clients):
         if state_size is None:
             raise ConfigError("secure aggregation: the federated server needs the size of a client's state")
@@ -349,11 +396,19 @@ def _average_stage(name: str, stage: Stage, settings: Settings, rows: Mapping[st
         server = SecAggServer(config)
         for client in sorted(gone & set(stage.clients)):
             server.drop(client)  # lost earlier: not awaited (too few left is a clear error)
-        yield stage.key, server
+        yield stage.key, wrap(server)
         gone.update(set(stage.clients) - set(server.alive))
-        return HorizontalOutcome(modules={})
-    aggregate = Aggregate({c: rows[c] for c in stage.clients if c not in gone}, round=stage.round,
-                          average=average_arrays)
-    yield stage.key, aggregate
-    gone.update(aggregate.dropped)
+        assert server.result is not None
+        mean: Any = server.result.mean
+        total = server.result.total_weight
+    else:
+        aggregate = Aggregate({c: rows[c] for c in stage.clients if c not in gone}, round=stage.round,
+                              average=average_arrays, reserve=rows)
+        yield stage.key, wrap(aggregate)
+        gone.update(aggregate.dropped)
+        mean, total = aggregate.result, sum(aggregate.rows.values())
+    if gate is not None:
+        out = gate.book.catch_ups(stage.round, catch_up_state(stage.round, total, mean))
+        if out:
+            yield stage.key, SendAll(out)
     return HorizontalOutcome(modules={})

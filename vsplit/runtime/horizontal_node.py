@@ -20,6 +20,7 @@ node in one process over memory channels (the reference the process tests compar
 
 from __future__ import annotations
 
+import dataclasses
 import hashlib
 import json
 import logging
@@ -72,6 +73,9 @@ class HorizontalResult:
     start_round: int = 0
     #: whether the averages went through secure aggregation
     secure_aggregation: bool = False
+    #: clients that were lost and came back (the server's and federated server's view; a returned client: itself),
+    #: with the round they trained again from
+    readmitted: dict[str, int] = field(default_factory=dict)
 
 
 class HorizontalNode:
@@ -103,6 +107,8 @@ class HorizontalNode:
         self.modules = self._modules()
         self.outcome: Any = None
         self.result: HorizontalResult | None = None
+        self.standing: Any = None  # the listener, which hands over the channels of clients that come back
+        self.rejoined_at: int | None = None
         self.latest = self._checkpoints()  # before connecting: a bad checkpoint fails at once
 
     # -- round checkpoints -------------------------------------------------------------------------------------------
@@ -143,11 +149,82 @@ class HorizontalNode:
                                   f"({state['schedule']}); restart without --resume")
         return {k: np.asarray(v) for k, v in state["arrays"].items()}
 
-    def keeper(self, start_round: int) -> Any:
+    def keeper(self, start_round: int, *, rejoin: bool = False) -> Any:
+        """Round checkpoints from ``start_round`` on; ``rejoin``: a client readmitted after it was lost restores its
+        own latest round (it catches up with the others through the average, :mod:`vsplit.horizontal.readmit`)."""
         from vsplit.horizontal.rounds import RoundKeeper
 
-        restored = self.restore(start_round - 1) if start_round > 0 and (self.party or self.is_server) else None
+        if rejoin:
+            restored = self.restore(self.latest) if self.latest >= 0 else None
+        else:
+            restored = self.restore(start_round - 1) if start_round > 0 and (self.party or self.is_server) else None
         return RoundKeeper(start_round=start_round, restored=restored, save=self.save_round)
+
+    def run_key(self) -> Any:
+        """The X25519 run key this client signs at the join: new for a fresh run, kept (mode 0600, atomically) under
+        its run folder and reloaded with --resume, so that a client restarted after it was lost joins again with the
+        key the other clients checked."""
+        from cryptography.hazmat.primitives import serialization
+        from cryptography.hazmat.primitives.asymmetric.x25519 import X25519PrivateKey
+
+        from vsplit.horizontal.sealed import new_key
+
+        path = self.folder / "run-key.x25519"
+        if self.resume and path.is_file():
+            raw = path.read_bytes()
+            if len(raw) != 32:
+                from vsplit.errors import CheckpointError
+
+                raise CheckpointError(f"{self.name}: {path} is not a 32-byte X25519 key; restart without --resume")
+            return X25519PrivateKey.from_private_bytes(raw)
+        key = new_key()
+        os.makedirs(self.folder, exist_ok=True)
+        write_atomic(path, key.private_bytes(serialization.Encoding.Raw, serialization.PrivateFormat.Raw,
+                                             serialization.NoEncryption()), mode=0o600)
+        return key
+
+    def gate(self, *, joins: Mapping[str, Any] | None = None, roster: Any) -> Any:
+        """How this server (``joins``: what every client joined with) or federated server takes back a client
+        that was lost (SplitFed, FedAvg); None for sequential training, which stops instead."""
+        from vsplit.horizontal.readmit import Readmission, federated_take, server_take
+        from vsplit.horizontal.session import Gate
+
+        if self.settings.kind == "sequential":
+            return None
+        fed = self.settings.federated_server
+        averages_only = (self.settings.kind == "fedavg" and self.is_server) or (fed is not None and self.name == fed)
+        book = Readmission(gone=set(), rounds=self.settings.rounds, joins_now=averages_only)
+        if joins is not None:
+            def same_join(client: str, msg: Any) -> str | None:
+                from vsplit.horizontal.join import Join
+
+                first = joins[client]
+                if not isinstance(msg, Join):
+                    return f"its first message is a {type(msg).__name__}, not its join"
+                for what in ("rows", "schema", "state_size", "public"):
+                    if getattr(msg, what) != getattr(first, what):
+                        return f"its {what} differs from the run's (restart it with --resume, same data and config)"
+                if not np.array_equal(msg.labels, first.labels):
+                    return "its labels differ from the run's"
+                return None
+
+            def readmit_roster(start: int) -> Any:
+                return dataclasses.replace(roster, start_round=start, readmitted=1)
+
+            return Gate(book, server_take(book, check=same_join, roster=readmit_roster, log=log.warning))
+
+        def same_roster(client: str, msg: Any) -> str | None:
+            from vsplit.horizontal.join import Roster
+
+            if not isinstance(msg, Roster) or msg.readmitted != 1:
+                return f"its first message is a {type(msg).__name__}, not the server's roster readmitting it"
+            same = (msg.names, msg.publics, msg.state_size) == (roster.names, roster.publics, roster.state_size)
+            if not same or not all(np.array_equal(getattr(msg, f), getattr(roster, f))
+                                   for f in ("rows", "signatures", "signature_sizes")):
+                return "the roster it forwarded is not the run's"
+            return None
+
+        return Gate(book, federated_take(book, check=same_roster, log=log.warning))
 
     # -- building ----------------------------------------------------------------------------------------------------
     def model_settings(self) -> ModelSettings:
@@ -182,7 +259,7 @@ class HorizontalNode:
     # -- the session -------------------------------------------------------------------------------------------------
     def session(self) -> Any:
         """This party's whole run as a generator of ``(stage, machine)`` (see :mod:`vsplit.app.session`)."""
-        from vsplit.horizontal.sealed import new_key, public_bytes
+        from vsplit.horizontal.sealed import public_bytes
         from vsplit.horizontal.session import (
             ClientSide,
             HandoffKeys,
@@ -198,7 +275,7 @@ class HorizontalNode:
         run_id = self.config.output.run_id
         context = run_id.encode()
         if self.party is not None:
-            key = new_key()
+            key = self.run_key()
             labels = self.party.labels.numpy() if h.labels_at_server and settings.kind != "fedavg" else None
             signature = self.sign(public_bytes(key))
             join = Join(rows=len(self.party.ids), schema=self.schema(), resume_round=self.latest,
@@ -216,8 +293,11 @@ class HorizontalNode:
             side = ClientSide(self.modules, {source: self.party.inputs}, self._optimizer(), labels=own_labels,
                               task=self.task)
             keys = HandoffKeys(key, roster.publics_of(), context=context)
-            keeper = self.keeper(roster.start_round)
-            outcome = yield from client_session(self.name, h, settings, rows, side, keys, keeper, run_id=run_id)
+            rejoin = bool(roster.readmitted)
+            keeper = self.keeper(roster.start_round, rejoin=rejoin)
+            self.rejoined_at = roster.start_round if rejoin else None
+            outcome = yield from client_session(self.name, h, settings, rows, side, keys, keeper, run_id=run_id,
+                                                rejoin=rejoin)
         elif self.is_server:
             roster, joins = yield JOIN, JoinServer(clients, own_round=self.latest)
             rows = roster.rows_of()
@@ -227,12 +307,14 @@ class HorizontalNode:
                     else None
                 server_side = ServerSide(self.modules, self._optimizer(), labels=labels, task=self.task)
             outcome = yield from server_session(h, settings, rows, server_side, self.keeper(roster.start_round),
-                                                run_id=run_id, state_size=roster.state_size)
+                                                run_id=run_id, state_size=roster.state_size,
+                                                gate=self.gate(joins=joins, roster=roster))
         else:
             roster = yield JOIN, JoinFederated(clients)
             rows = roster.rows_of()
             outcome = yield from federated_session(self.name, h, settings, rows, self.keeper(roster.start_round),
-                                                   run_id=run_id, state_size=roster.state_size)
+                                                   run_id=run_id, state_size=roster.state_size,
+                                                   gate=self.gate(roster=roster))
         self.rows, self.start_round = rows, roster.start_round
         return outcome
 
@@ -287,14 +369,19 @@ class HorizontalNode:
                     creds = Credentials.load(self.name, peers={peer: pins[peer]}, **own)
                     where = {"peer": peer, "address": _address(address), "deadline_s": net.connect_timeout_s,
                              "options": options}
-                    channels[peer] = dial_resumable(creds, **where, resume=resume) if resume else dial(creds, **where)
+                    # a client restarted with --resume waits until the server has given its earlier process up
+                    patient = self.resume and self.settings.kind != "sequential"
+                    channels[peer] = (dial_resumable(creds, **where, resume=resume, patient=patient) if resume
+                                      else dial(creds, **where))
             listen = [p for p, (how, _) in plan.items() if how == "listen"]
             if listen:
                 creds = Credentials.load(self.name, peers={p: pins[p] for p in listen}, **own)
                 address = _address(plan[listen[0]][1])
                 if resume is not None:  # open until every channel is closed: a dropped peer may come back
-                    standing = StandingListener(creds, address=address, options=options, resume=resume)
+                    standing = StandingListener(creds, address=address, options=options, resume=resume,
+                                                readmit=self.settings.kind != "sequential" and not self.is_client)
                     channels.update(standing.accept_all(deadline_s=net.connect_timeout_s))
+                    self.standing = standing
                 else:
                     with Listener(creds, address=address, options=options) as listener:
                         channels.update(listener.accept_all(deadline_s=net.connect_timeout_s))
@@ -310,14 +397,15 @@ class HorizontalNode:
         channels = dict(channels) if channels is not None else self.open_channels()
         seconds = {"connect": time.perf_counter() - started}
         drops = self.settings.kind in ("splitfed_v1", "splitfed_v2", "fedavg")
+        returns = self.standing.take_returned if self.standing is not None and self.standing.readmit else None
         pump = Pump(self.name, channels, session=session_id(self.config.output.run_id),
-                    timeout=self.config.network.read_timeout_s, hold=True, drops=drops)
+                    timeout=self.config.network.read_timeout_s, hold=True, drops=drops, returns=returns)
         stage_seconds: dict[str, float] = {}
         try:
             outcome = drive(self.session(), pump, stage_seconds)  # tells the peers a code if anything fails
         finally:
-            for channel in channels.values():
-                channel.close()
+            for channel in {id(c): c for c in (*channels.values(), *pump.channels.values())}.values():
+                channel.close()  # a client that came back has a new channel in the pump
         return self.finish(outcome, pump.stats.as_dict(), {**seconds, **stage_seconds}, lost=pump.lost)
 
     def finish(self, outcome: Any, comm: dict[str, Any], stage_seconds: Mapping[str, float], *,
@@ -340,7 +428,9 @@ class HorizontalNode:
                                   round_seconds=[round(x, 4) for x in rounds], comm=comm, rows=dict(self.rows),
                                   lost=sorted(set(lost) | set(getattr(outcome, "lost", []))),
                                   start_round=self.start_round,
-                                  secure_aggregation=self.settings.secure(len(self.h.clients)))
+                                  secure_aggregation=self.settings.secure(len(self.h.clients)),
+                                  readmitted=dict(getattr(outcome, "readmitted", {}) or
+                                                  ({self.name: self.rejoined_at} if self.rejoined_at else {})))
         if outcome is not None and getattr(outcome, "modules", None):
             self.save_model(outcome.modules)
         self.result = result

@@ -19,7 +19,11 @@ Several stages over one set of channels (horizontal schedules between processes,
 it no longer expects a peer (its ``expects(peer)``) is not fed that peer's frames; they wait, in order, in the
 channel for the stage they belong to. With ``drops=True`` a peer that vanishes while the machine expects it is not
 an error if the machine has ``drop(peer)``: the pump tells the machine, which carries on without it (a SplitFed
-round completes without a lost client), and records the peer in :attr:`Pump.lost`.
+round completes without a lost client), and records the peer in :attr:`Pump.lost`. With ``returns`` (a callable
+giving ``(peer, channel)`` pairs: a lost peer that connected again as a new process, see
+:mod:`vsplit.horizontal.readmit`), the pump swaps in the new channel with fresh sequence numbers, treats the old
+process as lost if it had not noticed yet, and tells the machine (its ``returned(peer)``), which may take the new
+process's first message; a machine without ``returned`` that still expects the peer fails as on a loss.
 
 Both runtimes share it: :func:`Pump.run` blocks on the channels (one party per process), while the in-process
 runtime (:mod:`vsplit.runtime.inprocess`) calls :meth:`Pump.poll` on every party in turn.
@@ -57,12 +61,16 @@ class Pump:
         timeout: float = 300.0,
         hold: bool = False,
         drops: bool = False,
+        returns: Callable[[], list[tuple[str, Channel]]] | None = None,
     ) -> None:
         self.me = me
         self.hold = hold
         self.drops = drops
+        self.returns = returns
         #: peers that vanished and were dropped by the machine (``drops=True``), in order
         self.lost: list[str] = []
+        #: peers that came back as a new process on a new channel (``returns``), in order
+        self.returned: list[str] = []
         self.channels = dict(channels)
         self.session = session
         self.stats = stats if stats is not None else CommStats()
@@ -129,6 +137,9 @@ class Pump:
         return bool(self.guard(self._poll_once))
 
     def _poll_once(self) -> bool:
+        if self.returns is not None:
+            for peer, channel in self.returns():
+                self._swap(peer, channel)
         for _ in range(len(self._order)):
             peer = self._order[self._next]
             self._next = (self._next + 1) % len(self._order)
@@ -162,6 +173,28 @@ class Pump:
             return True
         self.deliver(peer, frame)
         return True
+
+    def _swap(self, peer: str, channel: Channel) -> None:
+        """``peer`` came back as a new process on ``channel``: the old channel goes, the numbering starts again."""
+        if peer not in self.channels:
+            raise ProtocolError(f"{self.me}: {peer!r} is not a peer of this run", local=True)
+        machine = self.machine
+        if peer in self._order:  # the old process was lost, and this pump had not read so yet
+            self._order.remove(peer)
+            self._next = 0
+            if peer not in self.lost:
+                self.lost.append(peer)
+        old, self.channels[peer] = self.channels[peer], channel
+        if old is not channel:
+            old.close()
+        self._sent_seq[peer] = self._recv_seq[peer] = 0
+        self._order.append(peer)
+        self.returned.append(peer)
+        hook = getattr(machine, "returned", None)
+        if hook is not None:
+            self.send_all(hook(peer))
+        elif machine is not None and not machine.done and still_expects(machine, peer):
+            raise PeerLost(f"{self.me}: {peer!r} restarted while this stage still expected messages from it")
 
     def _check_closed(self) -> None:
         """Raise if the current machine still needs a peer that has closed (see the module docstring)."""

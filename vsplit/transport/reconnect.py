@@ -83,6 +83,10 @@ def open_resumable_channels(
     raise ConfigError(f"{me}: role must be 'listen' or 'dial', got {role!r}")
 
 
+class EarlierSession(TransportError):
+    """The peer still holds a session with an earlier process of this party (it has not yet given it up)."""
+
+
 def dial_resumable(
     credentials: Credentials,
     *,
@@ -91,8 +95,24 @@ def dial_resumable(
     deadline_s: float = DEFAULT_DEADLINE_S,
     options: ChannelOptions | None = None,
     resume: ResumeOptions | None = None,
+    patient: bool = False,
 ) -> ResumableChannel:
-    """Connect to ``peer`` as :func:`~vsplit.transport.connect.dial` does; after a drop the channel redials."""
+    """Connect to ``peer`` as :func:`~vsplit.transport.connect.dial` does; after a drop the channel redials.
+
+    ``patient``: while ``peer`` still holds a session with an earlier process of this party (:class:`EarlierSession`:
+    that process died, and the peer has not yet given it up after its ``reconnect_timeout_s``), dial again every
+    half second until ``deadline_s`` (a restarted client coming back to a run, :mod:`vsplit.horizontal.readmit`)."""
+    if patient:
+        end = time.monotonic() + deadline_s
+        while True:
+            try:
+                return dial_resumable(credentials, peer=peer, address=address, deadline_s=max(end - time.monotonic(),
+                                      0.5), options=options, resume=resume)
+            except EarlierSession:
+                if time.monotonic() + 0.5 > end:
+                    raise
+                log.info("%s: %r still holds this party's earlier session; dialing again", credentials.party, peer)
+                time.sleep(0.5)
     options = options if options is not None else ChannelOptions()
     links = link_options(options)
     who = f"{peer!r}"
@@ -108,7 +128,7 @@ def dial_resumable(
     link, env = connect(deadline_s)
     try:
         if env.token != numbered.NO_TOKEN or env.seq:
-            raise TransportError(
+            raise EarlierSession(
                 f"{who} still runs a session with an earlier process of {credentials.party!r}: stop it (or wait until "
                 "it gives up after network.reconnect_timeout_s), then start both parties again with --resume"
             )
@@ -134,12 +154,15 @@ class StandingListener(Listener):
         address: tuple[str, int],
         options: ChannelOptions | None = None,
         resume: ResumeOptions | None = None,
+        readmit: bool = False,
     ) -> None:
         self.channel_options = options if options is not None else ChannelOptions()
         self.resume = resume if resume is not None else ResumeOptions()
+        self.readmit = readmit
         super().__init__(credentials, address=address, options=link_options(self.channel_options))
         #: The channel of each party that has connected.
         self.channels: dict[str, ResumableChannel] = {}
+        self._returned: list[tuple[str, ResumableChannel]] = []
         self._cond = threading.Condition()
         self._slots = threading.BoundedSemaphore(MAX_HANDSHAKES)
         self._stopped = threading.Event()
@@ -164,6 +187,13 @@ class StandingListener(Listener):
             channel.close()
         self.close()
         raise self._timed_out(sorted(wanted - set(channels)), deadline_s)
+
+    def take_returned(self) -> list[tuple[str, ResumableChannel]]:
+        """With ``readmit``: the new channels of parties whose earlier channel was lost and that connected again
+        as a new process (a restarted client), each once, in the order they came."""
+        with self._cond:
+            out, self._returned = self._returned, []
+        return out
 
     def close(self) -> None:
         """Stop listening (channels stay open, but a dropped one can no longer come back)."""
@@ -215,11 +245,25 @@ class StandingListener(Listener):
         party = link.peer
         with self._cond:
             channel = self.channels.get(party)
-        if channel is not None and channel.state in ("lost", "done"):
+        returning = channel is not None and channel.state == "lost" and self.readmit
+        if channel is not None and channel.state in ("lost", "done") and not returning:
             return f"{party!r} reconnected after its channel ended ({channel.state})"
         token, received = (channel.token, channel.received) if channel is not None else (numbered.NO_TOKEN, 0)
+        if returning:
+            token, received = numbered.NO_TOKEN, 0  # a new session with a new process of a party that was lost
         link.send(numbered.resume(token, received))
         env = read_resume(link, timeout=self.options.handshake_timeout_s, who=repr(party))
+        if returning:
+            if env.token == numbered.NO_TOKEN or env.seq:
+                return f"{party!r} tried to resume a session that was lost"
+            fresh = ResumableChannel(link, token=env.token, options=self.channel_options, resume=self.resume,
+                                     on_close=self._channel_closed)
+            with self._cond:
+                self.channels[party] = fresh
+                self._returned.append((party, fresh))
+                self._cond.notify_all()
+            log.info("%s: %s came back as a new process (%s)", self.credentials.party, party, link.peer_fingerprint)
+            return None
         if channel is None:
             if env.token == numbered.NO_TOKEN or env.seq:
                 return f"{party!r} tried to resume a session this party does not know (an earlier run?)"
@@ -242,4 +286,4 @@ class StandingListener(Listener):
             self.close()
 
 
-__all__ = ["MAX_HANDSHAKES", "StandingListener", "dial_resumable", "open_resumable_channels"]
+__all__ = ["MAX_HANDSHAKES", "EarlierSession", "StandingListener", "dial_resumable", "open_resumable_channels"]
