@@ -109,7 +109,7 @@ def _report(run_dir: Path, configs: dict[str, Any]) -> dict[str, Any]:
     return {"schedule": views[SERVER]["schedule"], "rows": views[SERVER]["rows"],
             "pooled_test": {"test_rows": len(y), "auc": round(float(roc_auc_score(y, p)), 4)}, "banks": banks,
             "baselines": baselines,
-            "views": {p: {k: v[k] for k in ("schedule", "seconds", "round_seconds", "lost", "comm")}
+            "views": {p: {k: v[k] for k in ("schedule", "seconds", "round_seconds", "lost", "readmitted", "comm")}
                       for p, v in views.items()}}
 
 
@@ -211,6 +211,7 @@ def render(report: dict[str, Any]) -> str:
               f"({base['best_bank_alone']['bank']}) {base['best_bank_alone']['auc']:.4f}; the same network trained on "
               f"every bank's rows pooled in one place {base['pooled']['auc']:.4f}.", "",
               f"Seconds per round (server): {report['views'][SERVER]['round_seconds']}", "",
-              f"Clients lost: {report['views'][SERVER]['lost'] or 'none'}", "",
+              f"Clients lost: {report['views'][SERVER]['lost'] or 'none'}; readmitted (from round): "
+              f"{report['views'][SERVER].get('readmitted') or 'none'}", "",
               f"Whole pilot: {report['seconds']} s (five processes over mutual TLS on this machine)", ""]
     return "\n".join(lines)

@@ -364,8 +364,9 @@ class ResumableChannel:
                     last = self.reconnects[-1].reason if self.reconnects else "no link"
                     self._end_locked(PeerLost(
                         f"the connection to {self.peer!r} dropped ({last}) and did not come back within "
-                        f"{self.resume_options.timeout_s:g} s (network.reconnect_timeout_s); this run stops here, "
-                        "restart both parties with --resume to continue from the last checkpoint"
+                        f"{self.resume_options.timeout_s:g} s (network.reconnect_timeout_s); unless the run goes on "
+                        "without it (SplitFed, FedAvg), it stops here: restart the parties with --resume to continue "
+                        "from the last checkpoint"
                     ))
                     return
                 self._cond.wait(left)
