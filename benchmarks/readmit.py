@@ -16,9 +16,12 @@ Prints one JSON object: per run the test AUC of the run's final model (the last 
 which every bank still in the run holds, and the server's segment; each bank's rows through its own preprocessing)
 on the pooled test rows of every bank and on bank_3's own test rows (in ``stays_out`` a model bank_3 does not get),
 whether bank_3 has a final model; for
-``readmitted`` the round it came back at, the rounds it missed, and the new process's seconds to connect, to be
-answered by the server (join) and to get the average (catch_up), from its ``result.json``; the wall seconds of each
-run; the load average at the start and the end.
+``readmitted`` the round it came back at, the rounds it missed, the seconds from the restart to the server's answer
+(``restart_to_answer_s``: process start-up, waiting for the server to give the dead process up after
+``network.reconnect_timeout_s`` = 2 s, connecting, and waiting for the server to reach a stage that takes it), the new
+process's seconds to connect, to be answered by the server (join) and to get the average (catch_up), from its
+``result.json``, and the median seconds of a server round; the wall seconds of each run; the load average at the
+start and the end.
 """
 
 from __future__ import annotations
@@ -64,6 +67,7 @@ def one_run(root: Path, *, mode: str, banks: int, rounds: int, kill_after: int) 
         procs["bank_3"].send_signal(signal.SIGKILL)
         procs["bank_3"].wait(timeout=60)
         if mode == "readmitted":
+            restarted = time.time()
             procs["bank_3"] = _start(["run", "--config", str(configs["bank_3"]), "--quiet", "--resume", *sets],
                                      root / "bank_3.again.log")
         else:
@@ -84,7 +88,20 @@ def one_run(root: Path, *, mode: str, banks: int, rounds: int, kill_after: int) 
         bank = json.loads((run_dir / "bank_3" / "result.json").read_text())
         out["rounds_missed"] = back - kill_after - 1
         out["bank_3_seconds"] = {k: bank["seconds"].get(k) for k in ("connect", "join", "catch_up")}
+        out["restart_to_answer_s"] = round(_answered_at(run_dir / SERVER / "log.txt") - restarted, 2)
+        out["round_s_server_median"] = round(float(sorted(server["round_seconds"])[rounds // 2]), 3)
     return out
+
+
+def _answered_at(log: Path) -> float:
+    """When the server's log says it answered bank_3 coming back (epoch seconds, from the line's timestamp)."""
+    import datetime as dt
+
+    for line in log.read_text().splitlines():
+        if "'bank_3' came back" in line:
+            stamp = dt.datetime.strptime(line[:23], "%Y-%m-%d %H:%M:%S,%f")
+            return stamp.replace(tzinfo=dt.datetime.now().astimezone().tzinfo).timestamp()
+    raise SystemExit(f"{log}: no line says bank_3 came back")
 
 
 def score(run_dir: Path, configs: dict[str, Any]) -> dict[str, Any]:
