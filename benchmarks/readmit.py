@@ -111,12 +111,9 @@ def score(run_dir: Path, configs: dict[str, Any]) -> dict[str, Any]:
     import numpy as np
     from sklearn.metrics import roc_auc_score
 
-    from vsplit.config import resolve
-    from vsplit.data.sources import read_table
     from vsplit.pilot.horizontal import FEDERATED, SERVER
-    from vsplit.pilot.splitfed import _score, _tensor
+    from vsplit.pilot.splitfed import score_bank
     from vsplit.runtime.checkpoint import load_checkpoint
-    from vsplit.runtime.horizontal_node import HorizontalNode
 
     def saved(party: str) -> dict[str, Any]:
         run_id = configs[party].output.run_id
@@ -127,18 +124,7 @@ def score(run_dir: Path, configs: dict[str, Any]) -> dict[str, Any]:
     for party, config in configs.items():
         if party in (SERVER, FEDERATED):
             continue
-        node = HorizontalNode(config, progress=False)
-        modules = dict(node.modules)
-        for name, state in final.items():
-            if name not in modules:
-                modules[name] = HorizontalNode(configs[SERVER], progress=False).modules[name]
-            modules[name].load_state_dict({k: _tensor(v) for k, v in state.items()})
-        d = config.data
-        test = read_table(resolve(config, d.test_path), id_column=d.id_column, features=d.features, label=d.label)
-        assert node.party is not None
-        _, inputs = node.party.prepare(test.drop(columns=[d.label]))
-        proba = _score(node, modules, inputs)
-        y = node.task.encode_with(test[d.label], node.party.label_info).numpy()
+        _, _, y, proba = score_bank(config, configs[SERVER], final)
         per_bank[party] = round(float(roc_auc_score(y, proba)), 4)
         ys.append(y)
         ps.append(proba)

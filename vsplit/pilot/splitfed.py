@@ -66,9 +66,7 @@ def _report(run_dir: Path, configs: dict[str, Any]) -> dict[str, Any]:
     import numpy as np
     from sklearn.metrics import roc_auc_score
 
-    from vsplit.data.sources import read_table
     from vsplit.runtime.checkpoint import load_checkpoint
-    from vsplit.runtime.horizontal_node import HorizontalNode
 
     views = {p: json.loads((run_dir / p / "result.json").read_text()) for p in configs}
     server = configs[SERVER]
@@ -81,21 +79,8 @@ def _report(run_dir: Path, configs: dict[str, Any]) -> dict[str, Any]:
     for party, config in configs.items():
         if party in (SERVER, FEDERATED):
             continue
-        node = HorizontalNode(config, progress=False)
         saved = load_checkpoint(run_dir / party / "model.npz", run_id=config.output.run_id, party=party)["segments"]
-        modules = dict(node.modules)
-        for name, state in {**saved, **top}.items():
-            if name not in modules:
-                modules[name] = HorizontalNode(server).modules[name]
-            modules[name].load_state_dict({k: _tensor(v) for k, v in state.items()})
-        from vsplit.config import resolve
-
-        d = config.data
-        test = read_table(resolve(config, d.test_path), id_column=d.id_column, features=d.features, label=d.label)
-        assert node.party is not None
-        _, inputs = node.party.prepare(test.drop(columns=[d.label]))
-        proba = _score(node, modules, inputs)
-        y = node.task.encode_with(test[d.label], node.party.label_info).numpy()
+        node, test, y, proba = score_bank(config, server, {**saved, **top})
         by_peer = views[party]["comm"]["by_peer"]
         banks[party] = {"train_rows": len(node.party.ids), "test_rows": len(y),
                         "auc": round(float(roc_auc_score(y, proba)), 4),
@@ -111,6 +96,29 @@ def _report(run_dir: Path, configs: dict[str, Any]) -> dict[str, Any]:
             "baselines": baselines,
             "views": {p: {k: v[k] for k in ("schedule", "seconds", "round_seconds", "lost", "readmitted", "comm")}
                       for p, v in views.items()}}
+
+
+def score_bank(config: Any, server: Any, segments: dict[str, Any]) -> tuple[Any, Any, Any, Any]:
+    """A bank's test rows (``config``'s ``data.test_path``, through its own preprocessing) scored by ``segments``
+    (saved states by segment name: a client segment and the server's, ``server`` the server's config); the bank's
+    node, its test table, the labels and the probabilities."""
+    from vsplit.config import resolve
+    from vsplit.data.sources import read_table
+    from vsplit.runtime.horizontal_node import HorizontalNode
+
+    node = HorizontalNode(config, progress=False)
+    modules = dict(node.modules)
+    for name, state in segments.items():
+        if name not in modules:
+            modules[name] = HorizontalNode(server, progress=False).modules[name]
+        modules[name].load_state_dict({k: _tensor(v) for k, v in state.items()})
+    d = config.data
+    test = read_table(resolve(config, d.test_path), id_column=d.id_column, features=d.features, label=d.label)
+    assert node.party is not None
+    _, inputs = node.party.prepare(test.drop(columns=[d.label]))
+    proba = _score(node, modules, inputs)
+    y = node.task.encode_with(test[d.label], node.party.label_info).numpy()
+    return node, test, y, proba
 
 
 def _baselines(configs: dict[str, Any], tests: dict[str, Any]) -> dict[str, Any]:
