@@ -9,6 +9,10 @@ Example:
 PSI first aligns the customers; customers a party does not know are listed in predictions.csv with a status
 ("unknown to a partner", "unknown to bank"), never silently dropped. Each party loads only its own model.npz.
 Output: <output.dir>/<run_id>/<party>/predictions.csv (label party) and predict.json (every party).
+
+A horizontal split (many banks with the same columns): each bank scores its own customers, the server serves them:
+    vsplit predict --config server/party.toml [--banks bank_1,bank_2]
+    vsplit predict --config bank_1/party.toml --input bank_1/new_customers.parquet
 """
 
 from __future__ import annotations
@@ -24,6 +28,8 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--config", required=True, help="this party's party.toml (the one it trained with)")
     parser.add_argument("--input", help="this party's table of the customers to score (a compute party has none)")
     parser.add_argument("--ids", help="label party: a CSV/Parquet with the ID column of the customers to score")
+    parser.add_argument("--banks", help="horizontal split, at the server: the banks to serve, comma-separated "
+                        "(default: every client)")
     parser.add_argument("--set", dest="overrides", action="append", default=[], metavar="KEY=VALUE")
     parser.add_argument("--quiet", action="store_true")
 
@@ -34,9 +40,33 @@ def run(args: argparse.Namespace) -> int:
     from vsplit.runtime.node import PartyNode
 
     config = load_config(args.config, overrides=args.overrides)
+    if config.topology.kind == "horizontal":
+        return _predict_horizontal(config, args)
     node = PartyNode(config, progress=False)
     with log_to_run_folder(node.folder):
         path = node.predict(Path(args.input) if args.input else None, ids_path=Path(args.ids) if args.ids else None)
     if not args.quiet:
         print(f"{config.party.name}: wrote {path}")
+    return 0
+
+
+def _predict_horizontal(config: object, args: argparse.Namespace) -> int:
+    """A bank scores its customers with its segments and the server's; the server serves the banks."""
+    from vsplit.cli.logs import log_to_run_folder
+    from vsplit.runtime.horizontal_node import HorizontalNode
+    from vsplit.runtime.horizontal_predict import predict_bank, serve_predictions
+
+    node = HorizontalNode(config, progress=False, train=False)  # type: ignore[arg-type]
+    with log_to_run_folder(node.folder):
+        if node.is_client:
+            if not args.input:
+                from vsplit.errors import ConfigError
+
+                raise ConfigError(f"{node.name}: predict needs --input, this bank's table of the customers to score")
+            path = predict_bank(node, Path(args.input), ids_path=Path(args.ids) if args.ids else None)
+        else:
+            banks = [b.strip() for b in args.banks.split(",") if b.strip()] if args.banks else None
+            path = serve_predictions(node, banks)
+    if not args.quiet:
+        print(f"{node.name}: wrote {path}")
     return 0

@@ -55,8 +55,7 @@ def topology_of(config: PartyConfig, *, label_has_features: bool | None = None) 
         return Topology.u_shaped(client=party.name, server=hub, widths=(width, middle))
     if t.kind == "horizontal":
         raise ConfigError(f"{config.source}: a horizontal config (many banks with the same columns) runs with `vsplit "
-                          "run --config` only: its banks' rows need no PSI, and joint prediction is not built for it "
-                          "yet (score with the saved model.npz parts; docs/clients.md)")
+                          "run --config` and `vsplit predict --config`: its banks' rows need no PSI (docs/clients.md)")
     raise ConfigError(f"{config.source}: topology.kind {t.kind!r} is not one of vertical, vanilla, u_shaped")
 
 

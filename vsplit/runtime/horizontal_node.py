@@ -81,7 +81,10 @@ class HorizontalResult:
 class HorizontalNode:
     """Runs one party of a horizontal split, as configured by ``config``."""
 
-    def __init__(self, config: PartyConfig, *, resume: bool = False, progress: bool = True) -> None:
+    def __init__(self, config: PartyConfig, *, resume: bool = False, progress: bool = True,
+                 train: bool = True) -> None:
+        """``train=False``: for scoring with the saved model (:mod:`vsplit.runtime.horizontal_predict`); the round
+        checkpoints are neither read nor removed."""
         self.config, self.name = config, config.party.name
         self.resume = resume
         self.progress = progress
@@ -109,7 +112,7 @@ class HorizontalNode:
         self.result: HorizontalResult | None = None
         self.standing: Any = None  # the listener, which hands over the channels of clients that come back
         self.rejoined_at: int | None = None
-        self.latest = self._checkpoints()  # before connecting: a bad checkpoint fails at once
+        self.latest = self._checkpoints() if train else -1  # before connecting: a bad checkpoint fails at once
 
     # -- round checkpoints -------------------------------------------------------------------------------------------
     def _checkpoint_path(self, round_: int) -> Any:

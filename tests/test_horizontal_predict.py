@@ -1,0 +1,106 @@
+"""Scoring with a trained horizontal split: each bank's customers through its segments and the server's.
+
+The process test trains three banks and a server in one process, then runs ``vsplit predict`` for the server (serving
+bank_1 and bank_2) and those two banks as OS processes over mutual TLS, and compares every score with the same
+segments put together in one place. The machine tests check what the server refuses and the bank's window.
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import numpy as np
+import pandas as pd
+import pytest
+
+from tests._pilot_support import start, wait_all
+from vsplit.config import load_config, resolve
+from vsplit.errors import ConfigError, ProtocolError
+from vsplit.horizontal.predict import ForwardRequest, ScoreClient, ScoreServer, ScoringDone
+from vsplit.pilot.horizontal import prepare_horizontal
+from vsplit.pilot.splitfed import score_bank
+from vsplit.runtime.checkpoint import load_checkpoint
+from vsplit.runtime.horizontal_node import HorizontalNode, run_in_process
+from vsplit.runtime.horizontal_predict import predict_bank, serve_predictions
+
+
+def test_the_server_refuses_a_request_out_of_order_of_another_width_or_a_wrong_count() -> None:
+    server = ScoreServer(lambda x: x[:, :1], width=3)
+    with pytest.raises(ProtocolError, match="not expected"):
+        server.receive("bank", ForwardRequest(batch=1, values=np.ones((2, 3), np.float32)))
+    with pytest.raises(ProtocolError, match="2 values per row"):
+        server.receive("bank", ForwardRequest(batch=0, values=np.ones((2, 2), np.float32)))
+    server.receive("bank", ForwardRequest(batch=0, values=np.ones((2, 3), np.float32)))
+    with pytest.raises(ProtocolError, match="says 2 batches"):
+        server.receive("bank", ScoringDone(batches=2))
+    with pytest.raises(ProtocolError, match="finite"):
+        ForwardRequest(batch=0, values=np.full((1, 3), np.nan, np.float32))
+
+
+def test_a_bank_keeps_at_most_its_window_of_requests_in_flight() -> None:
+    client = ScoreClient("server", [np.ones((1, 2), np.float32)] * 5, window=2)
+    assert [o.message.batch for o in client.start()] == [0, 1]
+    server = ScoreServer(lambda x: x, width=2)
+    reply = server.receive("bank", ForwardRequest(batch=0, values=np.ones((1, 2), np.float32)))[0].message
+    assert [o.message.batch for o in client.receive("server", reply)] == [2]  # one answered, one more sent
+    with pytest.raises(ProtocolError, match="not expected"):
+        client.receive("server", reply)  # batch 0 again
+
+
+def _train(root: Path, **kwargs) -> dict[str, Path]:
+    configs = prepare_horizontal(root, banks=3, run_id="score", rows=200, train={"epochs": 2, "batch_size": 50},
+                                 **kwargs)
+    run_in_process([HorizontalNode(load_config(p)) for p in configs.values()])
+    return configs
+
+
+def _expected(configs: dict[str, Path], bank: str) -> tuple[pd.Series, np.ndarray]:
+    """The same segments put together in one place (what the pilot's report scores)."""
+    loaded = {p: load_config(c) for p, c in configs.items()}
+    segments: dict = {}
+    for party in (bank, "server"):
+        path = HorizontalNode(loaded[party], progress=False, train=False).folder / "model.npz"
+        if path.exists():  # in FedAvg the server owns no segment
+            segments.update(load_checkpoint(path, run_id="score", party=party)["segments"])
+    node, test, _, proba = score_bank(loaded[bank], loaded["server"], segments)
+    return test[node.config.data.id_column].astype(str), proba
+
+
+@pytest.mark.parametrize("segments", ["vanilla", "u_shaped"])
+def test_banks_score_their_customers_with_the_server_as_processes_over_mutual_tls(tmp_path: Path,
+                                                                                segments: str) -> None:
+    # U-shaped: the server answers with the middle's output and each bank runs its head: it alone sees the scores
+    configs = _train(tmp_path, schedule={"kind": "splitfed_v1"}, segments=segments)
+    logs = {p: tmp_path / f"{p}.predict.log" for p in ("server", "bank_1", "bank_2")}
+    tests = {b: load_config(configs[b]) for b in ("bank_1", "bank_2")}
+    procs = {"server": start(["predict", "--config", str(configs["server"]), "--banks", "bank_1,bank_2", "--quiet"],
+                             log=logs["server"])}
+    for bank, config in tests.items():
+        test_path = resolve(config, config.data.test_path)
+        procs[bank] = start(["predict", "--config", str(configs[bank]), "--input", str(test_path), "--quiet"],
+                            log=logs[bank])
+    wait_all(procs, logs, timeout=120)
+    for bank in tests:
+        node = HorizontalNode(tests[bank], progress=False, train=False)
+        got = pd.read_csv(node.folder / "predictions.csv", dtype={node.config.data.id_column: str})
+        ids, want = _expected(configs, bank)
+        assert (got["status"] == "scored").all() and list(got[node.config.data.id_column]) == list(ids)
+        assert np.allclose(got["probability"].to_numpy(), want, atol=1e-6), bank
+    served = HorizontalNode(load_config(configs["server"]), progress=False, train=False)
+    summary = (served.folder / "predict.json").read_text()
+    assert '"bank_1"' in summary and '"bank_3"' not in summary
+
+
+def test_fedavg_banks_score_alone_and_sequential_scores_only_at_the_final_holder(tmp_path: Path) -> None:
+    configs = _train(tmp_path / "fedavg", schedule={"kind": "fedavg", "secure_aggregation": "off"})
+    config = load_config(configs["bank_2"])
+    path = predict_bank(HorizontalNode(config, progress=False, train=False),
+                        resolve(config, config.data.test_path))  # no server running: none needed
+    got = pd.read_csv(path)
+    _, want = _expected(configs, "bank_2")
+    assert np.allclose(got["probability"].to_numpy(), want, atol=1e-6)
+    with pytest.raises(ConfigError, match="scores alone"):
+        serve_predictions(HorizontalNode(load_config(configs["server"]), progress=False, train=False))
+    seq = _train(tmp_path / "seq", schedule={"kind": "sequential", "route": "direct"})
+    with pytest.raises(ConfigError, match="final client segment is bank_3's"):
+        predict_bank(HorizontalNode(load_config(seq["bank_1"]), progress=False, train=False), Path("unused"))
