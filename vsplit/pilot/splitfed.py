@@ -8,7 +8,8 @@ bytes sent and received per peer, seconds per round, clients lost) and the test 
 
 The metrics are computed here, by the pilot, which can read every party's ``model.npz`` only because all five
 run on this one machine: each bank's own test rows through its saved client segment and the server's saved
-segment. In a real deployment each bank would score its own rows with the server (not built as a separate step).
+segment. Between organizations each bank scores its own customers with the server instead (``vsplit predict``,
+:mod:`vsplit.runtime.horizontal_predict`); the two give the same probabilities (``tests/test_horizontal_predict.py``).
 """
 
 from __future__ import annotations

@@ -88,6 +88,7 @@ def predict_bank(node: Any, table_path: Path, *, ids_path: Path | None = None, c
     if holder is not None and holder != node.name:
         raise ConfigError(f"{node.name}: in sequential training the final client segment is {holder}'s (the last "
                           f"turn); score at {holder}, or train with a SplitFed schedule so that every bank holds it")
+    began = time.perf_counter()
     load_own_model(node)
     d = node.config.data
     table = read_table(table_path, id_column=d.id_column, features=node.party.feature_columns or None)
@@ -120,8 +121,8 @@ def predict_bank(node: Any, table_path: Path, *, ids_path: Path | None = None, c
             stats = pump.stats.as_dict()
             outputs = [_run(node.modules, after, torch.from_numpy(np.asarray(y))) for y in replies]
     proba = node.task.predict(torch.cat(outputs)) if outputs else np.zeros(0)
-    seconds = round(time.perf_counter() - started, 3)
-    return _write_predictions(node, ids, proba, requested, seconds=seconds, communication=stats)
+    seconds = {"load_and_prepare": round(started - began, 4), "score": round(time.perf_counter() - started, 4)}
+    return _write_predictions(node, ids, proba, requested, seconds=seconds, communication=stats, began=began)
 
 
 def _run(modules: Any, names: Sequence[str], x: torch.Tensor) -> torch.Tensor:
@@ -131,7 +132,7 @@ def _run(modules: Any, names: Sequence[str], x: torch.Tensor) -> torch.Tensor:
 
 
 def _write_predictions(node: Any, ids: np.ndarray, proba: np.ndarray, requested: list[str] | None, *,
-                       seconds: float, communication: dict[str, Any]) -> Path:
+                       seconds: dict[str, float], communication: dict[str, Any], began: float) -> Path:
     d = node.config.data
     own = [str(i) for i in ids]
     by_id = dict(zip(own, range(len(own)), strict=True))
@@ -149,6 +150,7 @@ def _write_predictions(node: Any, ids: np.ndarray, proba: np.ndarray, requested:
     path = node.folder / "predictions.csv"
     path.parent.mkdir(parents=True, exist_ok=True)
     write_atomic(path, out.to_csv(index=False).encode())
+    seconds = {**seconds, "total": round(time.perf_counter() - began, 4)}
     summary = {"run_id": node.config.output.run_id, "party": node.name, "schedule": node.settings.describe(),
                "counts": {k: int(v) for k, v in out["status"].value_counts().items()}, "seconds": seconds,
                "communication": communication}
