@@ -144,11 +144,6 @@ class Admitting:
     def result(self) -> Any:
         return self.inner.result
 
-    def __getattr__(self, name: str) -> Any:  # the stage machine's own attributes (dropped, alive...)
-        if name == "inner":
-            raise AttributeError(name)
-        return getattr(self.inner, name)
-
     def _inner_expects(self, peer: str) -> bool:
         ask = getattr(self.inner, "expects", None)
         return bool(ask(peer)) if ask is not None else not self.inner.done
