@@ -9,6 +9,7 @@ import numpy as np
 import pytest
 
 from vsplit.config import load_config
+from vsplit.config.horizontal import settings_of
 from vsplit.errors import AuthenticationError, ConfigError, ProtocolError
 from vsplit.horizontal.join import Join, JoinFederated, JoinServer, Roster
 from vsplit.horizontal.keysig import sign_key
@@ -65,6 +66,12 @@ def test_config_refusals(tmp_path: Path) -> None:
     with pytest.raises(ConfigError, match=r"network\.client_certs: secure aggregation masks with the other"):
         load_config(splitfed["bank_1"], overrides=["network.client_certs={}"])
     load_config(splitfed["bank_1"], overrides=["network.client_certs={}", "schedule.secure_aggregation=off"])
+    with pytest.raises(ConfigError, match=r"schedule\.lr_schedule: must be one of constant, step, cosine"):
+        load_config(splitfed["bank_1"], overrides=['schedule.lr_schedule="linear"'])
+    with pytest.raises(ConfigError, match="lr_step_at must be in"):
+        load_config(splitfed["bank_1"], overrides=["schedule.lr_step_at=1.5"])
+    settings = settings_of(load_config(splitfed["bank_1"], overrides=['schedule.lr_schedule="step"']))
+    assert (settings.lr_schedule, settings.lr_step_at, settings.lr_factor) == ("step", 0.9, 0.1)
 
 
 def test_a_relayed_key_the_server_swapped_is_refused(tmp_path: Path) -> None:

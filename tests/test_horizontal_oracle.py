@@ -20,7 +20,7 @@ from _horizontal_support import BATCH, LOSS, ROUNDS, ROWS, data, horizontal, opt
 from torch import nn
 
 from vsplit.horizontal import Settings, compile_schedule, server_order, stage_plan
-from vsplit.horizontal.schedule import TRAIN
+from vsplit.horizontal.schedule import TRAIN, lr_scale
 from vsplit.models.rng import PartyRng
 from vsplit.protocol.training import SplitMachine
 from vsplit.runtime.inprocess import connect, run_machines
@@ -41,9 +41,12 @@ def centralized(h, settings, init, xy, opt):
     segments by name."""
     model = nn.Sequential(*(copy.deepcopy(m) for m in init.values())).train()
     optim = opt(model.parameters())
+    base = [g["lr"] for g in optim.param_groups]
     for stage in compile_schedule(settings, clients=h.clients, server=h.server, rows=ROWS):
         if stage.kind != TRAIN:
             continue
+        for group, lr in zip(optim.param_groups, base, strict=True):  # the schedule's rate for this round
+            group["lr"] = lr * lr_scale(settings, stage.round)
         c = stage.clients[0]
         x, y = xy[c]
         for rows in stage_plan(settings, stage, c, ROWS[c]).batches(0):
@@ -55,18 +58,21 @@ def centralized(h, settings, init, xy, opt):
     return dict(zip(init, model, strict=True))
 
 
-SEQUENTIAL = [  # kind, cuts, optimizer, route, order
-    ("vanilla", (2,), "adam", "direct", "fixed"),
-    ("vanilla", (1,), "sgd", "server", "random"),
-    ("u_shaped", (1, 3), "adam", "server", "random_no_repeat"),
-    ("u_shaped", (2, 3), "sgd", "direct", "fixed"),
+SEQUENTIAL = [  # kind, cuts, optimizer, route, order, learning-rate schedule
+    ("vanilla", (2,), "adam", "direct", "fixed", "constant"),
+    ("vanilla", (1,), "sgd", "server", "random", "constant"),
+    ("u_shaped", (1, 3), "adam", "server", "random_no_repeat", "constant"),
+    ("u_shaped", (2, 3), "sgd", "direct", "fixed", "constant"),
+    ("vanilla", (2,), "adam", "server", "fixed", "step"),
+    ("u_shaped", (1, 3), "sgd", "direct", "random", "cosine"),
 ]
 
 
-@pytest.mark.parametrize(("kind", "cuts", "opt", "route", "order"), SEQUENTIAL)
-def test_sequential_with_handoff_equals_centralized_training(kind, cuts, opt, route, order):
+@pytest.mark.parametrize(("kind", "cuts", "opt", "route", "order", "lr"), SEQUENTIAL)
+def test_sequential_with_handoff_equals_centralized_training(kind, cuts, opt, route, order, lr):
     h, init, xy = horizontal(kind, cuts), segments(kind, cuts), data()
-    settings = Settings(kind="sequential", rounds=ROUNDS, batch_size=BATCH, order=order, route=route, seed=3)
+    settings = Settings(kind="sequential", rounds=ROUNDS, batch_size=BATCH, order=order, route=route, seed=3,
+                        lr_schedule=lr, lr_step_at=0.5, lr_factor=0.1)
     stages = compile_schedule(settings, clients=h.clients, server=h.server, rows=ROWS)
     assert sum(s.kind == "handoff" for s in stages) >= 2
     out = run(h, settings, init, xy, optimizer(opt))
@@ -88,13 +94,14 @@ def test_sequential_handoff_of_weights_alone_does_not_equal_centralized_adam():
         assert close(params({n: split[n] for n in init}), reference) is equal, settings.handoff
 
 
-@pytest.mark.parametrize(("cut", "opt", "policy"), [
-    (1, "adam", "keep"), (2, "adam", "average"), (3, "adam", "reset"), (2, "sgd", "keep"),
+@pytest.mark.parametrize(("cut", "opt", "policy", "lr"), [
+    (1, "adam", "keep", "constant"), (2, "adam", "average", "constant"), (3, "adam", "reset", "constant"),
+    (2, "sgd", "keep", "constant"), (2, "adam", "reset", "step"),
 ])
-def test_splitfed_v1_equals_fedavg_of_the_whole_model_at_every_cut(cut, opt, policy):
+def test_splitfed_v1_equals_fedavg_of_the_whole_model_at_every_cut(cut, opt, policy, lr):
     h, init, xy = horizontal("vanilla", (cut,)), segments("vanilla", (cut,)), data()
-    common = {"rounds": ROUNDS, "batch_size": BATCH, "optimizer_policy": policy, "seed": 1,
-              "secure_aggregation": "off"}  # plain float averages of both halves, as the check says
+    common = {"rounds": ROUNDS, "batch_size": BATCH, "optimizer_policy": policy, "seed": 1, "lr_schedule": lr,
+              "lr_step_at": 0.5, "secure_aggregation": "off"}  # plain float averages of both halves, as the check says
     sfl = run(h, Settings(kind="splitfed_v1", **common), init, xy, optimizer(opt))
     fed = run(h, Settings(kind="fedavg", **common), init, xy, optimizer(opt), whole=True)
     for c in h.clients:
@@ -149,11 +156,15 @@ def splitfed_v2_reference(h, settings, init, xy, opt):
     server = {n: copy.deepcopy(init[n]).train() for n in h.server_segments}
     opts = {c: opt(params_of(m)) for c, m in clients.items()}
     server_opt = opt(params_of(server))
+    base = server_opt.param_groups[0]["lr"]
     for stage in compile_schedule(settings, clients=h.clients, server=h.server, rows=ROWS):
         if stage.kind != TRAIN:
             continue
         if settings.optimizer_policy == "reset":
             opts = {c: opt(params_of(m)) for c, m in clients.items()}
+        for o in (*opts.values(), server_opt):  # every optimizer at the schedule's rate for this round
+            for group in o.param_groups:
+                group["lr"] = base * lr_scale(settings, stage.round)
         batches = {c: iter(stage_plan(settings, stage, c, ROWS[c]).batches(0)) for c in h.clients}
         steps = {c: len(stage_plan(settings, stage, c, ROWS[c]).batches(0)) for c in h.clients}
         for c in server_order(settings.interleave, steps):
@@ -182,9 +193,10 @@ def splitfed_v2_reference(h, settings, init, xy, opt):
 def test_splitfed_v2_equals_its_single_process_reference_in_each_order(kind, cuts):
     h, init, xy = horizontal(kind, cuts), segments(kind, cuts), data()
     finals = {}
-    for interleave, policy in (("client_major", "keep"), ("batch_interleaved", "reset")):  # both policies once
+    for interleave, policy, lr in (("client_major", "keep", "constant"), ("batch_interleaved", "reset", "cosine")):
         settings = Settings(kind="splitfed_v2", rounds=ROUNDS, batch_size=BATCH, interleave=interleave,
-                            optimizer_policy=policy, secure_aggregation="off")  # exact float averages
+                            optimizer_policy=policy, secure_aggregation="off", lr_schedule=lr,
+                            lr_factor=0.2)  # exact float averages; both policies and a rate per round once
         out = run(h, settings, init, xy, optimizer("adam"))
         reference = splitfed_v2_reference(h, settings, init, xy, optimizer("adam"))
         split = {**out["b"].modules, **out[h.server].modules}

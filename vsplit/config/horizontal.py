@@ -39,6 +39,7 @@ def horizontal_checks(config: PartyConfig) -> list[str]:
         BUFFER_POLICIES,
         HANDOFFS,
         INTERLEAVES,
+        LR_SCHEDULES,
         OPTIMIZER_POLICIES,
         ORDERS,
         ROUTES,
@@ -61,9 +62,13 @@ def horizontal_checks(config: PartyConfig) -> list[str]:
                                 ("handoff", s.handoff, HANDOFFS), ("interleave", s.interleave, INTERLEAVES),
                                 ("optimizer_policy", s.optimizer_policy, OPTIMIZER_POLICIES),
                                 ("buffer_policy", s.buffer_policy, BUFFER_POLICIES),
-                                ("secure_aggregation", s.secure_aggregation, ("auto", "on", "off"))):
+                                ("secure_aggregation", s.secure_aggregation, ("auto", "on", "off")),
+                                ("lr_schedule", s.lr_schedule, LR_SCHEDULES)):
         if value not in allowed:
             errors.append(f"schedule.{key}: must be one of {', '.join(allowed)}; got {value!r}")
+    if not 0 < s.lr_step_at <= 1 or not 0 <= s.lr_factor <= 1:
+        errors.append(f"schedule.lr_step_at, schedule.lr_factor: lr_step_at must be in (0, 1] (a fraction of the "
+                      f"rounds) and lr_factor in [0, 1]; got {s.lr_step_at} and {s.lr_factor}")
     if s.kind in ("sequential", "fedavg") and fed:
         errors.append(f"schedule.federated_server: {s.kind} needs no separate federated server (sequential averages "
                       "nothing; in fedavg the server only averages); remove it")
@@ -198,4 +203,5 @@ def settings_of(config: PartyConfig) -> Any:
         extra["secure_aggregation"] = s.secure_aggregation
     return Settings(kind=s.kind, rounds=tr.epochs, batch_size=tr.batch_size, seed=tr.seed, order=s.order,
                     route=s.route, handoff=s.handoff, interleave=s.interleave, optimizer_policy=s.optimizer_policy,
-                    buffer_policy=s.buffer_policy, federated_server=s.federated_server or None, **extra)
+                    buffer_policy=s.buffer_policy, federated_server=s.federated_server or None,
+                    lr_schedule=s.lr_schedule, lr_step_at=s.lr_step_at, lr_factor=s.lr_factor, **extra)

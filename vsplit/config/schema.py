@@ -83,6 +83,11 @@ class ScheduleSection:
     federated_server: str = ""
     #: "auto" (on for SplitFed and FedAvg with 3 or more clients), "on" or "off"
     secure_aggregation: str = "auto"
+    #: every optimizer's learning rate per round: "constant", "step" (times lr_factor from lr_step_at of the rounds
+    #: on) or "cosine" (down to lr_factor at the last round)
+    lr_schedule: str = "constant"
+    lr_step_at: float = 0.9
+    lr_factor: float = 0.1
 
 
 @dataclass(frozen=True)

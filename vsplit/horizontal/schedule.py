@@ -31,6 +31,7 @@ Example:
 
 from __future__ import annotations
 
+import math
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 
@@ -52,6 +53,9 @@ OPTIMIZER_POLICIES = ("keep", "reset", "average")
 BUFFER_POLICIES = ("average", "local")
 TRAIN, HANDOFF, AVERAGE = "train", "handoff", "average"
 SECURE = ("auto", "on", "off")
+#: The learning rate per round, as a fraction of the optimizers' own: ``constant``; ``step`` (times ``lr_factor``
+#: from ``lr_step_at`` of the rounds on); ``cosine`` (from 1 down to ``lr_factor`` at the last round).
+LR_SCHEDULES = ("constant", "step", "cosine")
 
 
 @dataclass(frozen=True)
@@ -73,6 +77,8 @@ class Settings:
         secure_aggregation: ``"auto"`` (on for SplitFed and FedAvg with 3 or more clients), ``"on"`` or ``"off"``:
             the federated server learns only the row-weighted sum of the clients' states
             (:mod:`vsplit.federated.secure_agg`).
+        lr_schedule / lr_step_at / lr_factor: every optimizer's learning rate per round (:data:`LR_SCHEDULES`,
+            :func:`lr_scale`), at the clients and the server alike.
     """
 
     kind: str = "splitfed_v1"
@@ -88,6 +94,9 @@ class Settings:
     federated_server: str | None = None
     seal: bool = True
     secure_aggregation: str = "auto"
+    lr_schedule: str = "constant"
+    lr_step_at: float = 0.9
+    lr_factor: float = 0.1
 
     @property
     def sealed(self) -> bool:
@@ -100,12 +109,15 @@ class Settings:
             ("handoff", self.handoff, HANDOFFS), ("interleave", self.interleave, INTERLEAVES),
             ("optimizer_policy", self.optimizer_policy, OPTIMIZER_POLICIES),
             ("buffer_policy", self.buffer_policy, BUFFER_POLICIES),
-            ("secure_aggregation", self.secure_aggregation, SECURE),
+            ("secure_aggregation", self.secure_aggregation, SECURE), ("lr_schedule", self.lr_schedule, LR_SCHEDULES),
         ):
             if value not in choices:
                 raise ConfigError(f"schedule {name} must be one of {list(choices)}, got {value!r}")
         if self.rounds < 1 or self.batch_size < 1 or self.seed < 0:
             raise ConfigError("schedule rounds and batch_size must be at least 1, seed non-negative")
+        if not 0 < self.lr_step_at <= 1 or not 0 <= self.lr_factor <= 1:
+            raise ConfigError(f"schedule lr_step_at must be in (0, 1] and lr_factor in [0, 1], got {self.lr_step_at} "
+                              f"and {self.lr_factor}")
         if self.secure_aggregation == "on" and self.kind == "sequential":
             raise ConfigError("secure_aggregation: sequential training averages nothing; set it to off or auto")
         if self.secure_aggregation != "off" and self.kind != "sequential" and self.optimizer_policy == "average":
@@ -126,12 +138,17 @@ class Settings:
         return clients >= 3 and self.optimizer_policy != "average"  # auto
     def describe(self) -> str:
         """One line naming the schedule and the settings that decide its result."""
+        lr = ""
+        if self.lr_schedule == "step":
+            lr = f", lr x{self.lr_factor:g} from {self.lr_step_at:g} of the rounds"
+        elif self.lr_schedule == "cosine":
+            lr = f", lr cosine to x{self.lr_factor:g}"
         if self.kind == "sequential":
             via = "direct" if self.route == "direct" else "via server" + (" (sealed)" if self.seal else " (in clear)")
-            return f"sequential: order {self.order}, hand-off {self.handoff} {via}"
+            return f"sequential: order {self.order}, hand-off {self.handoff} {via}" + lr
         text = f"{self.kind}: optimizer {self.optimizer_policy}, buffers {self.buffer_policy}"
         text += f", server order {self.interleave}" if self.kind == "splitfed_v2" else ""
-        return text + f", secure aggregation {self.secure_aggregation}"
+        return text + f", secure aggregation {self.secure_aggregation}" + lr
 
 
 @dataclass(frozen=True)
@@ -209,6 +226,25 @@ def turns(settings: Settings, clients: Sequence[str], round_: int) -> list[str]:
     if settings.order == "random":
         return [clients[i] for i in rng.integers(0, len(clients), size=len(clients))]
     return [clients[i] for i in rng.permutation(len(clients))]
+
+
+def lr_scale(settings: Settings, round_: int) -> float:
+    """Round ``round_``'s learning rate as a fraction of the optimizers' own (``settings.lr_schedule``).
+
+    Example:
+        >>> s = Settings(rounds=10, lr_schedule="step", lr_step_at=0.9, lr_factor=0.1)
+        >>> [lr_scale(s, r) for r in (0, 8, 9)]
+        [1.0, 1.0, 0.1]
+        >>> c = Settings(rounds=3, lr_schedule="cosine", lr_factor=0.0)
+        >>> [round(lr_scale(c, r), 3) for r in range(3)]
+        [1.0, 0.75, 0.25]
+    """
+    if settings.lr_schedule == "step":
+        return 1.0 if round_ < settings.lr_step_at * settings.rounds else settings.lr_factor
+    if settings.lr_schedule == "cosine":
+        cos = 0.5 * (1 + math.cos(math.pi * round_ / settings.rounds))
+        return settings.lr_factor + (1 - settings.lr_factor) * cos
+    return 1.0
 
 
 def stage_plan(settings: Settings, stage: Stage, client: str, n_rows: int) -> Plan:

@@ -35,11 +35,12 @@ from vsplit.horizontal.schedule import (
     Settings,
     Stage,
     compile_schedule,
+    lr_scale,
     server_order,
     stage_plan,
 )
 from vsplit.horizontal.sealed import open_sealed, seal
-from vsplit.horizontal.state import extract, load, reset_optimizer
+from vsplit.horizontal.state import extract, load, reset_optimizer, scale_lr
 from vsplit.models.rng import PartyRng
 from vsplit.models.seeds import derive_seed
 from vsplit.protocol.training import SplitMachine
@@ -188,6 +189,7 @@ def client_session(
         if stage.kind == TRAIN:
             if settings.kind != "sequential" and settings.optimizer_policy == "reset":
                 reset_optimizer(optimizer)
+            scale_lr(optimizer, lr_scale(settings, stage.round))
             machine = SplitMachine(
                 name=name, topology=topology, modules=modules, optimizer=optimizer, rng=rng, data=side.data,
                 labels=side.labels if coordinator else None, task=side.task,
@@ -310,6 +312,9 @@ def server_session(h: Horizontal, settings: Settings, rows: Mapping[str, int], s
                     ref = next(x for x in here(stage) if x not in wait.ready)
                     load(copies[c], optimizers[c], extract(copies[ref], optimizers[ref], optimizer_state=True),
                          sender="readmission")
+        for opt in ([*optimizers.values()] if copies else [optimizer]) if stage.kind == TRAIN else []:
+            if opt is not None:
+                scale_lr(opt, lr_scale(settings, stage.round))
         if stage.kind == TRAIN and kind == "sequential":
             result = yield stage.key, machine(stage, stage.clients[0], shared, optimizer)
             results = {stage.clients[0]: result}
