@@ -66,7 +66,7 @@ from torch import nn
 
 from vsplit.datasets.horizontal import horizontal_split
 from vsplit.horizontal import ClientSide, HorizontalOutcome, ServerSide, Settings, train_horizontal
-from vsplit.horizontal.schedule import TRAIN, compile_schedule, stage_plan
+from vsplit.horizontal.schedule import TRAIN, compile_schedule, lr_scale, stage_plan
 from vsplit.models.tasks import make_task
 from vsplit.plan.measure import Meter
 from vsplit.topology import Topology
@@ -87,13 +87,19 @@ class Entry:
     by: str | None = None
     #: the averaging schedules' optimizer policy in this entry's recipe (``--schedules`` variants override it)
     optimizer_policy: str = "keep"
+    #: the recipe's decoupled weight decay (AdamW; 0: plain Adam) and learning-rate schedule per round
+    #: (:func:`vsplit.horizontal.schedule.lr_scale`; every schedule and both baselines follow it)
+    weight_decay: float = 0.0
+    lr_schedule: str = "constant"
 
 
 ENTRIES = {
     "iid/3": Entry("default_credit", "iid", 3),
     "iid/5": Entry("default_credit", "iid", 5),
     "non_iid/5": Entry("default_credit", "non_iid", 5, "EDUCATION"),
-    "mnist1d/4": Entry("mnist1d", "iid", 4, optimizer_policy="reset"),  # lr 1e-2: stale Adam moments cost 2-5 points
+    # lr 1e-2: stale Adam moments cost 2-5 points (reset); weight decay and a tenth of the rate for the last tenth of
+    # the rounds make the pooled CNN reach MNIST-1D's published 94 % on every seed (92.2 % without)
+    "mnist1d/4": Entry("mnist1d", "iid", 4, optimizer_policy="reset", weight_decay=0.05, lr_schedule="step"),
 }
 #: The schedules every entry runs, as Settings keywords (``split`` runs on one client holding every row).
 SCHEDULES: dict[str, dict[str, Any]] = {
@@ -128,9 +134,17 @@ class Model:
     lr: float
     batch_size: int
     rounds: int
+    weight_decay: float = 0.0
+    lr_schedule: str = "constant"
 
     def optimizer(self, params) -> torch.optim.Optimizer:
+        if self.weight_decay:
+            return torch.optim.AdamW(list(params), lr=self.lr, weight_decay=self.weight_decay)
         return torch.optim.Adam(list(params), lr=self.lr)
+
+    def lr_at(self, epoch: int) -> float:
+        """The learning rate of ``epoch`` (a round) as a fraction of ``lr``."""
+        return lr_scale(Settings(rounds=self.rounds, lr_schedule=self.lr_schedule), epoch)
 
 
 @dataclass
@@ -189,7 +203,8 @@ def make_model(entry: Entry, seed: int, *, rounds: int | None = None) -> Model:
                                nn.Flatten())
         top = nn.Sequential(nn.Unflatten(1, (25, 19)), nn.Conv1d(25, 25, 3, stride=2, padding=1), nn.ReLU(),
                             nn.Conv1d(25, 25, 3, stride=2, padding=1), nn.ReLU(), nn.Flatten(), nn.Linear(125, 10))
-        return Model({"bottom": bottom, "top": top}, 25 * 19, 1e-2, 100, rounds or MNIST1D_ROUNDS)
+        return Model({"bottom": bottom, "top": top}, 25 * 19, 1e-2, 100, rounds or MNIST1D_ROUNDS,
+                     weight_decay=entry.weight_decay, lr_schedule=entry.lr_schedule)
     return Model(credit_network(hidden=32, depth=1, seed=seed), 16, 1e-3, 256, rounds or CREDIT_ROUNDS)
 
 
@@ -299,6 +314,8 @@ def plain(rows: Rows, init: Model, seed: int, multiclass: bool,
     g = torch.Generator().manual_seed(seed)
     began = time.perf_counter()
     for epoch in range(init.rounds):
+        for group in opt.param_groups:
+            group["lr"] = init.lr * init.lr_at(epoch)
         order = (torch.randperm(len(x), generator=g).split(init.batch_size) if batches is None
                  else [torch.as_tensor(b, dtype=torch.long) for b in batches[epoch]])
         for idx in order:
@@ -319,7 +336,9 @@ def baselines(split: Split, init: Model, test: Rows, seed: int) -> dict[str, dic
         return {**{k: round(v, 4) for k, v in score(modules, test, split.multiclass).items()},
                 "bytes_per_client_epoch": None, "client_flops_per_epoch": train_flops(whole, rows[0]),
                 "epoch_s_in_process": round(seconds / init.rounds, 4), "rounds": init.rounds, "epochs": init.rounds,
-                "settings": f"plain PyTorch, Adam lr {init.lr}, batch {init.batch_size}, {order}"}
+                "settings": f"plain PyTorch, {'AdamW' if init.weight_decay else 'Adam'} lr {init.lr}"
+                            f"{f' weight decay {init.weight_decay:g}' if init.weight_decay else ''}, lr schedule "
+                            f"{init.lr_schedule}, batch {init.batch_size}, {order}"}
 
     banks = split.banks
     rows = (torch.cat([x for x, _ in banks.values()]), torch.cat([y for _, y in banks.values()]))
@@ -330,11 +349,11 @@ def baselines(split: Split, init: Model, test: Rows, seed: int) -> dict[str, dic
 
 
 def settings_for(name: str, *, rounds: int, batch_size: int, seed: int, secure: str = "auto",
-                 policy: str = "keep") -> Settings:
+                 policy: str = "keep", lr_schedule: str = "constant") -> Settings:
     """The Settings of schedule ``name``; ``secure``: its secure aggregation (``auto``: what a user gets);
-    ``policy``: the optimizer policy unless ``name`` is a variant that sets one."""
+    ``policy``: the optimizer policy unless ``name`` is a variant that sets one; ``lr_schedule``: the recipe's."""
     return Settings(**{"optimizer_policy": policy, **{**SCHEDULES, **VARIANTS}[name]}, rounds=rounds,
-                    batch_size=batch_size, seed=seed, secure_aggregation=secure)
+                    batch_size=batch_size, seed=seed, secure_aggregation=secure, lr_schedule=lr_schedule)
 
 
 def over_tls(h: Horizontal, settings: Settings, clients: Mapping[str, ClientSide], server: ServerSide | None) -> Run:
@@ -385,7 +404,7 @@ def run_entry(key: str, *, seeds: Sequence[int], rounds: int | None, max_rows: i
                 data = Split({"pooled": (torch.cat([x for x, _ in split.banks.values()]),
                                          torch.cat([y for _, y in split.banks.values()]))}, {}, split.multiclass)
             settings = settings_for(name, rounds=init.rounds, batch_size=init.batch_size, seed=seed, secure=secure,
-                                    policy=entry.optimizer_policy)
+                                    policy=entry.optimizer_policy, lr_schedule=entry.lr_schedule)
             result = run_schedule(name, settings, data, init, test, seed, runner=runner, timing_key=timing_key)
             if name == "split":
                 result["settings"] = (f"vanilla split, every training row at one client ({result['settings']}: "
