@@ -36,9 +36,11 @@ row-weighted average of their own; no row moves) -> client 23-32-16 (ReLU) | ser
 256, 40 rounds; MNIST-1D: the package's ConvBase recipe (``notebooks/models.py`` and ``train.py`` of
 greydanus/mnist1d: three Conv1d layers of 25 channels, kernel 5 then 3, stride 2, ReLU, a Linear 125 -> 10; Adam
 lr 1e-2, batch 100), cut after the first conv block (client: conv1 + ReLU, 475 values per row | server: the rest),
-``MNIST1D_ROUNDS`` rounds. FedAvg trains the whole network at each client. The averaging schedules keep each
-client's optimizer state across averages (``optimizer_policy="keep"``) on default credit, and start each round with
-a fresh optimizer (``"reset"``) on MNIST-1D, whose learning rate (1e-2) makes stale Adam moments costly.
+``MNIST1D_ROUNDS`` rounds, AdamW (weight decay 0.05) and ``lr_schedule="step"`` (a tenth of the rate for the last
+tenth of the rounds) for every schedule and both baselines. FedAvg trains the whole network at each client. The
+averaging schedules keep each client's optimizer state across averages (``optimizer_policy="keep"``) on default
+credit, and start each round with a fresh optimizer (``"reset"``) on MNIST-1D, whose learning rate (1e-2) makes stale
+Adam moments costly.
 
 ``run_schedule(name, settings, split, init, test, seed, runner=in_process)`` does one measured run; pass another
 ``runner`` (same signature as :func:`in_process`, returning a :class:`Run`) and ``timing_key`` to time the same run
