@@ -18,7 +18,7 @@ Example:
     >>> client = ScoreClient("server", [np.ones((2, 3), np.float32)] * 3, window=2)
     >>> server = ScoreServer(lambda x: x.sum(axis=1, keepdims=True), width=3)
     >>> out = client.start()
-    >>> while not client.done:
+    >>> while not server.done:
     ...     replies = [r for o in out for r in server.receive("bank", o.message)]
     ...     out = [o for r in replies for o in client.receive("server", r.message)]
     >>> [b.ravel().tolist() for b in client.result], server.done, server.rows
