@@ -19,20 +19,14 @@ from __future__ import annotations
 import argparse
 import json
 import os
-import subprocess
 import sys
 import tempfile
 import time
 from pathlib import Path
 from typing import Any
 
-REPO = Path(__file__).resolve().parents[1]
-
-
-def _start(args: list[str], log: Path) -> subprocess.Popen:
-    handle = open(log, "w")  # the child owns it from here
-    return subprocess.Popen([sys.executable, "-m", "vsplit.cli.main", *args], stdout=handle, stderr=subprocess.STDOUT,
-                            cwd=REPO, env=dict(os.environ, PYTHONUNBUFFERED="1"))
+sys.path.insert(0, str(Path(__file__).resolve().parent))
+from readmit import start_party
 
 
 def run(root: Path, *, rows: int, segments: str) -> dict[str, Any]:
@@ -55,9 +49,9 @@ def run(root: Path, *, rows: int, segments: str) -> dict[str, Any]:
     table.to_parquet(path)
     logs = {p: root / f"{p}.predict.log" for p in ("server", "bank_1")}
     started = time.perf_counter()
-    procs = {"server": _start(["predict", "--config", str(configs["server"]), "--banks", "bank_1", "--quiet"],
+    procs = {"server": start_party(["predict", "--config", str(configs["server"]), "--banks", "bank_1", "--quiet"],
                               logs["server"]),
-             "bank_1": _start(["predict", "--config", str(configs["bank_1"]), "--input", str(path), "--quiet"],
+             "bank_1": start_party(["predict", "--config", str(configs["bank_1"]), "--input", str(path), "--quiet"],
                               logs["bank_1"])}
     for party, proc in procs.items():
         if proc.wait(timeout=1800) != 0:

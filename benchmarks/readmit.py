@@ -40,7 +40,8 @@ from typing import Any
 REPO = Path(__file__).resolve().parents[1]
 
 
-def _start(args: list[str], log: Path) -> subprocess.Popen:
+def start_party(args: list[str], log: Path) -> subprocess.Popen:
+    """``vsplit ARGS`` as its own OS process, its output to ``log``."""
     handle = open(log, "w")  # the child owns it from here
     return subprocess.Popen([sys.executable, "-m", "vsplit.cli.main", *args], stdout=handle, stderr=subprocess.STDOUT,
                             cwd=REPO, env=dict(os.environ, PYTHONUNBUFFERED="1"))
@@ -56,7 +57,8 @@ def one_run(root: Path, *, mode: str, banks: int, rounds: int, kill_after: int) 
                                  train={"epochs": rounds, "batch_size": 256})
     sets = ["--set", "network.reconnect_timeout_s=2"]
     started = time.perf_counter()
-    procs = {p: _start(["run", "--config", str(c), "--quiet", *sets], root / f"{p}.log") for p, c in configs.items()}
+    procs = {p: start_party(["run", "--config", str(c), "--quiet", *sets], root / f"{p}.log")
+             for p, c in configs.items()}
     out: dict[str, Any] = {}
     if mode != "uninterrupted":
         run_dir = root / "runs" / run_id
@@ -68,7 +70,7 @@ def one_run(root: Path, *, mode: str, banks: int, rounds: int, kill_after: int) 
         procs["bank_3"].wait(timeout=60)
         if mode == "readmitted":
             restarted = time.time()
-            procs["bank_3"] = _start(["run", "--config", str(configs["bank_3"]), "--quiet", "--resume", *sets],
+            procs["bank_3"] = start_party(["run", "--config", str(configs["bank_3"]), "--quiet", "--resume", *sets],
                                      root / "bank_3.again.log")
         else:
             del procs["bank_3"]

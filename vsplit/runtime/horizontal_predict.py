@@ -107,18 +107,7 @@ def predict_bank(node: Any, table_path: Path, *, ids_path: Path | None = None, c
             outputs = [_run(node.modules, server + after, torch.from_numpy(x)) for x in cut]
         else:
             channels = dict(channels) if channels is not None else _dial_server(node)
-            pump = Pump(node.name, channels, session=session_id(node.config.output.run_id + ":predict"),
-                        timeout=node.config.network.read_timeout_s)
-            client = ScoreClient(node.h.server, cut)
-            try:
-                replies = pump.run(client)
-            except BaseException as exc:
-                pump.fail(exc)
-                raise
-            finally:
-                for channel in channels.values():
-                    channel.close()
-            stats = pump.stats.as_dict()
+            replies, stats = _exchange(node, channels, ScoreClient(node.h.server, cut))
             outputs = [_run(node.modules, after, torch.from_numpy(np.asarray(y))) for y in replies]
     proba = node.task.predict(torch.cat(outputs)) if outputs else np.zeros(0)
     seconds = {"load_and_prepare": round(started - began, 4), "score": round(time.perf_counter() - started, 4)}
@@ -184,24 +173,30 @@ def serve_predictions(node: Any, banks: Sequence[str] | None = None, *, channels
 
     started = time.perf_counter()
     channels = dict(channels) if channels is not None else _listen(node, banks)
+    rows, stats = _exchange(node, channels, Hub({b: ScoreServer(forward, width=width) for b in banks}))
+    summary = {"run_id": node.config.output.run_id, "party": node.name, "schedule": node.settings.describe(),
+               "rows_scored": {b: int(n) for b, n in rows.items()},
+               "seconds": round(time.perf_counter() - started, 3), "communication": stats}
+    path = node.folder / "predict.json"
+    path.parent.mkdir(parents=True, exist_ok=True)
+    write_atomic(path, (json.dumps(summary, indent=2) + "\n").encode())
+    return path
+
+
+def _exchange(node: Any, channels: dict[str, Any], machine: Any) -> tuple[Any, dict[str, Any]]:
+    """Run ``machine`` over ``channels`` (closed after; the peers told a code on failure); its result and the
+    pump's traffic."""
     pump = Pump(node.name, channels, session=session_id(node.config.output.run_id + ":predict"),
                 timeout=node.config.network.read_timeout_s)
-    hub = Hub({b: ScoreServer(forward, width=width) for b in banks})
     try:
-        rows = pump.run(hub)
+        result = pump.run(machine)
     except BaseException as exc:
         pump.fail(exc)
         raise
     finally:
         for channel in channels.values():
             channel.close()
-    summary = {"run_id": node.config.output.run_id, "party": node.name, "schedule": node.settings.describe(),
-               "rows_scored": {b: int(n) for b, n in rows.items()},
-               "seconds": round(time.perf_counter() - started, 3), "communication": pump.stats.as_dict()}
-    path = node.folder / "predict.json"
-    path.parent.mkdir(parents=True, exist_ok=True)
-    write_atomic(path, (json.dumps(summary, indent=2) + "\n").encode())
-    return path
+    return result, pump.stats.as_dict()
 
 
 def _credentials(node: Any, peers: Sequence[str]) -> Any:
