@@ -40,9 +40,6 @@ from vsplit.protocol.abort import Abort, AbortCode
 from vsplit.protocol.machine import Outgoing
 from vsplit.protocol.message import Message, message, require
 
-#: A check of a returned client's first message: the refusal (an error text for the log), or None.
-Check = Callable[[str, Message, int], "str | None"]
-
 
 @message(0x0405)
 @dataclass(frozen=True)
