@@ -104,3 +104,69 @@ def test_fedavg_banks_score_alone_and_sequential_scores_only_at_the_final_holder
     seq = _train(tmp_path / "seq", schedule={"kind": "sequential", "route": "direct"})
     with pytest.raises(ConfigError, match="final client segment is bank_3's"):
         predict_bank(HorizontalNode(load_config(seq["bank_1"]), progress=False, train=False), Path("unused"))
+
+
+class _Tapped:
+    """A channel that records every frame sent through it."""
+
+    def __init__(self, inner, frames: list) -> None:
+        self.inner, self.frames = inner, frames
+
+    def send(self, frame) -> None:
+        self.frames.append(bytes(frame))
+        self.inner.send(frame)
+
+    def recv(self, timeout):
+        return self.inner.recv(timeout)
+
+    def close(self) -> None:
+        self.inner.close()
+
+
+@pytest.mark.parametrize("segments", ["vanilla", "u_shaped"])
+def test_what_crosses_in_scoring_no_raw_value_id_weight_or_u_shaped_score(tmp_path: Path, segments: str) -> None:
+    """Tapped frames: the bank sends no raw value or ID; the server sends none of its weights; U-shaped: no score
+    crosses at all (the bank's head runs at the bank)."""
+    import threading
+
+    from tests.test_privacy_boundary import float_patterns
+    from vsplit.transport.memory import memory_pair
+
+    configs = _train(tmp_path, schedule={"kind": "splitfed_v1"}, segments=segments)
+    bank = HorizontalNode(load_config(configs["bank_1"]), progress=False, train=False)
+    server = HorizontalNode(load_config(configs["server"]), progress=False, train=False)
+    sent: dict[str, list[bytes]] = {"bank_1": [], "server": []}
+    at_bank, at_server = memory_pair()
+    failure: list[BaseException] = []
+
+    def serve() -> None:
+        try:
+            serve_predictions(server, ["bank_1"], channels={"bank_1": _Tapped(at_server, sent["server"])})
+        except BaseException as exc:  # surfaced below
+            failure.append(exc)
+
+    thread = threading.Thread(target=serve)
+    thread.start()
+    test_path = resolve(bank.config, bank.config.data.test_path)
+    path = predict_bank(bank, test_path, channels={"server": _Tapped(at_bank, sent["bank_1"])})
+    thread.join(60)
+    assert not failure and sent["bank_1"] and sent["server"]
+    table = pd.read_parquet(test_path)
+    raw = table["LIMIT_BAL"].to_numpy()[:40]  # credit limits: distinctive raw values
+    ids = [str(i).encode() for i in table[bank.config.data.id_column][:: max(1, len(table) // 100)]]
+    assert bank.party is not None
+    prepared = bank.party.prepare(table)[1][-1].numpy()  # the numeric inputs, after this bank's preprocessing
+    column = prepared[:, int(np.argmax([len(np.unique(c)) for c in prepared.T]))]
+    model_inputs = [v for v in np.unique(column) if v not in (0.0, 1.0)][:40]
+    for frame in sent["bank_1"]:
+        assert not any(p in frame for p in float_patterns(raw)), "the bank sent a raw value"
+        assert not any(np.float32(v).tobytes() in frame for v in model_inputs), "the bank sent its model inputs"
+        assert not any(i in frame for i in ids), "the bank sent a customer ID"
+    weights = [t.detach().numpy().astype(np.float32).tobytes()[:16]
+               for m in server.modules.values() for t in m.parameters() if t.numel() >= 4]
+    for frame in sent["server"]:
+        assert not any(w in frame for w in weights), "the server sent its weights"
+    if segments == "u_shaped":  # the scores never cross: none of them is in any frame
+        scores = pd.read_csv(path)["probability"].to_numpy()[:20]
+        for frame in sent["server"] + sent["bank_1"]:
+            assert not any(np.float32(v).tobytes() in frame for v in scores), "a score crossed"
