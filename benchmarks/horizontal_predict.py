@@ -49,16 +49,17 @@ def run(root: Path, *, rows: int, segments: str) -> dict[str, Any]:
     table.to_parquet(path)
     logs = {p: root / f"{p}.predict.log" for p in ("server", "bank_1")}
     started = time.perf_counter()
-    procs = {"server": start_party(["predict", "--config", str(configs["server"]), "--banks", "bank_1", "--quiet"],
-                              logs["server"]),
-             "bank_1": start_party(["predict", "--config", str(configs["bank_1"]), "--input", str(path), "--quiet"],
-                              logs["bank_1"])}
+    job = ["--job", "bench", "--quiet"]
+    procs = {"server": start_party(["predict", "--config", str(configs["server"]), "--banks", "bank_1", *job],
+                                   logs["server"]),
+             "bank_1": start_party(["predict", "--config", str(configs["bank_1"]), "--input", str(path), *job],
+                                   logs["bank_1"])}
     for party, proc in procs.items():
         if proc.wait(timeout=1800) != 0:
             raise SystemExit(f"{party} failed:\n{logs[party].read_text()[-2000:]}")
     wall = time.perf_counter() - started
     node = HorizontalNode(bank, progress=False, train=False)
-    summary = json.loads((node.folder / "predict.json").read_text())
+    summary = json.loads((node.folder / "predictions" / "bench" / "predict.json").read_text())
     comm = summary["communication"]["by_peer"]["server"]
     # the forward passes alone in one process, on the same prepared rows, with both saved parts put together
     import torch
@@ -82,7 +83,7 @@ def run(root: Path, *, rows: int, segments: str) -> dict[str, Any]:
             outputs.append(x)
         proba = node.task.predict(torch.cat(outputs))
     in_process = time.perf_counter() - began
-    got = pd.read_csv(node.folder / "predictions.csv")["probability"].to_numpy()
+    got = pd.read_csv(node.folder / "predictions" / "bench" / "predictions.csv")["probability"].to_numpy()
     seconds = summary["seconds"]
     return {"rows": rows, "segments": segments, "wall_s_with_startup": round(wall, 2), "predict_seconds": seconds,
             "rows_per_s_total": round(rows / seconds["total"]), "rows_per_s_score": round(rows / seconds["score"]),

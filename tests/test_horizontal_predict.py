@@ -73,21 +73,22 @@ def test_banks_score_their_customers_with_the_server_as_processes_over_mutual_tl
     configs = _train(tmp_path, schedule={"kind": "splitfed_v1"}, segments=segments)
     logs = {p: tmp_path / f"{p}.predict.log" for p in ("server", "bank_1", "bank_2")}
     tests = {b: load_config(configs[b]) for b in ("bank_1", "bank_2")}
-    procs = {"server": start(["predict", "--config", str(configs["server"]), "--banks", "bank_1,bank_2", "--quiet"],
-                             log=logs["server"])}
+    procs = {"server": start(["predict", "--config", str(configs["server"]), "--banks", "bank_1,bank_2", "--quiet",
+                              "--job", "day1"], log=logs["server"])}
     for bank, config in tests.items():
         test_path = resolve(config, config.data.test_path)
-        procs[bank] = start(["predict", "--config", str(configs[bank]), "--input", str(test_path), "--quiet"],
-                            log=logs[bank])
+        procs[bank] = start(["predict", "--config", str(configs[bank]), "--input", str(test_path), "--quiet",
+                             "--job", "day1"], log=logs[bank])
     wait_all(procs, logs, timeout=120)
     for bank in tests:
         node = HorizontalNode(tests[bank], progress=False, train=False)
-        got = pd.read_csv(node.folder / "predictions.csv", dtype={node.config.data.id_column: str})
+        got = pd.read_csv(node.folder / "predictions" / "day1" / "predictions.csv",
+                          dtype={node.config.data.id_column: str})
         ids, want = _expected(configs, bank)
         assert (got["status"] == "scored").all() and list(got[node.config.data.id_column]) == list(ids)
         assert np.allclose(got["probability"].to_numpy(), want, atol=1e-6), bank
     served = HorizontalNode(load_config(configs["server"]), progress=False, train=False)
-    summary = (served.folder / "predict.json").read_text()
+    summary = (served.folder / "predictions" / "day1" / "predict.json").read_text()
     assert '"bank_1"' in summary and '"bank_3"' not in summary
 
 

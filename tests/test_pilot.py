@@ -41,7 +41,7 @@ def test_pilot_plots_exist_and_are_png(pilot):
 def test_pilot_batch_prediction_reports_every_requested_customer(pilot):
     import pandas as pd
 
-    predictions = pd.read_csv(pilot.run_dir / "bank" / "predictions.csv")
+    predictions = pd.read_csv(pilot.predictions)
     assert len(predictions) == 905
     assert (predictions["status"] == "scored").all()  # secretflow_bank: the partner knows every customer
     assert predictions["probability"].between(0, 1).all()
@@ -49,7 +49,8 @@ def test_pilot_batch_prediction_reports_every_requested_customer(pilot):
 
 def test_partner_keeps_only_its_own_outputs(pilot):
     partner = pilot.run_dir / "partner"
-    assert not (partner / "predictions.csv").exists()
+    job = partner / "predictions" / "pilot"
+    assert not (job / "predictions.csv").exists() and (job / "predict.json").exists()
     theirs = json.loads((partner / "report.json").read_text())
     assert "Activations" in theirs["communication"]["sent"]
     assert "Gradients" not in theirs["communication"]["sent"]

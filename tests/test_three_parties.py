@@ -70,9 +70,9 @@ def test_bank_and_two_partners_train_score_and_predict_though_partners_finish_fi
     pd.read_parquet(tmp_path / "bank" / "data" / "test.parquet")[["customer_id"]].head(300).to_csv(ids, index=False)
     inputs = {p: ["--input", str(tmp_path / p / "data" / "test.parquet")] for p in configs}
     inputs["bank"] += ["--ids", str(ids)]
-    procs, logs = _launch(tmp_path, configs, ["predict"], "predict", inputs)
+    procs, logs = _launch(tmp_path, configs, ["predict", "--job", "first"], "predict", inputs)
     wait_all(procs, logs, timeout=60)
-    predictions = pd.read_csv(run / "bank" / "predictions.csv")
+    predictions = pd.read_csv(run / "bank" / "predictions" / "first" / "predictions.csv")
     assert len(predictions) == 300
     scored = predictions[predictions["status"] == "scored"]
     assert len(scored) > 150 and scored["probability"].between(0, 1).all()

@@ -39,7 +39,7 @@ def test_processes_over_tls_reach_the_in_process_parameters_and_predictions(tmp_
     wait_all({p: start(["run", "--config", str(c), "--quiet"], log=logs[p]) for p, c in configs.items()}, logs,
              timeout=240)
     inputs = {p: ["--input", str(tmp_path / p / "data" / "test.parquet")] for p in tables.test}
-    wait_all({p: start(["predict", "--config", str(c), "--quiet", *inputs.get(p, [])], log=logs[p])
+    wait_all({p: start(["predict", "--config", str(c), "--quiet", "--job", "j", *inputs.get(p, [])], log=logs[p])
               for p, c in configs.items()}, logs, timeout=240)
 
     threads = torch.get_num_threads()
@@ -60,7 +60,7 @@ def test_processes_over_tls_reach_the_in_process_parameters_and_predictions(tmp_
         for seg, state in saved["segments"].items():
             for key, value in own[seg].state_dict().items():
                 assert torch.equal(state[key], value), f"{party}/{seg}/{key}"
-    with open(runs / "bank" / "predictions.csv") as handle:
+    with open(runs / "bank" / "predictions" / "j" / "predictions.csv") as handle:
         got = {row["customer_id"]: row for row in csv.DictReader(handle)}
     ids = test["bank"]["customer_id"].astype(str).tolist()
     np.testing.assert_allclose([float(got[i]["probability"]) for i in ids], expected, rtol=0, atol=1e-12)

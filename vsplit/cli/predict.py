@@ -2,13 +2,17 @@
 
 Example:
     # bank (label party): score the IDs in new_ids.csv, with its own columns from data/test.parquet
-    vsplit predict --config parties/bank/party.toml --input data/test.parquet --ids new_ids.csv
+    vsplit predict --config parties/bank/party.toml --input data/test.parquet --ids new_ids.csv --job 2026-12-04
     # partner: contribute its columns of the customers it knows
-    vsplit predict --config parties/partner/party.toml --input data/test.parquet
+    vsplit predict --config parties/partner/party.toml --input data/test.parquet --job 2026-12-04
 
 PSI first aligns the customers; customers a party does not know are listed in predictions.csv with a status
 ("unknown to a partner", "unknown to bank"), never silently dropped. Each party loads only its own model.npz.
-Output: <output.dir>/<run_id>/<party>/predictions.csv (label party) and predict.json (every party).
+Every predict is its own scoring job: --job names it (default: the UTC time; give every party the same, e.g. the
+date of a daily run), and it writes only <output.dir>/<run_id>/<party>/predictions/<job>/: predictions.csv (label
+party), predict.json (every party) and log.txt. A job killed mid-way continues with --resume --job <id> on every
+party; other jobs are not affected. --input and --ids are paths from the current folder; paths in the config are
+from the config file's folder.
 
 A horizontal split (many banks with the same columns): each bank scores its own customers, the server serves them:
     vsplit predict --config server/party.toml [--banks bank_1,bank_2]
@@ -30,6 +34,9 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--ids", help="label party: a CSV/Parquet with the ID column of the customers to score")
     parser.add_argument("--banks", help="horizontal split, at the server: the banks to serve, comma-separated "
                         "(default: every client)")
+    parser.add_argument("--job", help="this scoring job's ID: its folder under <run>/<party>/predictions/ (default: "
+                        "the UTC time; letters, digits, '.', '_', '-')")
+    parser.add_argument("--resume", action="store_true", help="continue the interrupted job named by --job")
     parser.add_argument("--set", dest="overrides", action="append", default=[], metavar="KEY=VALUE")
     parser.add_argument("--quiet", action="store_true")
 
@@ -37,14 +44,17 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
 def run(args: argparse.Namespace) -> int:
     from vsplit.cli.logs import log_to_run_folder
     from vsplit.config import load_config
+    from vsplit.runtime.jobs import PredictJob
     from vsplit.runtime.node import PartyNode
 
     config = load_config(args.config, overrides=args.overrides)
     if config.topology.kind == "horizontal":
         return _predict_horizontal(config, args)
     node = PartyNode(config, progress=False)
-    with log_to_run_folder(node.folder):
-        path = node.predict(Path(args.input) if args.input else None, ids_path=Path(args.ids) if args.ids else None)
+    table, ids = _given(args.input, "--input"), _given(args.ids, "--ids")
+    job = PredictJob.open(node.folder, args.job, resume=args.resume)
+    with log_to_run_folder(job.folder):
+        path = node.predict(table, ids_path=ids, job=job)
     if not args.quiet:
         print(f"{config.party.name}: wrote {path}")
     return 0
@@ -55,18 +65,35 @@ def _predict_horizontal(config: object, args: argparse.Namespace) -> int:
     from vsplit.cli.logs import log_to_run_folder
     from vsplit.runtime.horizontal_node import HorizontalNode
     from vsplit.runtime.horizontal_predict import predict_bank, serve_predictions
+    from vsplit.runtime.jobs import PredictJob
 
     node = HorizontalNode(config, progress=False, train=False)  # type: ignore[arg-type]
-    with log_to_run_folder(node.folder):
-        if node.is_client:
-            if not args.input:
-                from vsplit.errors import ConfigError
+    if node.is_client and not args.input:
+        from vsplit.errors import ConfigError
 
-                raise ConfigError(f"{node.name}: predict needs --input, this bank's table of the customers to score")
-            path = predict_bank(node, Path(args.input), ids_path=Path(args.ids) if args.ids else None)
+        raise ConfigError(f"{node.name}: predict needs --input, this bank's table of the customers to score")
+    table, ids = _given(args.input, "--input"), _given(args.ids, "--ids")
+    job = PredictJob.open(node.folder, args.job, resume=args.resume)
+    with log_to_run_folder(job.folder):
+        if node.is_client:
+            assert table is not None
+            path = predict_bank(node, table, ids_path=ids, job=job)
         else:
             banks = [b.strip() for b in args.banks.split(",") if b.strip()] if args.banks else None
-            path = serve_predictions(node, banks)
+            path = serve_predictions(node, banks, job=job)
     if not args.quiet:
         print(f"{node.name}: wrote {path}")
     return 0
+
+
+def _given(path: str | None, option: str) -> Path | None:
+    """A path given on the command line: from the current folder (config paths are from the config's folder)."""
+    if not path:
+        return None
+    found = Path(path).resolve()
+    if not found.is_file():
+        from vsplit.errors import DataError
+
+        raise DataError(f"{option} {path}: no such file ({found}); a path given on the command line is from the "
+                        f"current folder, {Path.cwd()}")
+    return found

@@ -25,11 +25,16 @@ def read_table(
     id_column: str,
     features: Sequence[str] | None = None,
     label: str | None = None,
+    option: str = "data.path",
 ) -> pd.DataFrame:
-    """The ID column (as strings), the feature columns (default: all others) and the label, from ``path``."""
+    """The ID column (as strings), the feature columns (default: all others) and the label, from ``path``.
+
+    ``option`` names where the path came from (a config key such as ``data.test_path``, or a command-line flag
+    such as ``--input``), so an error points at what to fix."""
     path = Path(path)
     if not path.is_file():
-        raise DataError(f"data file {path} not found; check data.path in the party config")
+        where = f"the {option} option" if option.startswith("-") else f"{option} in the party config"
+        raise DataError(f"data file {path} not found; check {where}")
     suffix = path.suffix.lower()
     if suffix in (".parquet", ".pq"):
         table = pd.read_parquet(path)
@@ -39,7 +44,9 @@ def read_table(
         raise DataError(f"{path}: unknown file type {suffix!r}; use .parquet or .csv")
     wanted = [id_column, *(features if features is not None else []), *([label] if label else [])]
     if missing := [c for c in wanted if c not in table.columns]:
-        raise DataError(f"{path}: columns {missing} not found (it has {list(table.columns)}); fix data.* in the config")
+        fix = "fix data.* in the config" if not option.startswith("-") else \
+            f"give {option} a table with these columns, or fix data.* in the config"
+        raise DataError(f"{path}: columns {missing} not found (it has {list(table.columns)}); {fix}")
     if features is not None:
         table = table[list(dict.fromkeys(wanted))]
     table = table.copy()

@@ -28,6 +28,8 @@ from vsplit.pilot.configs import write_missing_configs
 from vsplit.pilot.prepare import ensure_keys, export_tables
 
 VERTICAL = {"bank": "label", "partner": "feature"}
+#: the scoring job of the pilot's batch prediction: <run>/<party>/predictions/pilot/
+PREDICT_JOB = "pilot"
 
 
 @dataclass(frozen=True)
@@ -82,6 +84,11 @@ class PilotResult:
     run_dir: Path
     report: dict[str, Any]
     seconds: float
+
+    @property
+    def predictions(self) -> Path:
+        """The bank's ``predictions.csv`` of the pilot's batch prediction."""
+        return self.run_dir / "bank" / "predictions" / PREDICT_JOB / "predictions.csv"
 
 
 def free_port() -> int:
@@ -169,7 +176,7 @@ def run_pilot(
     write_atomic(test_ids, tables.test["bank"][[data.id_column]].to_csv(index=False).encode())
     predict_inputs = {p: ["--input", str((root / p / "data" / "test.parquet").resolve())] for p in tables.test}
     predict_inputs["bank"] += ["--ids", str(test_ids.resolve())]
-    _wait(launch(["predict"], predict_inputs), logs, timeout=timeout, step="prediction")
+    _wait(launch(["predict", "--job", PREDICT_JOB], predict_inputs), logs, timeout=timeout, step="prediction")
 
     report = _add_centralized_baseline(run_dir, data, bank_config, spec, tables)
     report = _merge_partner(run_dir, report)

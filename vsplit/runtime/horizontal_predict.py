@@ -5,7 +5,8 @@ predict --config server.toml`` (``--banks bank_1,bank_2`` to serve only those; b
 config). Each loads only its own ``model.npz``; they talk over mutual TLS with the pins of training, and the machines
 are :mod:`vsplit.horizontal.predict`'s. A bank writes ``predictions.csv`` (its IDs, the score, a status) and
 ``predict.json``, the server ``predict.json`` (rows scored per bank, bytes, seconds), atomically, under
-``<output.dir>/<run_id>/<party>/``. In FedAvg every bank holds the whole model and scores alone, without the server.
+``<output.dir>/<run_id>/<party>/predictions/<job>/`` (one folder per scoring job, :mod:`vsplit.runtime.jobs`). In
+FedAvg every bank holds the whole model and scores alone, without the server.
 In sequential training the final client segment is the last bank's (its last turn): that bank scores, another is
 refused with an error naming it.
 
@@ -34,6 +35,7 @@ from vsplit.config import resolve
 from vsplit.data.sources import read_table
 from vsplit.errors import CheckpointError, ConfigError
 from vsplit.runtime.checkpoint import load_checkpoint
+from vsplit.runtime.jobs import PredictJob
 from vsplit.runtime.node import session_id
 from vsplit.runtime.pump import Pump
 
@@ -77,8 +79,10 @@ def _parts(node: Any) -> tuple[str, list[str], list[str]]:
     return source, server, after
 
 
-def predict_bank(node: Any, table_path: Path, *, ids_path: Path | None = None, channels: Any = None) -> Path:
-    """A bank scores the customers of ``table_path`` (those in ``ids_path``, if given); ``predictions.csv``."""
+def predict_bank(node: Any, table_path: Path, *, ids_path: Path | None = None, channels: Any = None,
+                 job: PredictJob | None = None) -> Path:
+    """A bank scores the customers of ``table_path`` (those in ``ids_path``, if given); ``predictions.csv`` in the
+    folder of ``job`` (default: a new job, :mod:`vsplit.runtime.jobs`)."""
     from vsplit.horizontal.predict import ScoreClient
 
     if node.party is None:
@@ -88,13 +92,16 @@ def predict_bank(node: Any, table_path: Path, *, ids_path: Path | None = None, c
     if holder is not None and holder != node.name:
         raise ConfigError(f"{node.name}: in sequential training the final client segment is {holder}'s (the last "
                           f"turn); score at {holder}, or train with a SplitFed schedule so that every bank holds it")
+    job = job if job is not None else PredictJob.open(node.folder)
     began = time.perf_counter()
     load_own_model(node)
     d = node.config.data
-    table = read_table(table_path, id_column=d.id_column, features=node.party.feature_columns or None)
+    table = read_table(table_path, id_column=d.id_column, features=node.party.feature_columns or None,
+                       option="--input")
     requested: list[str] | None = None
     if ids_path is not None:
-        requested = [str(v).strip() for v in read_table(ids_path, id_column=d.id_column, features=[])[d.id_column]]
+        id_table = read_table(ids_path, id_column=d.id_column, features=[], option="--ids")
+        requested = [str(v).strip() for v in id_table[d.id_column]]
         table = table[table[d.id_column].astype(str).isin(set(requested))].reset_index(drop=True)
     ids, inputs = node.party.prepare(table)
     source, server, after = _parts(node)
@@ -111,7 +118,7 @@ def predict_bank(node: Any, table_path: Path, *, ids_path: Path | None = None, c
             outputs = [_run(node.modules, after, torch.from_numpy(np.asarray(y))) for y in replies]
     proba = node.task.predict(torch.cat(outputs)) if outputs else np.zeros(0)
     seconds = {"load_and_prepare": round(started - began, 4), "score": round(time.perf_counter() - started, 4)}
-    return _write_predictions(node, ids, proba, requested, seconds=seconds, communication=stats, began=began)
+    return _write_predictions(node, job, ids, proba, requested, seconds=seconds, communication=stats, began=began)
 
 
 def _run(modules: Any, names: Sequence[str], x: torch.Tensor) -> torch.Tensor:
@@ -120,7 +127,7 @@ def _run(modules: Any, names: Sequence[str], x: torch.Tensor) -> torch.Tensor:
     return x
 
 
-def _write_predictions(node: Any, ids: np.ndarray, proba: np.ndarray, requested: list[str] | None, *,
+def _write_predictions(node: Any, job: PredictJob, ids: np.ndarray, proba: np.ndarray, requested: list[str] | None, *,
                        seconds: dict[str, float], communication: dict[str, Any], began: float) -> Path:
     d = node.config.data
     own = [str(i) for i in ids]
@@ -136,20 +143,22 @@ def _write_predictions(node: Any, ids: np.ndarray, proba: np.ndarray, requested:
         columns["probability"] = [float(values[r]) if r is not None else None for r in rows]
     columns["status"] = ["scored" if r is not None else f"unknown to {node.name}" for r in rows]
     out = pd.DataFrame(columns)
-    path = node.folder / "predictions.csv"
-    path.parent.mkdir(parents=True, exist_ok=True)
+    path = job.folder / "predictions.csv"
     write_atomic(path, out.to_csv(index=False).encode())
     seconds = {**seconds, "total": round(time.perf_counter() - began, 4)}
-    summary = {"run_id": node.config.output.run_id, "party": node.name, "schedule": node.settings.describe(),
+    summary = {"run_id": node.config.output.run_id, "party": node.name, "job": job.id,
+               "schedule": node.settings.describe(),
                "counts": {k: int(v) for k, v in out["status"].value_counts().items()}, "seconds": seconds,
                "communication": communication}
-    write_atomic(node.folder / "predict.json", (json.dumps(summary, indent=2) + "\n").encode())
+    write_atomic(job.folder / "predict.json", (json.dumps(summary, indent=2) + "\n").encode())
     log.info("predictions: %s", summary["counts"])
     return path
 
 
-def serve_predictions(node: Any, banks: Sequence[str] | None = None, *, channels: Any = None) -> Path:
-    """The server answers ``banks`` (default: every client) until each has scored its rows; ``predict.json``."""
+def serve_predictions(node: Any, banks: Sequence[str] | None = None, *, channels: Any = None,
+                      job: PredictJob | None = None) -> Path:
+    """The server answers ``banks`` (default: every client) until each has scored its rows; ``predict.json`` in
+    the folder of ``job`` (default: a new job)."""
     from vsplit.horizontal.machines import Hub
     from vsplit.horizontal.predict import ScoreServer
 
@@ -163,6 +172,7 @@ def serve_predictions(node: Any, banks: Sequence[str] | None = None, *, channels
     unknown = [b for b in banks if b not in node.h.clients]
     if unknown:
         raise ConfigError(f"--banks: {unknown} are not clients of this split; its clients are {list(node.h.clients)}")
+    job = job if job is not None else PredictJob.open(node.folder)
     load_own_model(node)
     _, server, _ = _parts(node)
     width = node.config.model.embedding_width
@@ -174,11 +184,10 @@ def serve_predictions(node: Any, banks: Sequence[str] | None = None, *, channels
     started = time.perf_counter()
     channels = dict(channels) if channels is not None else _listen(node, banks)
     rows, stats = _exchange(node, channels, Hub({b: ScoreServer(forward, width=width) for b in banks}))
-    summary = {"run_id": node.config.output.run_id, "party": node.name, "schedule": node.settings.describe(),
-               "rows_scored": {b: int(n) for b, n in rows.items()},
+    summary = {"run_id": node.config.output.run_id, "party": node.name, "job": job.id,
+               "schedule": node.settings.describe(), "rows_scored": {b: int(n) for b, n in rows.items()},
                "seconds": round(time.perf_counter() - started, 3), "communication": stats}
-    path = node.folder / "predict.json"
-    path.parent.mkdir(parents=True, exist_ok=True)
+    path = job.folder / "predict.json"
     write_atomic(path, (json.dumps(summary, indent=2) + "\n").encode())
     return path
 

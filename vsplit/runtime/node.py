@@ -39,6 +39,7 @@ from vsplit.models.seeds import derive_seed
 from vsplit.party import ComputeParty, FeatureParty, LabelParty, ModelSettings
 from vsplit.protocol.training.hooks import TrainingHooks
 from vsplit.runtime.checkpoint import load_checkpoint, save_checkpoint
+from vsplit.runtime.jobs import PredictJob
 from vsplit.runtime.progress import EpochClock, TqdmProgress
 from vsplit.runtime.psi import run_party
 from vsplit.runtime.pump import Pump
@@ -260,7 +261,7 @@ class PartyNode:
         if not data.test_path or self.role == "compute":  # "" (e.g. --set data.test_path="") means none
             return None
         return read_table(resolve(self.config, data.test_path), id_column=data.id_column, features=data.features,
-                          label=data.label)
+                          label=data.label, option="data.test_path")
 
     def _drive(self, session: Any, pump: Pump, seconds: dict[str, float]) -> Any:
         """Run this party's session over ``pump``: each stage's machine in turn (the same session as in-process)."""
@@ -274,15 +275,16 @@ class PartyNode:
         except StopIteration as stop:
             return stop.value
 
-    def psi_settings(self, stage: str = "train") -> PsiSettings:
+    def psi_settings(self, stage: str = "train", *, state_dir: Path | None = None) -> PsiSettings:
         """This party's PSI settings for ``stage`` (``train``, ``test`` or ``psi``), as configured (run id bound into
-        the session salt); with ``psi.resumable`` its progress is kept under ``psi-state/<stage>``."""
+        the session salt); with ``psi.resumable`` its progress is kept under ``state_dir`` (default
+        ``psi-state/<stage>``)."""
         from vsplit.psi import IdPolicy, PsiConfig
 
         psi = self.config.psi
         config = PsiConfig(reveal=psi.reveal, context=self.config.output.run_id, buckets=psi.buckets,
                            memory_budget_mb=psi.memory_budget_mb)
-        state_dir = self.folder / "psi-state" / stage if psi.resumable else None
+        state_dir = (state_dir or self.folder / "psi-state" / stage) if psi.resumable else None
         return PsiSettings(config=config, policy=IdPolicy(casefold=psi.case_fold, dedupe=psi.duplicates),
                            backend=self._psi_backend, state_dir=state_dir)
 
@@ -314,12 +316,14 @@ class PartyNode:
                         local_steps=t.local_steps)
 
     # -- scoring -----------------------------------------------------------------------------------------------------
-    def score(self, pump: Pump, table: pd.DataFrame | None) -> Scored:
+    def score(self, pump: Pump, table: pd.DataFrame | None, *, psi_state: Path | None = None) -> Scored:
         """Align ``table``'s customers with the peers by PSI (where the split needs it) and score them jointly;
-        only the label party gets scores. A compute party has no table (``None``)."""
+        only the label party gets scores. A compute party has no table (``None``). ``psi_state``: where the
+        alignment keeps its resumable progress (default: the run's ``psi-state/test``)."""
         prepared = self.party.prepare(table) if table is not None else None
         hooks = self._hooks if self._hooks is not None else self.defense_hooks()
-        session = score_session(self.party, self.topology, prepared, psi=self.psi_settings("test"), hooks=hooks)
+        psi = self.psi_settings("test", state_dir=psi_state)
+        session = score_session(self.party, self.topology, prepared, psi=psi, hooks=hooks)
         outcome = self._drive(session, pump, {})
         ids = prepared[0] if prepared is not None else np.zeros(0, dtype=object)
         rows = outcome.rows if outcome.rows is not None else np.zeros(0, dtype=np.int64)
@@ -402,30 +406,34 @@ class PartyNode:
             module.load_state_dict(state["segments"][seg])
 
     def predict(self, table_path: Path | None, *, ids_path: Path | None = None,
-                channels: Mapping[str, Channel] | None = None) -> Path:
+                channels: Mapping[str, Channel] | None = None, job: PredictJob | None = None) -> Path:
         """Score customers jointly with the saved model parts; the label party writes ``predictions.csv``.
 
         The label party scores the IDs in ``ids_path`` (default: every row of its ``table_path``) using its own
         columns from ``table_path``; each partner contributes the customers of its ``table_path`` it knows. IDs
-        that some party does not know are listed with a status, never silently dropped.
+        that some party does not know are listed with a status, never silently dropped. Everything goes to the
+        folder of ``job`` (default: a new job, :mod:`vsplit.runtime.jobs`), which also keeps its PSI progress.
         """
+        job = job if job is not None else PredictJob.open(self.folder)
         self.load_model()
         d = self.config.data
         table = None
         if not isinstance(self.party, ComputeParty):
             if table_path is None:
                 raise ConfigError(f"{self.name}: predict needs --input, this party's table of the customers to score")
-            table = read_table(table_path, id_column=d.id_column, features=self.party.feature_columns or None)
+            table = read_table(table_path, id_column=d.id_column, features=self.party.feature_columns or None,
+                               option="--input")
         requested: list[str] | None = None
         if ids_path is not None and isinstance(self.party, LabelParty) and table is not None:
-            requested = [str(v).strip() for v in read_table(ids_path, id_column=d.id_column, features=[])[d.id_column]]
+            id_table = read_table(ids_path, id_column=d.id_column, features=[], option="--ids")
+            requested = [str(v).strip() for v in id_table[d.id_column]]
             table = table[table[d.id_column].isin(set(requested))].reset_index(drop=True)
         channels = dict(channels) if channels is not None else self.open_channels()
         pump = Pump(self.name, channels, session=session_id(self.config.output.run_id + ":predict"),
                     timeout=self.config.network.read_timeout_s)
         started = time.perf_counter()
         try:
-            scored = self.score(pump, table)
+            scored = self.score(pump, table, psi_state=job.psi_state)
         except BaseException as exc:
             pump.fail(exc)
             raise
@@ -433,10 +441,11 @@ class PartyNode:
             for channel in channels.values():
                 channel.close()
         seconds = {"predict": round(time.perf_counter() - started, 3)}
-        summary = {"run_id": self.config.output.run_id, "party": self.name, "psi": scored.psi, "seconds": seconds,
-                   "communication": pump.stats.as_dict()}
+        summary = {"run_id": self.config.output.run_id, "party": self.name, "job": job.id, "resumed": job.resumed,
+                   "psi": scored.psi, "seconds": seconds, "communication": pump.stats.as_dict()}
         if not isinstance(self.party, LabelParty):
-            return self._write_json("predict.json", summary)
+            job.finish()
+            return self._write_json("predict.json", summary, folder=job.folder)
         assert scored.proba is not None
         ids = [str(v) for v in scored.ids]
         proba = dict(zip([ids[r] for r in scored.rows], scored.proba.tolist(), strict=True))
@@ -448,11 +457,12 @@ class PartyNode:
             "status": ["scored" if i in proba else ("unknown to a partner" if i in own else f"unknown to {self.name}")
                        for i in wanted],
         })
-        path = self.folder / "predictions.csv"
+        path = job.folder / "predictions.csv"
         write_atomic(path, out.to_csv(index=False).encode())
         counts = out["status"].value_counts().to_dict()
         summary["counts"] = {k: int(v) for k, v in counts.items()}
-        self._write_json("predict.json", summary)
+        job.finish()
+        self._write_json("predict.json", summary, folder=job.folder)  # written last: the job is done
         log.info("predictions: %s", summary["counts"])
         return path
 
@@ -532,8 +542,8 @@ class PartyNode:
                   "plots": plots}
         return write_label_report(self.folder, report)
 
-    def _write_json(self, name: str, payload: Any) -> Path:
-        path = self.folder / name
+    def _write_json(self, name: str, payload: Any, *, folder: Path | None = None) -> Path:
+        path = (folder or self.folder) / name
         write_atomic(path, (json.dumps(payload, indent=2, default=_jsonable) + "\n").encode())
         return path
 

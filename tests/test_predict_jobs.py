@@ -1,0 +1,143 @@
+"""Scoring a trained run every day: each ``vsplit predict`` is its own job, as three OS processes over mutual TLS.
+
+One run is trained once (a bank and two partners, hand-written configs). Then, as a daily batch would: a job on
+some customers, a job on an overlapping set, a job killed mid-PSI, a job on a disjoint set while the killed one is
+still unfinished, and the killed job resumed with ``--resume --job``. Every job writes only its own folder, and a
+customer gets the same probability in every job that scores it.
+"""
+
+from __future__ import annotations
+
+import json
+import time
+from pathlib import Path
+
+import pandas as pd
+import pytest
+from _pilot_support import free_port, start, wait_all
+from _three_party_support import prepare_three_parties
+
+from vsplit.cli.main import main
+
+TRAIN = "[train]\nepochs = 1\nbatch_size = 256\n\n[psi]\nbuckets = 16\n"
+RUN = "daily"
+
+
+def _predict(root: Path, configs: dict[str, Path], job: str, ids: list[str] | None, *, tables: dict[str, Path],
+             resume: bool = False):
+    logs = {p: root / f"{p}-{job}{'-resumed' if resume else ''}.log" for p in configs}
+    procs = {}
+    for party, config in configs.items():
+        args = ["predict", "--config", str(config), "--quiet", "--job", job, "--input", str(tables[party]),
+                "--set", "network.reconnect_timeout_s=2"]
+        if resume:
+            args.append("--resume")
+        if party == "bank" and ids is not None:
+            path = root / f"ids-{job}.csv"
+            pd.DataFrame({"customer_id": ids}).to_csv(path, index=False)
+            args += ["--ids", str(path)]
+        procs[party] = start(args, log=logs[party])
+    return procs, logs
+
+
+def _scores(run: Path, job: str) -> pd.Series:
+    table = pd.read_csv(run / "bank" / "predictions" / job / "predictions.csv", dtype={"customer_id": str})
+    scored = table[table["status"] == "scored"]
+    return scored.set_index("customer_id")["probability"]
+
+
+def _grown(root: Path, configs: dict[str, Path]) -> dict[str, Path]:
+    """Each party's test table four times over (new IDs, the same overlap): a PSI long enough to be killed."""
+    tables = {}
+    for party, config in configs.items():
+        table = pd.read_parquet(config.parent / "data" / "test.parquet")
+        copies = [table.assign(customer_id=table["customer_id"].astype(str) + f"-{i}") for i in range(4)]
+        tables[party] = root / f"{party}-to-score.parquet"
+        pd.concat(copies, ignore_index=True).to_parquet(tables[party], index=False)
+    return tables
+
+
+def test_predict_jobs_in_a_row_and_a_killed_job_resumed_never_touch_each_other(tmp_path, capsys):
+    configs = prepare_three_parties(tmp_path, port=free_port(), run_id=RUN, extra=TRAIN)
+    logs = {p: tmp_path / f"{p}-train.log" for p in configs}
+    wait_all({p: start(["train", "--config", str(c), "--quiet", "--set", "data.test_path="], log=logs[p])
+              for p, c in configs.items()}, logs, timeout=180)
+    run = tmp_path / "runs" / RUN
+    tables = _grown(tmp_path, configs)
+    every = pd.read_parquet(tables["bank"])["customer_id"].astype(str).tolist()
+
+    first, overlapping, disjoint = every[:300], every[200:500], every[900:1100]
+    for job, ids in (("day-1", first), ("day-2", overlapping)):
+        procs, logs = _predict(tmp_path, configs, job, ids, tables=tables)
+        wait_all(procs, logs, timeout=90)
+    day1 = (run / "bank" / "predictions" / "day-1" / "predictions.csv").read_bytes()
+
+    # a job over every customer, killed once the shop's PSI with the bank has finished two buckets
+    procs, logs = _predict(tmp_path, configs, "day-3", None, tables=tables)
+    state = run / "shop" / "predictions" / "day-3" / "psi-state" / "bank" / "state.json"
+    deadline = time.monotonic() + 90
+    while True:
+        assert time.monotonic() < deadline and procs["shop"].poll() is None, logs["shop"].read_text()[-2000:]
+        try:
+            if json.loads(state.read_text())["done"] >= 2:
+                break
+        except (OSError, ValueError, KeyError):
+            pass
+        time.sleep(0.005)
+    procs["shop"].kill()
+    for party in ("bank", "telco"):
+        assert procs[party].wait(timeout=60) != 0, logs[party].read_text()[-2000:]
+    procs["shop"].wait(timeout=10)
+    assert not (run / "bank" / "predictions" / "day-3" / "predictions.csv").exists()
+    assert json.loads(state.read_text())["done"] < 16  # killed part-way
+
+    # another job runs while day-3 is unfinished, and day-3 resumes from the buckets both sides finished
+    procs, logs = _predict(tmp_path, configs, "day-4", disjoint, tables=tables)
+    wait_all(procs, logs, timeout=90)
+    procs, logs = _predict(tmp_path, configs, "day-3", None, tables=tables, resume=True)
+    wait_all(procs, logs, timeout=120)
+
+    scores = {job: _scores(run, job) for job in ("day-1", "day-2", "day-3", "day-4")}
+    assert set(scores["day-1"].index) <= set(first) and set(scores["day-4"].index) <= set(disjoint)
+    assert len(scores["day-1"]) > 150 and len(scores["day-4"]) > 100
+    assert set(scores["day-3"].index) >= set(scores["day-1"].index) | set(scores["day-2"].index)
+    for job in ("day-1", "day-2", "day-4"):  # the same customer, the same probability, in every job (to float32
+        shared = scores[job].index  # rounding: a row's batch-mates change the order of the kernels' sums)
+        pd.testing.assert_series_equal(scores[job], scores["day-3"].loc[shared], check_exact=False, rtol=0,
+                                       atol=1e-6)
+    assert (run / "bank" / "predictions" / "day-1" / "predictions.csv").read_bytes() == day1  # not overwritten
+    resumed = json.loads((run / "shop" / "predictions" / "day-3" / "predict.json").read_text())
+    assert resumed["job"] == "day-3" and resumed["resumed"] is True
+    assert resumed["psi"]["resumed_buckets"]["bank"] >= 2
+    for party in configs:  # a finished job keeps no PSI progress
+        assert not list((run / party / "predictions").glob("*/psi-state")), party
+
+    # a job ID is used once; --resume names a job that is unfinished
+    bank = ["predict", "--config", str(configs["bank"]), "--job", "day-1", "--input", str(tables["bank"])]
+    assert main(bank) == 1 and "already ran" in capsys.readouterr().err
+    assert main([*bank, "--resume"]) == 1 and "this job finished" in capsys.readouterr().err
+
+
+def test_paths_on_the_command_line_are_from_the_current_folder_and_errors_name_the_option(tmp_path, monkeypatch,
+                                                                                          capsys):
+    configs = prepare_three_parties(tmp_path, port=free_port(), run_id="paths", extra=TRAIN)
+    elsewhere = tmp_path / "elsewhere"
+    elsewhere.mkdir()
+    monkeypatch.chdir(elsewhere)
+    assert main(["predict", "--config", str(configs["bank"]), "--input", "data/test.parquet", "--job", "x"]) == 1
+    err = capsys.readouterr().err
+    assert "--input data/test.parquet: no such file" in err and str(elsewhere) in err
+    assert not (tmp_path / "runs" / "paths" / "bank" / "predictions" / "x").exists()  # nothing claimed
+    (elsewhere / "ids.csv").write_text("customer_id\n1\n")
+    table = str(configs["bank"].parent / "data" / "test.parquet")
+    assert main(["predict", "--config", str(configs["bank"]), "--input", table, "--ids", "ids.csv", "--job", "y"]) == 1
+    err = capsys.readouterr().err  # the inputs were found (ids.csv from the current folder): the model is missing
+    assert "model.npz" in err and "no such file" not in err
+    bad = configs["bank"].read_text().replace('test_path = "data/test.parquet"', 'test_path = "data/nope.parquet"')
+    configs["bank"].write_text(bad)
+    from vsplit.config import load_config
+    from vsplit.errors import DataError
+    from vsplit.runtime.node import PartyNode
+
+    with pytest.raises(DataError, match=r"data.test_path in the party config"):
+        PartyNode(load_config(configs["bank"]), progress=False)._test_table()
