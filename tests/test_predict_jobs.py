@@ -1,4 +1,5 @@
-"""Scoring a trained run every day: each ``vsplit predict`` is its own job, as three OS processes over mutual TLS.
+"""Scoring a trained run every day: each ``vsplit predict`` is its own job, as three OS processes over mutual TLS;
+and early stopping on the metric a config names (``train.monitor``).
 
 One run is trained once (a bank and two partners, hand-written configs). Then, as a daily batch would: a job on
 some customers, a job on an overlapping set, a job killed mid-PSI, a job on a disjoint set while the killed one is
@@ -19,7 +20,7 @@ from _three_party_support import prepare_three_parties
 
 from vsplit.cli.main import main
 
-TRAIN = "[train]\nepochs = 1\nbatch_size = 256\n\n[psi]\nbuckets = 16\n"
+TRAIN = "[train]\nepochs = 5\nbatch_size = 256\npatience = 100\nmonitor = \"val_loss\"\n\n[psi]\nbuckets = 16\n"
 RUN = "daily"
 
 
@@ -63,6 +64,9 @@ def test_predict_jobs_in_a_row_and_a_killed_job_resumed_never_touch_each_other(t
     wait_all({p: start(["train", "--config", str(c), "--quiet", "--set", "data.test_path="], log=logs[p])
               for p, c in configs.items()}, logs, timeout=180)
     run = tmp_path / "runs" / RUN
+    trained = json.loads((run / "bank" / "result.json").read_text())  # early stopping watched the loss
+    losses = [h["val_loss"] for h in trained["history"]]
+    assert len(losses) == 5 and trained["best_epoch"] == losses.index(min(losses))
     tables = _grown(tmp_path, configs)
     every = pd.read_parquet(tables["bank"])["customer_id"].astype(str).tolist()
 
@@ -141,3 +145,60 @@ def test_paths_on_the_command_line_are_from_the_current_folder_and_errors_name_t
 
     with pytest.raises(DataError, match=r"data.test_path in the party config"):
         PartyNode(load_config(configs["bank"]), progress=False)._test_table()
+
+
+@pytest.mark.parametrize("monitor", ["val_loss", "val_auc"])
+def test_early_stopping_keeps_the_best_epoch_of_the_monitored_metric(tmp_path, monitor):
+    import threading
+
+    from vsplit.config import load_config
+    from vsplit.datasets import preset
+    from vsplit.pilot.configs import write_missing_configs
+    from vsplit.pilot.prepare import export_tables
+    from vsplit.runtime.node import PartyNode
+    from vsplit.transport.memory import memory_pair
+
+    data = preset("secretflow_bank")
+    write_missing_configs(tmp_path, label=data.label, positive_label=data.positive_label)
+    export_tables(data, tmp_path)
+    # at this rate the validation loss bottoms out (epoch 6) before the AUC peaks (epoch 8): the monitors differ
+    common = [f"output.run_id={monitor}", "train.epochs=8", "train.lr=0.01", "train.patience=100",
+              f'train.monitor="{monitor}"']
+    nodes = {p: PartyNode(load_config(tmp_path / p / "party.toml", overrides=common, check_files=False),
+                          progress=False) for p in ("bank", "partner")}
+    bank_end, partner_end = memory_pair()
+    worker = threading.Thread(target=lambda: nodes["partner"].run({"bank": partner_end}))
+    worker.start()
+    result = nodes["bank"].run({"partner": bank_end})
+    worker.join(timeout=120)
+    losses, aucs = [h["val_loss"] for h in result.history], [h["val_auc"] for h in result.history]
+    lowest_loss, highest_auc = losses.index(min(losses)), aucs.index(max(aucs))
+    assert lowest_loss != highest_auc  # else this test could not tell the monitors apart
+    best = lowest_loss if monitor == "val_loss" else highest_auc
+    assert result.best_epoch == best
+    report = json.loads((nodes["bank"].folder / "report.json").read_text())
+    assert report["monitor"] == monitor and report["best_epoch"] == best
+    assert "val_loss" in report["baselines"]["label_party_only"]  # what the report's warning compares with
+    assert f"Chosen epoch: {best + 1} (of 8 run), by {monitor}" in (nodes["bank"].folder / "report.md").read_text()
+
+
+def test_a_chosen_epoch_worse_than_the_bank_alone_is_a_warning_in_the_report():
+    from vsplit.runtime.node import training_warnings
+
+    history = [{"epoch": 0, "val_loss": 0.70}, {"epoch": 1, "val_loss": 0.64}]
+    assert training_warnings(history, 1, {"label_party_only": {"val_loss": 0.70}}) == []
+    warned = training_warnings(history, 1, {"label_party_only": {"val_loss": 0.31}})
+    assert len(warned) == 1 and "epoch (2)" in warned[0] and "0.3100" in warned[0]
+    assert training_warnings(history, 1, {}) == []  # no baseline trained: nothing to compare with
+
+
+def test_a_monitor_the_task_has_not_is_refused_naming_the_key(tmp_path):
+    from vsplit.config import load_config
+    from vsplit.datasets import preset
+    from vsplit.errors import ConfigError
+    from vsplit.pilot.configs import write_missing_configs
+
+    data = preset("secretflow_bank")
+    write_missing_configs(tmp_path, label=data.label, positive_label=data.positive_label)
+    with pytest.raises(ConfigError, match=r"train.monitor: must be val_loss or val_auc"):
+        load_config(tmp_path / "bank" / "party.toml", overrides=['train.monitor="val_rmse"'], check_files=False)

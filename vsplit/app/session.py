@@ -40,6 +40,8 @@ class Schedule:
     batch_size: int = 256
     validation_fraction: float = 0.1
     patience: int | None = 3
+    #: what early stopping watches and which epoch is kept: "val_loss" or the task's "val_<metric>"
+    monitor: str = "val_loss"
     seed: int = 0
     eval_chunk: int = 8192
     #: tell every party that joint scoring of a test table follows training
@@ -138,8 +140,9 @@ def train_session(
         assert outcome.rows is not None
         machine = party.trainer(
             outcome.rows, topology=topology, plan=make_plan(party, outcome.rows, schedule), placed=placed,
-            patience=schedule.patience, callbacks=callbacks, gradient_hooks=hooks.gradient_hooks,
-            label_transform=hooks.label_transform, embedding_hooks=hooks.embedding_hooks.get(party.name, ()),
+            patience=schedule.patience, monitor=schedule.monitor, callbacks=callbacks,
+            gradient_hooks=hooks.gradient_hooks, label_transform=hooks.label_transform,
+            embedding_hooks=hooks.embedding_hooks.get(party.name, ()),
             observers=hooks.observers.get(party.name, ()), local_loss=hooks.local_losses.get(party.name), **common,
         )
     elif isinstance(party, FeatureParty):

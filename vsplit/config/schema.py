@@ -129,6 +129,9 @@ class TrainSection:
     seed: int = 0
     validation_fraction: float = 0.1
     patience: int | None = 3
+    #: early stopping, at the label party: "val_loss" (the lowest validation loss) or the task's metric, "val_auc"
+    #: for a binary task ("val_accuracy" multiclass, "val_rmse" regression); the chosen epoch's weights are kept
+    monitor: str = "val_loss"
     #: torch threads of this party's process; 1 avoids two parties on one machine fighting over cores
     threads: int = 1
     #: training steps a partner may send before the first one's gradients return (1: exact; docs/wan.md); the

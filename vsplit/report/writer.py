@@ -67,7 +67,12 @@ def write_label_report(folder: Path, report: dict[str, Any]) -> Path:
     if "test" in report["psi"]:
         t = report["psi"]["test"]
         lines.append(f"Test: {t['size']:,} customers here, {t['intersection']:,} shared with every partner.")
-    lines += ["", "## Training", "", f"Best epoch: {report.get('best_epoch')}.", "",
+    best = report.get("best_epoch")
+    chosen = f"Chosen epoch: {best + 1} (of {len(report['history'])} run)" if best is not None else "No epoch chosen"
+    watched = f", by {report['monitor']}" if report.get("monitor") else ""
+    lines += ["", "## Training", ""]
+    lines += [f"> **Warning.** {text}" for text in report.get("warnings", [])]
+    lines += ["", f"{chosen}{watched}; its weights are the model's.", "",
               "| epoch | train loss | validation loss | validation AUC |", "| ---: | ---: | ---: | ---: |"]
     for h in report["history"]:
         lines.append(f"| {h['epoch'] + 1} | {h['train_loss']:.4f} | {h.get('val_loss', float('nan')):.4f} | "

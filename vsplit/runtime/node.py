@@ -312,8 +312,8 @@ class PartyNode:
     def schedule(self, *, then_score: bool = False) -> Schedule:
         t = self.config.train
         return Schedule(epochs=t.epochs, batch_size=t.batch_size, validation_fraction=t.validation_fraction,
-                        patience=t.patience, seed=t.seed, then_score=then_score, window=t.pipeline_window,
-                        local_steps=t.local_steps)
+                        patience=t.patience, monitor=t.monitor, seed=t.seed, then_score=then_score,
+                        window=t.pipeline_window, local_steps=t.local_steps)
 
     # -- scoring -----------------------------------------------------------------------------------------------------
     def score(self, pump: Pump, table: pd.DataFrame | None, *, psi_state: Path | None = None) -> Scored:
@@ -349,13 +349,16 @@ class PartyNode:
             placed = None
         own = np.argsort(all_ids(alone.ids), kind="stable")
         sid = session_id(self.config.output.run_id + ":alone")
-        run_sessions({self.name: train_session(alone, run, schedule=self.schedule(), rows=own, placed=placed)},
-                     session=sid)
+        trained = run_sessions({self.name: train_session(alone, run, schedule=self.schedule(), rows=own,
+                                                         placed=placed)}, session=sid)[self.name].result
         ids, inputs = alone.prepare(test)
         scored = run_sessions({self.name: score_session(alone, run, (ids, inputs), rows=rows, placed=placed)},
                               session=sid)
         metrics = evaluate_labels(alone, test, rows, scored[self.name].result)
         metrics["n_scored"] = len(rows)
+        chosen = chosen_record(trained.history, trained.best_epoch)
+        if chosen is not None and "val_loss" in chosen:
+            metrics["val_loss"] = chosen["val_loss"]  # at its chosen epoch, on its own validation rows
         return metrics
 
     def defense_hooks(self) -> Any:
@@ -537,7 +540,8 @@ class PartyNode:
         aucs = {"split": result.test["auc"], **{k: v["auc"] for k, v in result.baselines.items()}}
         plots = write_plots(self.folder, y=y, proba=scored.proba, history=result.history, aucs=aucs)
         report = {**common, "metrics": result.test, "baselines": result.baselines, "history": result.history,
-                  "best_epoch": result.best_epoch, "psi": result.psi,
+                  "best_epoch": result.best_epoch, "monitor": self.config.train.monitor,
+                  "warnings": training_warnings(result.history, result.best_epoch, result.baselines), "psi": result.psi,
                   "communication": {self.name: {"sent": result.comm["sent"], "received": result.comm["received"]}},
                   "plots": plots}
         return write_label_report(self.folder, report)
@@ -546,6 +550,28 @@ class PartyNode:
         path = (folder or self.folder) / name
         write_atomic(path, (json.dumps(payload, indent=2, default=_jsonable) + "\n").encode())
         return path
+
+
+def chosen_record(history: list[dict[str, Any]], best_epoch: int | None) -> dict[str, Any] | None:
+    """The history record of the epoch whose weights were kept (``None`` if there is none)."""
+    return next((h for h in history if h.get("epoch") == best_epoch), None)
+
+
+def training_warnings(history: list[dict[str, Any]], best_epoch: int | None,
+                      baselines: Mapping[str, Any]) -> list[str]:
+    """Plain-language warnings about the chosen epoch, for the report.
+
+    Example:
+        >>> training_warnings([{"epoch": 0, "val_loss": 0.64}], 0, {"label_party_only": {"val_loss": 0.31}})[0][:60]
+        'The chosen epoch (1) has a validation loss of 0.6400, worse t'
+    """
+    chosen = chosen_record(history, best_epoch)
+    alone = baselines.get("label_party_only", {}).get("val_loss")
+    if chosen is None or alone is None or "val_loss" not in chosen or not chosen["val_loss"] > alone:
+        return []
+    return [f"The chosen epoch ({chosen['epoch'] + 1}) has a validation loss of {chosen['val_loss']:.4f}, worse than "
+            f"the bank alone's {alone:.4f} (on its own validation rows): the split's probabilities may be poorly "
+            "fitted. Check the history below; try train.monitor = \"val_loss\", more epochs or a larger patience."]
 
 
 def evaluate_labels(party: LabelParty, table: pd.DataFrame, rows: np.ndarray, proba: np.ndarray) -> dict[str, float]:

@@ -107,6 +107,9 @@ class SplitMachine(AheadMixin):
         task: loss, predictions and metrics (see :mod:`vsplit.models.tasks`); default binary.
         plan: the schedule (the coordinator only; the others receive it). ``Plan.scoring(n)`` scores.
         patience: epochs without validation improvement before stopping (``None``: never stop early).
+        monitor: what "improvement" means, and which epoch's weights are kept (the coordinator): ``"val_loss"``
+            (default: the lowest validation loss) or ``"val_<metric>"``, the task's primary metric (``"val_auc"``
+            for a binary task; the best value, falling back to the loss where the metric is undefined).
         callbacks: progress reporting (coordinator).
         gradient_hooks: transform each gradient this party sends (``info.party`` is the receiver).
         embedding_hooks: transform each activation this party sends (in the autograd graph when training).
@@ -133,6 +136,7 @@ class SplitMachine(AheadMixin):
         task: Any = None,
         plan: Plan | None = None,
         patience: int | None = 3,
+        monitor: str = "val_loss",
         callbacks: Sequence[TrainingCallback] = (),
         gradient_hooks: Sequence[GradientHook] = (),
         embedding_hooks: Sequence[EmbeddingHook] = (),
@@ -169,6 +173,10 @@ class SplitMachine(AheadMixin):
         self.task = task if task is not None else _default_task()
         self.plan = plan
         self.patience = patience
+        if self.is_coordinator and monitor not in ("val_loss", f"val_{self.task.primary}"):
+            raise ProtocolError(f"{name}: monitor {monitor!r}: use 'val_loss' or 'val_{self.task.primary}' (the "
+                                f"{self.task.name} task's metric)", local=True)
+        self.monitor = monitor
         self.callbacks = list(callbacks)
         self.gradient_hooks = list(gradient_hooks)
         self.embedding_hooks = list(embedding_hooks)
@@ -416,7 +424,7 @@ class SplitMachine(AheadMixin):
             record["val_loss"] = val_loss
             value = float(self.task.score(y.numpy(), self.task.predict(outputs)))
             record[f"val_{self.task.primary}"] = value if getattr(self.task, "higher_is_better", True) else -value
-            score = value if not math.isnan(value) else -val_loss
+            score = -val_loss if self.monitor == "val_loss" or math.isnan(value) else value
             improved = self.training.best_score is None or score > self.training.best_score
             if improved:
                 self.training.best_score = score
