@@ -50,7 +50,14 @@ def test_every_lazy_public_name_points_at_an_existing_module():
         assert attribute == name
 
 
-@pytest.mark.parametrize("argv", [["--help"], ["keys", "--help"], ["psi", "--help"], ["privacy", "audit", "--help"]])
+def test_version_prints_the_package_version():
+    done = subprocess.run([sys.executable, "-m", "vsplit.cli.main", "--version"], capture_output=True, text=True,
+                          cwd=REPO, timeout=60)
+    assert done.returncode == 0 and done.stdout.strip() == f"vsplit {vsplit.__version__}"
+
+
+@pytest.mark.parametrize("argv", [["--help"], ["--version"], ["keys", "--help"], ["psi", "--help"],
+                                  ["privacy", "audit", "--help"]])
 def test_command_help_loads_no_heavy_library(argv):
     code = f"""
     from vsplit.cli.main import main

@@ -24,6 +24,9 @@ def build_parser() -> argparse.ArgumentParser:
         description="Vertical split learning for finance.",
         epilog="Exit codes: 0 ok, 1 error (the message names the fix), 2 usage error, 130 interrupted.",
     )
+    from vsplit import __version__
+
+    parser.add_argument("--version", action="version", version=f"vsplit {__version__}")
     sub = parser.add_subparsers(dest="command", required=True, metavar="COMMAND")
     for name in COMMANDS:
         module = importlib.import_module(f"vsplit.cli.{name.replace('-', '_')}")
