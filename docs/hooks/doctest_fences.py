@@ -1,9 +1,10 @@
-"""griffe extension for the API reference: doctest lines in a docstring become a ``pycon`` code block.
+"""griffe extension for the API reference: doctest lines in a docstring become a ``pycon`` code block, and Sphinx
+roles (``:class:`~vsplit.x.Y```) become inline code.
 
 vsplit's docstrings keep their doctests in plain text (``Example:`` paragraphs and bare ``>>>`` lines, run by
 pytest's ``--doctest-modules``). Read as Markdown, ``>>> x`` lines would run together and an output such as
 ``['lab']`` would read as a link; fencing each run of doctest lines (prompts and their output, up to a blank line)
-shows them as the session they are.
+shows them as the session they are. Markdown has no roles, so ``:func:`x``` would print its colons.
 """
 
 from __future__ import annotations
@@ -13,6 +14,7 @@ import re
 import griffe
 
 PROMPT = re.compile(r"^(\s*)>>> ")
+ROLE = re.compile(r":(?:class|func|mod|meth|data|attr|exc|obj):`~?([^`]+)`")
 
 
 def fence_doctests(text: str) -> str:
@@ -33,8 +35,10 @@ def fence_doctests(text: str) -> str:
 
 
 def _fence(obj: griffe.Object) -> None:
-    if obj.docstring is not None and ">>> " in obj.docstring.value and "```pycon" not in obj.docstring.value:
-        obj.docstring.value = fence_doctests(obj.docstring.value)
+    if obj.docstring is None or "```pycon" in obj.docstring.value:  # done already
+        return
+    text = ROLE.sub(r"`\1`", obj.docstring.value)
+    obj.docstring.value = fence_doctests(text) if ">>> " in text else text
 
 
 class DoctestFences(griffe.Extension):
