@@ -14,7 +14,8 @@ Each block is its own test, named ``page:line``:
 A block that cannot run here (``make demo``, a pilot on two machines, a 30-minute benchmark) is preceded by
 ``<!-- docs-test: skip — the reason -->``; a ``[party]`` TOML block that shows only the keys its section is about
 by ``<!-- docs-test: fragment — the reason -->``. A block with no language tag, an unknown tag, or a marker without
-a reason fails, and so does a marker that precedes no block.
+a reason fails, and so does a marker that precedes no block. The API reference (``docs/api.md``) must cover every
+name of ``vsplit.__all__``.
 """
 
 from __future__ import annotations
@@ -186,3 +187,18 @@ def test_code_block_runs(block: Block, tmp_path, monkeypatch):
     elif block.lang not in DATA:
         pytest.fail(f"{block.id}: unknown language tag {block.lang!r}: run it ({sorted(PYTHON | SHELL)}) or declare it"
                     f" data ({sorted(DATA)})")
+
+
+def test_the_api_reference_covers_every_public_name():
+    """docs/api.md documents each name of ``vsplit.__all__``: by its own ``:::`` entry, or its whole module's."""
+    import vsplit
+
+    documented = set(re.findall(r"^::: ([\w.]+)", (REPO / "docs" / "api.md").read_text(), flags=re.MULTILINE))
+    missing = []
+    for name in vsplit.__all__:
+        if name.startswith("__"):
+            continue
+        obj = getattr(vsplit, name)
+        if f"{obj.__module__}.{obj.__qualname__}" not in documented and obj.__module__ not in documented:
+            missing.append(f"{name} ({obj.__module__}.{obj.__qualname__})")
+    assert not missing, f"docs/api.md: add a ::: entry for {', '.join(missing)}"
