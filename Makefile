@@ -1,6 +1,7 @@
 # The two commands of the quick start. Each creates .venv when missing and installs what it needs.
 #   make demo   the bank-marketing pilot on the bundled data
-#   make test   lint and the test suite (what CI runs)
+#   make test   lint, the documentation build and the test suite (what CI runs)
+#   make docs   the documentation site, into site/ (mkdocs build --strict: a warning fails it)
 SHELL := /bin/bash
 PYTHON ?= python3
 VENV := .venv
@@ -9,7 +10,7 @@ PY := $(VENV)/bin/python
 TORCH := torch==2.13.0
 STAMP := $(VENV)/.installed
 
-.PHONY: demo test lint install clean bench
+.PHONY: demo test lint docs install clean bench
 
 $(PY):
 	$(PYTHON) -m venv $(VENV)
@@ -25,9 +26,13 @@ demo: $(STAMP)
 	$(VENV)/bin/vsplit pilot bank-marketing
 
 lint: $(STAMP)
-	$(PY) -m ruff check vsplit datasets tests benchmarks tutorials
+	$(PY) -m ruff check vsplit datasets tests benchmarks tutorials docs/hooks
 
-test: $(STAMP) lint
+# NO_MKDOCS_2_WARNING: mkdocs-material prints a banner about its successor on every build otherwise
+docs: $(STAMP)
+	NO_MKDOCS_2_WARNING=1 $(VENV)/bin/mkdocs build --strict --quiet
+
+test: $(STAMP) lint docs
 	$(PY) -m pytest
 
 bench: $(STAMP)
@@ -35,4 +40,4 @@ bench: $(STAMP)
 	$(PY) benchmarks/train_overhead.py
 
 clean:
-	rm -rf $(VENV) runs .pytest_cache
+	rm -rf $(VENV) runs .pytest_cache site

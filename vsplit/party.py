@@ -282,14 +282,13 @@ class LabelParty(_Party):
     """The party that holds the labels and the top model; it may have feature columns of its own, or none.
 
     It coordinates training: it owns the loss segment of the topology (the vertical ``top``, the vanilla ``top``,
-    the U-shaped ``tail``).
+    the U-shaped ``tail``). Other arguments are as for :class:`FeatureParty`.
 
     Args:
         label: the label column.
         positive_label: (binary) the value that counts as positive; detected for {0, 1}, {False, True}, {"no", "yes"}.
         task: ``"binary"`` (default), ``"multiclass"``, ``"regression"`` or your own task object
             (see :mod:`vsplit.models.tasks`).
-        Other arguments as for :class:`FeatureParty`.
     """
 
     def __init__(
