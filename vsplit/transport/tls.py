@@ -41,6 +41,11 @@ _X509_V_ERR_CERT_NOT_YET_VALID = 9
 _X509_V_ERR_CERT_HAS_EXPIRED = 10
 
 
+class ClosedEarly(TransportError):
+    """The peer closed (or reset) the connection before sending a single byte: a listener with no handshake slot
+    free, or one that refuses this address; the dialer may try again (:func:`vsplit.transport.connect.dial`)."""
+
+
 class TlsLayer:
     """TLS over memory buffers: the sans-IO record layer of a TLS channel (see the module docstring)."""
 
@@ -121,7 +126,8 @@ class _Link:
         except TimeoutError:
             raise TransportError(f"{self.who} did not finish the TLS handshake and hello in time") from None
         except OSError as exc:
-            raise TransportError(f"connection to {self.who} failed: {exc.strerror or exc}") from None
+            kind = ClosedEarly if not self.received else TransportError
+            raise kind(f"connection to {self.who} failed: {exc.strerror or exc}") from None
         self.sent += len(data)
 
     def read_raw(self) -> bytes:
@@ -131,9 +137,11 @@ class _Link:
         except TimeoutError:
             raise TransportError(f"{self.who} did not finish the TLS handshake and hello in time") from None
         except OSError as exc:
-            raise TransportError(f"connection to {self.who} failed: {exc.strerror or exc}") from None
+            kind = ClosedEarly if not self.received else TransportError
+            raise kind(f"connection to {self.who} failed: {exc.strerror or exc}") from None
         if not data:
-            raise TransportError(f"{self.who} closed the connection during the TLS handshake or hello")
+            kind = ClosedEarly if not self.received else TransportError
+            raise kind(f"{self.who} closed the connection during the TLS handshake or hello")
         self.received += len(data)
         return data
 
@@ -347,4 +355,4 @@ def connect_session(
     )
 
 
-__all__ = ["TlsChannel", "TlsLayer", "accept_session", "connect_session", "hello", "parse_hello"]
+__all__ = ["ClosedEarly", "TlsChannel", "TlsLayer", "accept_session", "connect_session", "hello", "parse_hello"]
