@@ -43,7 +43,7 @@ def run(args: argparse.Namespace) -> int:
     if config.topology.kind == "horizontal":
         return _predict_horizontal(config, args)
     node = PartyNode(config, progress=False)
-    with log_to_run_folder(node.folder):
+    with log_to_run_folder(node.folder, max_mb=node.config.output.log_max_mb):
         path = node.predict(Path(args.input) if args.input else None, ids_path=Path(args.ids) if args.ids else None)
     if not args.quiet:
         print(f"{config.party.name}: wrote {path}")
@@ -57,7 +57,7 @@ def _predict_horizontal(config: object, args: argparse.Namespace) -> int:
     from vsplit.runtime.horizontal_predict import predict_bank, serve_predictions
 
     node = HorizontalNode(config, progress=False, train=False)  # type: ignore[arg-type]
-    with log_to_run_folder(node.folder):
+    with log_to_run_folder(node.folder, max_mb=node.config.output.log_max_mb):
         if node.is_client:
             if not args.input:
                 from vsplit.errors import ConfigError

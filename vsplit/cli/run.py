@@ -36,7 +36,7 @@ def run(args: argparse.Namespace) -> int:
     if config.topology.kind == "horizontal":
         return _run_horizontal(config, args)
     node = PartyNode(config, resume=args.resume, progress=not args.quiet)
-    with log_to_run_folder(node.folder):
+    with log_to_run_folder(node.folder, max_mb=node.config.output.log_max_mb):
         result = node.run()
     if not args.quiet:
         summary = {"party": result.party, "psi_intersection": result.psi.get("intersection"),
@@ -51,7 +51,7 @@ def _run_horizontal(config: Any, args: argparse.Namespace) -> int:
     from vsplit.runtime.horizontal_node import HorizontalNode
 
     node = HorizontalNode(config, resume=args.resume, progress=not args.quiet)
-    with log_to_run_folder(node.folder):
+    with log_to_run_folder(node.folder, max_mb=node.config.output.log_max_mb):
         result = node.run()
     if not args.quiet:
         print(json.dumps({"party": result.party, "schedule": result.schedule, "seconds": result.seconds,

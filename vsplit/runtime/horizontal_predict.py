@@ -18,7 +18,6 @@ Example:
 
 from __future__ import annotations
 
-import json
 import logging
 import time
 from collections.abc import Sequence
@@ -29,6 +28,7 @@ import numpy as np
 import pandas as pd
 import torch
 
+from vsplit import strict_json
 from vsplit.atomic import write_atomic
 from vsplit.config import resolve
 from vsplit.data.sources import read_table
@@ -143,7 +143,7 @@ def _write_predictions(node: Any, ids: np.ndarray, proba: np.ndarray, requested:
     summary = {"run_id": node.config.output.run_id, "party": node.name, "schedule": node.settings.describe(),
                "counts": {k: int(v) for k, v in out["status"].value_counts().items()}, "seconds": seconds,
                "communication": communication}
-    write_atomic(node.folder / "predict.json", (json.dumps(summary, indent=2) + "\n").encode())
+    write_atomic(node.folder / "predict.json", (strict_json.dumps(summary, indent=2) + "\n").encode())
     log.info("predictions: %s", summary["counts"])
     return path
 
@@ -179,7 +179,7 @@ def serve_predictions(node: Any, banks: Sequence[str] | None = None, *, channels
                "seconds": round(time.perf_counter() - started, 3), "communication": stats}
     path = node.folder / "predict.json"
     path.parent.mkdir(parents=True, exist_ok=True)
-    write_atomic(path, (json.dumps(summary, indent=2) + "\n").encode())
+    write_atomic(path, (strict_json.dumps(summary, indent=2) + "\n").encode())
     return path
 
 
