@@ -45,12 +45,36 @@ class Flood:
         self.opened = self.closed = 0
         self._lock = threading.Lock()
         self._stop = threading.Event()
+        self._up = threading.Event()
         self._threads = [threading.Thread(target=self._attacker, args=(i,), daemon=True) for i in range(n)]
+        self._threads.append(threading.Thread(target=self._probe, daemon=True))
 
     def start(self) -> Flood:
+        """Start the attackers; they wait until the listener is up (a single probe connects every 20 ms until then:
+        many attackers hammering a port nobody listens on yet could take it by a TCP self-connect)."""
         for thread in self._threads:
             thread.start()
         return self
+
+    def _probe(self) -> None:
+        end = time.monotonic() + self.limit_s
+        while not self._stop.is_set() and time.monotonic() < end:
+            sock = self._connect(self.sources[0])
+            if sock is not None:
+                sock.close()
+                self._up.set()
+                return
+            self._stop.wait(0.02)
+
+    def _connect(self, source: str) -> socket.socket | None:
+        try:
+            sock = socket.create_connection(self.address, timeout=1.0, source_address=(source, 0))
+        except OSError:
+            return None
+        if sock.getsockname() == sock.getpeername():  # a TCP self-connect: nobody listens there
+            sock.close()
+            return None
+        return sock
 
     def wait_connected(self, *, timeout_s: float = 30.0) -> None:
         """Wait until every attacker has had a connection open at least once."""
@@ -59,6 +83,7 @@ class Flood:
             time.sleep(0.02)
 
     def stop(self) -> None:
+        """Stop every attacker and close its connection."""
         self._stop.set()
         for thread in self._threads:
             thread.join(timeout=2)
@@ -66,11 +91,13 @@ class Flood:
     def _attacker(self, i: int) -> None:
         source = self.sources[i % len(self.sources)]
         end = time.monotonic() + self.limit_s
+        while not self._up.wait(0.05):
+            if self._stop.is_set() or time.monotonic() > end:
+                return
         while not self._stop.is_set() and time.monotonic() < end:
-            try:
-                sock = socket.create_connection(self.address, timeout=1.0, source_address=(source, 0))
-            except OSError:
-                self._stop.wait(0.05)  # the hub is not listening (yet, or any more)
+            sock = self._connect(source)
+            if sock is None:
+                self._stop.wait(0.05)  # the hub is not listening any more
                 continue
             with self._lock:
                 self.opened += 1

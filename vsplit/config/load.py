@@ -369,8 +369,8 @@ def _limit_checks(config: PartyConfig) -> list[str]:
     train, net = config.train, config.network
     for key, value in (("train.max_abs_activation", train.max_abs_activation),
                        ("train.max_abs_gradient", train.max_abs_gradient)):
-        if value is not None and not 0 < value < float("inf"):
-            errors.append(f"{key}: must be a positive number (or left out), got {value}")
+        if not 0 < value < float("inf"):
+            errors.append(f"{key}: must be a positive number, got {value}")
     try:
         networks(net.allow_from)
     except ConfigError as exc:

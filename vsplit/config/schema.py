@@ -137,11 +137,11 @@ class TrainSection:
     #: batches per exchange, each a local step on cached gradients (1: exact; docs/wan.md); the label party decides
     local_steps: int = 1
     #: refuse activations received from a peer with any value larger than this in magnitude, as a non-finite one is
-    #: (the run stops naming the peer); unset: any finite value. Training activations of a sane model stay far below
-    #: e.g. 1e4
-    max_abs_activation: float | None = None
+    #: (the run stops naming the peer). The default only refuses values so large that the receiving layer's sums may
+    #: overflow float32 (issue 29: a partner sending 3e38); activations of a sane model stay far below e.g. 1e4
+    max_abs_activation: float = 1e30
     #: the same bound on the gradients this party receives
-    max_abs_gradient: float | None = None
+    max_abs_gradient: float = 1e30
 
 
 @dataclass(frozen=True)
