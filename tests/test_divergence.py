@@ -40,7 +40,7 @@ def fit(data, *, training: bool):
 
     hooks = TrainingHooks(embedding_hooks={"partner": [huge]})
     SplitClassifier(label_party="bank", label="y", positive_label="yes", epochs=1, batch_size=32, random_state=0,
-                    segments={"top": SumTop()}, hooks=hooks).fit(data.train)
+                    alignment="join", segments={"top": SumTop()}, hooks=hooks).fit(data.train)
 
 
 def test_non_finite_training_loss_names_the_partner(data):

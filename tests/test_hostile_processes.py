@@ -10,14 +10,11 @@ import sys
 from pathlib import Path
 
 import pytest
-import torch
-from _pilot_support import REPO, free_port, start, wait_all, write_configs
+from _pilot_support import REPO, free_port, in_process_metrics, start, wait_all, write_configs
 from _transport_support import make_identities  # noqa: F401  (puts benchmarks/ on the path)
 from stranger_flood import Flood
 
 from vsplit.datasets import preset
-from vsplit.estimator import SplitClassifier
-from vsplit.evaluation import shared_test_views
 from vsplit.pilot.prepare import prepare_preset
 from vsplit.strict_json import loads_strict
 
@@ -43,15 +40,7 @@ def data():
 
 @pytest.fixture(scope="module")
 def expected(data):
-    """The metrics of the same training in one process (the TLS run equals it: tests/test_run_tls.py)."""
-    threads = torch.get_num_threads()
-    torch.set_num_threads(1)  # as in the party processes (train.threads)
-    try:
-        clf = SplitClassifier(label_party="bank", label="y", positive_label="yes", epochs=EPOCHS, batch_size=BATCH,
-                              patience=10, random_state=0).fit(data.train)
-    finally:
-        torch.set_num_threads(threads)
-    return clf.evaluate(shared_test_views(data.test, label_party="bank", id_column="customer_id"))
+    return in_process_metrics(data, epochs=EPOCHS, batch_size=BATCH, patience=10)
 
 
 @pytest.fixture(scope="module")
