@@ -209,8 +209,8 @@ class NetworkSection:
     #: the hub: only connections from these addresses or networks (e.g. ["203.0.113.7", "10.1.2.0/24"]) reach the TLS
     #: handshake, and they have handshake slots strangers cannot take; empty: any address may try (pinning decides)
     allow_from: tuple[str, ...] = ()
-    #: the hub: close a connection that sent no TLS record within this many seconds (separate from the handshake's
-    #: own timeout), so idle strangers hold no handshake slot
+    #: the hub: close a connection that sent no whole TLS record within this many seconds (separate from the
+    #: handshake's own timeout), so idle strangers hold no handshake slot
     first_record_timeout_s: float = 1.5
 
 

@@ -25,6 +25,7 @@ import hashlib
 import json
 import logging
 import os
+import sys
 import time
 from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, field
@@ -128,9 +129,18 @@ class HorizontalNode:
             return -1
         if not found:
             return -1  # killed before its first round ended: this party starts afresh (and so the run does)
-        latest = int(found[-1].stem.split("-")[1])
-        self.restore(latest)
-        return latest
+        from vsplit.errors import UnreadableCheckpoint
+
+        for path in reversed(found):  # the newest readable one: a crash may have truncated the last
+            latest = int(path.stem.split("-")[1])
+            try:
+                self.restore(latest)
+            except UnreadableCheckpoint as exc:
+                log.warning("%s: --resume passes over the unreadable %s (%s)", self.name, path.name, exc)
+                print(f"vsplit: warning: {self.name}: --resume passes over the unreadable {path.name}", file=sys.stderr)
+                continue
+            return latest
+        return -1
 
     def save_round(self, round_: int, snapshot: Mapping[str, np.ndarray]) -> None:
         """Write this party's state at the end of ``round_`` (atomically; all rounds are kept: a client that sat

@@ -4,9 +4,10 @@ Theory of operation. Until its TLS handshake ends, a connection is only a source
 key to open one. So a listener spends nothing but a file descriptor on a connection until it has sent its first
 bytes, and bounds what strangers can take after that:
 
-* **First record.** An accepted connection waits, without a thread, until its first bytes arrive; one that sends
-  nothing within ``first_record_s`` (``network.first_record_timeout_s``, 1.5 s) is closed. An honest party sends
-  its TLS ClientHello at once, so idle connections hold no handshake slot, however many there are. At most
+* **First record.** An accepted connection waits, without a thread, until its whole first TLS record has arrived;
+  one that has not sent it within ``first_record_s`` (``network.first_record_timeout_s``, 1.5 s) is closed. An
+  honest party sends its TLS ClientHello at once, so idle connections, and connections that send part of a record
+  and stall, hold no handshake slot, however many there are (:mod:`vsplit.transport.reception`). At most
   ``max_waiting`` connections wait; past that the oldest one is closed.
 * **Handshake slots.** A connection that has sent its first record takes one of ``max_handshakes`` slots for its
   handshake (bounded by ``handshake_timeout_s``), and a source address holds at most ``per_source`` of them at a
@@ -40,7 +41,7 @@ from dataclasses import dataclass
 from vsplit.errors import ConfigError, TransportError
 
 #: Defaults of :class:`AdmissionPolicy`.
-MAX_HANDSHAKES, PER_SOURCE, RESERVED, FIRST_RECORD_S, MAX_WAITING = 32, 4, 8, 1.5, 1024
+MAX_HANDSHAKES, PER_SOURCE, RESERVED, FIRST_RECORD_S, MAX_WAITING = 32, 4, 8, 1.5, 512
 
 
 class Refused(TransportError):

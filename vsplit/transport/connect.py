@@ -205,13 +205,14 @@ class Listener:
             raise TransportError(f"{self.credentials.party}: no connection within {timeout_s:.1f} s") from None
         return conn, addr
 
-    def authenticate(self, conn: socket.socket, addr: tuple, *, taken: frozenset[str] = frozenset()) -> TlsChannel:
-        """Run the TLS handshake, hello and pin checks on an accepted connection; close it if refused."""
+    def authenticate(self, conn: socket.socket, addr: tuple, *, taken: frozenset[str] = frozenset(),
+                     first: bytes = b"") -> TlsChannel:
+        """Run the TLS handshake, hello and pin checks on an accepted connection (``first``: the bytes already read
+        from it); close it if refused."""
         try:
             _tune(conn)
-            return accept_session(
-                conn, self.credentials, who=f"connection from {_show(addr)}", options=self.options, taken=taken
-            )
+            return accept_session(conn, self.credentials, who=f"connection from {_show(addr)}", options=self.options,
+                                  taken=taken, first=first)
         except BaseException:
             conn.close()
             raise
@@ -227,11 +228,11 @@ class Listener:
         wanted = set(self.credentials.pins)
         cond = threading.Condition()
 
-        def welcome(conn: socket.socket, addr: tuple) -> None:
+        def welcome(conn: socket.socket, addr: tuple, first: bytes) -> None:
             with cond:
                 taken = frozenset(channels)
             try:
-                channel = self.authenticate(conn, addr, taken=taken)
+                channel = self.authenticate(conn, addr, taken=taken, first=first)
             except TransportError as exc:
                 if not self._stop.is_set():
                     self.refused(addr, exc)
@@ -270,9 +271,9 @@ class Listener:
             self.close()
         return channels
 
-    def start_reception(self, handshake: Callable[[socket.socket, tuple], None]) -> None:
+    def start_reception(self, handshake: Callable[[socket.socket, tuple, bytes], None]) -> None:
         """Run the accept loop (:class:`~vsplit.transport.reception.Reception`) on a background thread until
-        :meth:`close`; ``handshake(conn, addr)`` handles each admitted connection in a thread of its own."""
+        :meth:`close`; ``handshake(conn, addr, first)`` handles each admitted connection in a thread of its own."""
         self._reception = Reception(self._sock, gate=self.gate, refusals=self.refusals, handshake=handshake,
                                     name=f"vsplit-listen-{self.credentials.party}")
         self._reception_thread = threading.Thread(target=self._reception.run, args=(self._stop,),

@@ -3,12 +3,15 @@
 Theory of operation. One thread (:meth:`Reception.run`) owns the listening socket and a selector. It accepts every
 connection at once (so the kernel's backlog never fills and an honest party's connection is never dropped by it),
 closes the ones :meth:`~vsplit.transport.admission.Gate.allowed` refuses, and parks the others in a bounded
-waiting room, oldest first. A parked connection costs a file descriptor and nothing else; when its first bytes
-arrive it takes a handshake slot (:meth:`~vsplit.transport.admission.Gate.enter`) and ``handshake(conn, addr)`` runs
-in a thread of its own, which gives the slot back when it returns. A connection still silent after
-``first_record_s``, one that closes before sending anything, one with no slot free, and the oldest one when the
-waiting room is full are closed and recorded in the :class:`~vsplit.transport.refusals.RefusalLog`, which logs them
-at a bounded rate. Nothing a connection does before its handshake can stop the loop.
+waiting room, oldest first. A parked connection costs a file descriptor and the bytes it sent; once its whole first
+TLS record has arrived (the ClientHello: a 5-byte header and the length it declares, at most :data:`MAX_RECORD`; or
+a first byte that is not a TLS handshake record, which the handshake then refuses as plaintext) it takes a
+handshake slot (:meth:`~vsplit.transport.admission.Gate.enter`) and ``handshake(conn, addr, first)`` runs in a
+thread of its own with the bytes read so far, and gives the slot back when it returns. So a stranger that sends
+part of a record and stalls holds no slot either. A connection whose first record is not complete after
+``first_record_s``, one that closes before, one with no slot free, and the oldest one when the waiting room is full
+are closed and recorded in the :class:`~vsplit.transport.refusals.RefusalLog`, which logs them at a bounded rate.
+Nothing a connection does before its handshake can stop the loop.
 
 The loop runs until ``stop`` is set; :meth:`Reception.wake` interrupts its wait at once.
 """
@@ -30,21 +33,26 @@ log = logging.getLogger(__name__)
 
 _TICK_S = 0.25
 _ACCEPTS_PER_WAKE = 256
+_TLS_HANDSHAKE_RECORD = 0x16
+#: The largest first record waited for: TLS's 16 KiB plaintext limit and room for the header and padding.
+MAX_RECORD = (1 << 14) + 2048
 
 
 class Reception:
     """Accepts connections on ``sock`` and hands each to ``handshake`` in its own thread (see the module docstring).
 
-    ``handshake(conn, addr)`` owns ``conn`` (it must close it when refusing) and reports its own refusals.
+    ``handshake(conn, addr, first)`` owns ``conn`` (it must close it when refusing), gets the bytes already read from
+    it (``first``, the whole first TLS record) and reports its own refusals.
     """
 
     def __init__(self, sock: socket.socket, *, gate: Gate, refusals: RefusalLog,
-                 handshake: Callable[[socket.socket, tuple], None], name: str) -> None:
+                 handshake: Callable[[socket.socket, tuple, bytes], None], name: str) -> None:
         self.sock, self.gate, self.refusals, self.handshake, self.name = sock, gate, refusals, handshake, name
         self._wake_r, self._wake_w = socket.socketpair()
         self._wake_r.setblocking(False)
         self._wake_w.setblocking(False)
         self._waiting: collections.OrderedDict[socket.socket, tuple[tuple, float]] = collections.OrderedDict()
+        self._read: dict[socket.socket, bytearray] = {}
 
     def wake(self) -> None:
         """Interrupt the loop's wait (after setting its ``stop``)."""
@@ -77,6 +85,7 @@ class Reception:
             for conn in self._waiting:
                 conn.close()
             self._waiting.clear()
+            self._read.clear()
             selector.close()
             self._wake_r.close()
             self._wake_w.close()
@@ -109,25 +118,35 @@ class Reception:
             if len(self._waiting) >= policy.max_waiting:
                 old, (old_addr, _) = self._waiting.popitem(last=False)
                 selector.unregister(old)
+                self._read.pop(old, None)
                 old.close()
                 self._refuse(str(old_addr[0]), old_addr, f"{policy.max_waiting} connections were already waiting "
                              "for their first TLS record; the oldest was closed")
             conn.setblocking(False)
             selector.register(conn, selectors.EVENT_READ, addr)
             self._waiting[conn] = (addr, time.monotonic() + policy.first_record_s)
+            self._read[conn] = bytearray()
 
     def _first_bytes(self, selector: selectors.BaseSelector, conn: socket.socket) -> None:
-        addr, _ = self._waiting.pop(conn)
-        selector.unregister(conn)
-        host = str(addr[0])
+        addr, _ = self._waiting[conn]
+        got = self._read[conn]
         try:
-            first = conn.recv(1, socket.MSG_PEEK)
-        except OSError:
-            first = b""
-        if not first:
-            conn.close()
-            self._refuse(host, addr, "it closed before sending a TLS record")
+            data = conn.recv(MAX_RECORD + 5 - len(got))
+        except (BlockingIOError, InterruptedError):
             return
+        except OSError:
+            data = b""
+        if not data:
+            self._drop(selector, conn)
+            conn.close()
+            self._refuse(str(addr[0]), addr, "it closed before sending a whole TLS record")
+            return
+        got += data
+        if got[0] == _TLS_HANDSHAKE_RECORD and (len(got) < 5 or len(got) < 5 + min(MAX_RECORD,
+                                                                                  int.from_bytes(got[3:5], "big"))):
+            return  # the rest of the record is still on its way
+        self._drop(selector, conn)
+        host = str(addr[0])
         try:
             slot = self.gate.enter(host)
         except Refused as exc:
@@ -135,14 +154,20 @@ class Reception:
             self._refuse(host, addr, str(exc))
             return
         conn.setblocking(True)
+        first = bytes(got)
 
         def run() -> None:
             try:
-                self.handshake(conn, addr)
+                self.handshake(conn, addr, first)
             finally:
                 slot.release()
 
         threading.Thread(target=run, name=f"{self.name}-handshake", daemon=True).start()
+
+    def _drop(self, selector: selectors.BaseSelector, conn: socket.socket) -> None:
+        del self._waiting[conn]
+        del self._read[conn]
+        selector.unregister(conn)
 
     def _expire(self, selector: selectors.BaseSelector) -> None:
         now = time.monotonic()
@@ -150,10 +175,9 @@ class Reception:
             conn, (addr, deadline) = next(iter(self._waiting.items()))
             if deadline > now:
                 return
-            del self._waiting[conn]
-            selector.unregister(conn)
+            self._drop(selector, conn)
             conn.close()
-            self._refuse(str(addr[0]), addr, f"it sent no TLS record within {self.gate.policy.first_record_s} s")
+            self._refuse(str(addr[0]), addr, f"it sent no whole TLS record within {self.gate.policy.first_record_s} s")
 
     def _refuse(self, host: str, addr: tuple, why: str) -> None:
         self.refusals.record(host, Refused(f"connection from {show(addr)}: {why}"))

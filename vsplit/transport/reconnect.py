@@ -205,9 +205,9 @@ class StandingListener(Listener):
         super().close()
 
     # -- one thread per admitted connection (vsplit.transport.reception) ----------------------------------------------
-    def _welcome(self, conn: socket.socket, addr: tuple) -> None:
+    def _welcome(self, conn: socket.socket, addr: tuple, first: bytes) -> None:
         try:
-            link = self.authenticate(conn, addr)
+            link = self.authenticate(conn, addr, first=first)
             try:
                 refusal = self._join(link)
             except BaseException:

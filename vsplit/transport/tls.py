@@ -109,10 +109,12 @@ class TlsChannel(StreamChannel):
 class _Link:
     """Blocking reads and writes over a socket and a :class:`TlsLayer` while a connection is being set up."""
 
-    def __init__(self, sock: socket.socket, layer: TlsLayer, *, deadline: float, who: str, options: ChannelOptions):
+    def __init__(self, sock: socket.socket, layer: TlsLayer, *, deadline: float, who: str, options: ChannelOptions,
+                 first: bytes = b""):
         self.sock, self.layer, self.deadline, self.who = sock, layer, deadline, who
         self.deframer = Deframer(max_frame=options.max_frame)
         self.sent = self.received = 0
+        self._first = first  # bytes the listener already read from the socket (the first TLS record)
 
     def flush(self) -> None:
         self._send(self.layer.outgoing.read())
@@ -131,6 +133,10 @@ class _Link:
         self.sent += len(data)
 
     def read_raw(self) -> bytes:
+        if self._first:
+            data, self._first = self._first, b""
+            self.received += len(data)
+            return data
         self.sock.settimeout(self._remaining())
         try:
             data = self.sock.recv(CHUNK)
@@ -288,13 +294,16 @@ def accept_session(
     who: str,
     options: ChannelOptions,
     taken: frozenset[str] = frozenset(),
+    first: bytes = b"",
 ) -> TlsChannel:
     """Server side of one connection: handshake, hello and pin checks; a channel to the authenticated partner.
 
     ``taken`` lists partners that are already connected; a second connection claiming one of them is refused.
+    ``first``: bytes already read from ``sock`` (by :mod:`vsplit.transport.reception`), the start of the handshake.
     """
     layer = TlsLayer(credentials.context(server_side=True), server_side=True)
-    link = _Link(sock, layer, deadline=time.monotonic() + options.handshake_timeout_s, who=who, options=options)
+    link = _Link(sock, layer, deadline=time.monotonic() + options.handshake_timeout_s, who=who, options=options,
+                 first=first)
     der = link.handshake(server_side=True)
     first, *early = link.read_frames()
     claimed, wanted, _ = parse_hello(first, who=who)
