@@ -19,6 +19,7 @@ from __future__ import annotations
 import argparse
 import json
 import os
+import signal
 import socket
 import statistics
 import subprocess
@@ -188,7 +189,9 @@ def _attack(port: int, n: int, mode: str, seconds: float) -> None:
     sends = MODES[mode] if MODES[mode] is not None else client_hello()
     sources = ("127.0.0.1",) if mode == "idle" else SPREAD
     flood = Flood(("127.0.0.1", port), n=n, sends=sends, sources=sources, limit_s=seconds).start()
-    time.sleep(seconds)
+    done = threading.Event()
+    signal.signal(signal.SIGTERM, lambda *_: done.set())  # the trial is over
+    done.wait(seconds)
     flood.stop()
     print(json.dumps({"opened": flood.opened, "closed": flood.closed}))
 
@@ -227,6 +230,7 @@ def main() -> None:
                     times.append(_connect_once(ids, port=port, allow=allow, deadline_s=deadline_s))
                 finally:
                     if child is not None:
+                        child.terminate()
                         flood_counts.append(json.loads(child.communicate(timeout=60)[0] or "{}"))
             done = [t for t in times if t is not None]
             out["scenarios"][name] = {
