@@ -6,7 +6,8 @@ Example:
     vsplit run --config parties/bank/party.toml --set train.epochs=5 --resume
 
 Each organization runs its own process with its own config. Both configs name the same output.run_id. Outputs go
-to <output.dir>/<run_id>/<party>/: model.npz (this party's part only), checkpoints/, result.json, log.txt.
+to <output.dir>/<run_id>/<party>/: model.npz (this party's part only), checkpoints/, result.json, log.txt (rotated past
+output.log_max_mb).
 """
 
 from __future__ import annotations
