@@ -110,7 +110,7 @@ def test_dialer_redials_a_connection_closed_before_its_handshake(ids):
                            admission=AdmissionPolicy(max_handshakes=1, per_source=1, reserved=0))
     stalled = socket.create_connection(hub.address, source_address=("127.0.0.2", 0))
     stalled.sendall(client_hello())
-    wait_for(lambda: hub.gate._general == 1)
+    wait_for(lambda: hub.gate.running == 1)
     started = time.monotonic()
     partner = dial_resumable(credentials("insurer", ids, ["bank"]), peer="bank", address=hub.address,
                              options=options, deadline_s=10)

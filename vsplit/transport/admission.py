@@ -116,6 +116,12 @@ class Gate:
         self._by_source: Counter[str] = Counter()
         self._general = self._reserved = 0
 
+    @property
+    def running(self) -> int:
+        """Handshakes running now (general and reserved slots)."""
+        with self._lock:
+            return self._general + self._reserved
+
     def allowed(self, host: str) -> bool:
         """Whether ``host`` may connect at all (always, without an allow-list)."""
         return not self._allow or self._listed(host)
