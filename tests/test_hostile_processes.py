@@ -44,28 +44,40 @@ def expected(data):
 
 
 @pytest.fixture(scope="module")
-def flooded(tmp_path_factory, data):
-    """A run whose bank port is flooded by 64 idle strangers, reopening when closed, from its start to its end."""
+def runs(tmp_path_factory, data):
+    """Two runs started together (they share the processes' start-up time on a 2-core runner): one whose bank port
+    is flooded by 64 idle strangers, reopening when closed, from its start to its end; one with a hostile partner
+    (``tests/_hostile_partner.py``) sending 3e38 activations."""
     root = tmp_path_factory.mktemp("flooded")
     prepare_preset(data, root)
     port = free_port()
     configs = write_configs(root, port=port, run_id="flood", extra=SETTINGS)
     logs = {p: root / f"{p}-1.log" for p in configs}
+    hostile = tmp_path_factory.mktemp("hostile")
+    prepare_preset(data, hostile)
+    bad = write_configs(hostile, port=free_port(), run_id="hostile", extra=SETTINGS)
+    bad_logs = {p: hostile / f"{p}.log" for p in bad}
     flood = Flood(("127.0.0.1", port), n=64, limit_s=240).start()
     try:
         procs = {p: start(["run", "--config", str(c), *COMMON], log=logs[p]) for p, c in configs.items()}
+        bad_procs = {"bank": start(["run", "--config", str(bad["bank"]), *COMMON], log=bad_logs["bank"])}
+        with open(bad_logs["partner"], "w") as handle:
+            bad_procs["partner"] = subprocess.Popen(
+                [sys.executable, "tests/_hostile_partner.py", "run", "--config", str(bad["partner"]), *COMMON],
+                stdout=handle, stderr=subprocess.STDOUT, cwd=REPO)
+        codes = {p: proc.wait(timeout=240) for p, proc in bad_procs.items()}
         wait_all(procs, logs, timeout=240)
     finally:
         flood.stop()
-    return root, configs, flood
+    return {"root": root, "configs": configs, "flood": flood, "hostile": hostile, "codes": codes, "logs": bad_logs}
 
 
 def metrics(root: Path, run_id: str) -> dict:
     return loads_strict((root / "runs" / run_id / "bank" / "report.json").read_text())["metrics"]
 
 
-def test_stranger_flood_changes_nothing_and_the_log_stays_small(flooded, expected):
-    root, _, flood = flooded
+def test_stranger_flood_changes_nothing_and_the_log_stays_small(runs, expected):
+    root, flood = runs["root"], runs["flood"]
     assert flood.closed > 64  # every stranger was closed at least once, and came back
     got = metrics(root, "flood")
     for key in ("auc", "ks", "accuracy", "f1", "log_loss"):
@@ -77,16 +89,16 @@ def test_stranger_flood_changes_nothing_and_the_log_stays_small(flooded, expecte
     assert len(sizes) <= 3 and max(sizes) <= LOG_MAX_MB * (1 << 20) + 4096, sizes
 
 
-def test_every_json_of_a_run_is_strict(flooded):
-    root, _, _ = flooded
+def test_every_json_of_a_run_is_strict(runs):
+    root = runs["root"]
     found = sorted((root / "runs" / "flood").rglob("*.json"))
     assert {p.name for p in found} >= {"result.json", "report.json"}
     for path in found:
         loads_strict(path.read_text())  # NaN or Infinity would raise
 
 
-def test_resume_passes_over_a_truncated_newest_checkpoint(flooded, expected):
-    root, configs, _ = flooded
+def test_resume_passes_over_a_truncated_newest_checkpoint(runs, expected):
+    root, configs = runs["root"], runs["configs"]
     checkpoints = sorted((root / "runs" / "flood" / "bank" / "checkpoints").glob("epoch-*.npz"))
     assert [p.name for p in checkpoints] == [f"epoch-{EPOCHS - 2:04d}.npz", f"epoch-{EPOCHS - 1:04d}.npz"]
     newest = checkpoints[-1]
@@ -102,19 +114,11 @@ def test_resume_passes_over_a_truncated_newest_checkpoint(flooded, expected):
         assert report["metrics"][key] == pytest.approx(expected[key], abs=1e-9), key
 
 
-def test_partner_sending_huge_activations_stops_the_bank_naming_it(tmp_path, data):
-    prepare_preset(data, tmp_path)
-    configs = write_configs(tmp_path, port=free_port(), run_id="hostile", extra=SETTINGS)
-    logs = {p: tmp_path / f"{p}.log" for p in configs}
-    bank = start(["run", "--config", str(configs["bank"]), *COMMON], log=logs["bank"])
-    with open(logs["partner"], "w") as handle:
-        partner = subprocess.Popen([sys.executable, "tests/_hostile_partner.py", "run", "--config",
-                                    str(configs["partner"]), *COMMON], stdout=handle, stderr=subprocess.STDOUT,
-                                   cwd=REPO)
-    codes = {"bank": bank.wait(timeout=180), "partner": partner.wait(timeout=60)}
+def test_partner_sending_huge_activations_stops_the_bank_naming_it(runs):
+    codes, logs = runs["codes"], runs["logs"]
     said = logs["bank"].read_text()
     assert codes["bank"] != 0 and codes["partner"] != 0, (codes, said[-2000:])
     assert "'partner' sent activations up to 3e+38 in magnitude, over train.max_abs_activation = 1e+30" in said, said
     assert "Traceback" not in said
-    runs = tmp_path / "runs" / "hostile"
-    assert not list(runs.rglob("model.npz")) and not list(runs.rglob("report.json"))
+    folder = runs["hostile"] / "runs" / "hostile"
+    assert not list(folder.rglob("model.npz")) and not list(folder.rglob("report.json"))
