@@ -32,6 +32,24 @@ def write_configs(root: Path, *, port: int, run_id: str, extra: str = "", kind: 
     return paths
 
 
+def in_process_metrics(data, **settings) -> dict:
+    """The test metrics of the same split training in one process, with one torch thread as in the party processes
+    (``train.threads``): a TLS run between processes reaches them exactly (``tests/test_run_tls.py``)."""
+    import torch
+
+    from vsplit.estimator import SplitClassifier
+    from vsplit.evaluation import shared_test_views
+
+    threads = torch.get_num_threads()
+    torch.set_num_threads(1)
+    try:
+        clf = SplitClassifier(label_party="bank", label="y", positive_label="yes", random_state=0,
+                              **settings).fit(data.train)
+    finally:
+        torch.set_num_threads(threads)
+    return clf.evaluate(shared_test_views(data.test, label_party="bank", id_column="customer_id"))
+
+
 def start(args: list[str], *, log: Path) -> subprocess.Popen:
     env = dict(os.environ, PYTHONUNBUFFERED="1")
     handle = open(log, "w")  # the child owns it from here

@@ -130,3 +130,17 @@ def test_every_command_has_help_with_an_example(command, capsys):
         main([command, "--help"])
     assert exit_.value.code == 0
     assert "Example" in capsys.readouterr().out
+
+
+@pytest.mark.parametrize(("override", "expected"), [
+    ('network.allow_from=["10.0.0.0/8", "nonsense"]', r"network\.allow_from: 'nonsense' is not an IP address"),
+    ("network.first_record_timeout_s=0", r"network\.first_record_timeout_s: must be above 0 and at most 60 s"),
+    ("train.max_abs_activation=-1", r"train\.max_abs_activation: must be a positive number, got -1\.0"),
+    ("train.max_abs_gradient=inf", r"train\.max_abs_gradient: must be a positive number, got inf"),
+    ("output.log_max_mb=0", r"output\.log_max_mb: must be positive, got 0\.0"),
+])
+def test_limits_against_strangers_and_hostile_partners_are_checked(tmp_path, override, expected):
+    with pytest.raises(ConfigError, match=expected):
+        load_config(write(tmp_path, PARTNER), overrides=[override])
+    config = load_config(write(tmp_path, PARTNER), overrides=['network.allow_from=["203.0.113.7", "10.1.2.0/24"]'])
+    assert config.network.allow_from == ("203.0.113.7", "10.1.2.0/24") and config.train.max_abs_activation == 1e30

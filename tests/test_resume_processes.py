@@ -6,12 +6,9 @@ import json
 import time
 
 import pytest
-import torch
-from _pilot_support import free_port, start, wait_all, write_configs
+from _pilot_support import free_port, in_process_metrics, start, wait_all, write_configs
 
 from vsplit.datasets import preset
-from vsplit.estimator import SplitClassifier
-from vsplit.evaluation import shared_test_views
 from vsplit.pilot.prepare import prepare_preset
 
 EPOCHS, BATCH = 4, 32
@@ -46,14 +43,7 @@ def test_partner_killed_mid_epoch_then_both_resume_to_the_uninterrupted_result(t
     wait_all(procs, logs, timeout=240)
 
     report = json.loads((tmp_path / "runs" / "resume" / "bank" / "report.json").read_text())
-    threads = torch.get_num_threads()
-    torch.set_num_threads(1)  # as in the party processes (train.threads)
-    try:
-        clf = SplitClassifier(label_party="bank", label="y", positive_label="yes", epochs=EPOCHS, batch_size=BATCH,
-                              patience=10, random_state=0).fit(data.train)
-    finally:
-        torch.set_num_threads(threads)
-    expected = clf.evaluate(shared_test_views(data.test, label_party="bank", id_column="customer_id"))
+    expected = in_process_metrics(data, epochs=EPOCHS, batch_size=BATCH, patience=10)
     assert [h["epoch"] for h in report["history"]] == list(range(EPOCHS))
     for key in ("auc", "ks", "accuracy", "f1", "log_loss"):
         assert report["metrics"][key] == pytest.approx(expected[key], abs=1e-9), key

@@ -8,10 +8,12 @@ Every error says what went wrong and what to do about it. Errors that cross a pa
     ├── DataError            bad input data (names the column and the fix)
     ├── AlignmentError       record alignment failed (no overlap, duplicates, ...)
     ├── ProtocolError        a protocol was broken
-    │   └── RemoteAbort      the peer aborted with a code
+    │   ├── RemoteAbort      the peer aborted with a code
+    │   └── DivergenceError  a loss was not finite: training diverged (names the party whose input was out of range)
     ├── TransportError       the channel failed (timeouts, dropped peers, oversize frames)
     │   └── AuthenticationError
     ├── CheckpointError      a checkpoint is missing, corrupt or belongs to another run
+    │   └── UnreadableCheckpoint  a checkpoint file is truncated or corrupt
     └── PrivacyAlarm         a party's detector judged the gradients it received not honest; it stopped
 
 Example:
@@ -57,6 +59,15 @@ class RemoteAbort(ProtocolError):
     """The peer stopped the protocol and sent only an abort code."""
 
 
+class DivergenceError(ProtocolError):
+    """A training or validation loss was not finite: the run stops, naming the party whose input went out of range.
+    The peers are told ``AbortCode.DIVERGED`` (12); the command exits with code 3."""
+
+
+#: ``AbortCode.DIVERGED`` (not imported: this module imports nothing of vsplit)
+DIVERGED = 12
+
+
 class TransportError(VsplitError):
     """The channel failed: timeout, closed connection, oversize frame."""
 
@@ -67,6 +78,10 @@ class AuthenticationError(TransportError):
 
 class CheckpointError(VsplitError):
     """A checkpoint is missing, corrupt, or belongs to another run or party."""
+
+
+class UnreadableCheckpoint(CheckpointError):
+    """A checkpoint file is truncated or corrupt (``--resume`` falls back on an earlier one)."""
 
 
 class PrivacyAlarm(VsplitError):

@@ -61,6 +61,9 @@ class ModelSettings:
     missing: str = "error"
     compression: str = "none"
     error_feedback: bool = False
+    #: refuse received activations or gradients beyond these magnitudes (``train.max_abs_activation``, ...)
+    max_abs_activation: float | None = None
+    max_abs_gradient: float | None = None
 
 
 class _Segments:
@@ -124,7 +127,8 @@ class _Segments:
         modules = {s.name: own[s.name] for s in topology.segments_of(self.name)}
         params = [p for m in dict.fromkeys(modules.values()) for p in m.parameters()]
         s = self.settings
-        options = {"compression": s.compression, "error_feedback": s.error_feedback, **options}
+        options = {"compression": s.compression, "error_feedback": s.error_feedback,
+                   "max_abs_activation": s.max_abs_activation, "max_abs_gradient": s.max_abs_gradient, **options}
         return SplitMachine(
             name=self.name, topology=topology, modules=modules, optimizer=self.optimizer(params) if train else None,
             rng=self.rng, data=data or {}, labels=labels, task=task, plan=plan, **options,

@@ -1,5 +1,10 @@
 """Logging for party processes: everything at INFO and above goes to ``log.txt`` in the run folder.
 
+The file is capped: past ``max_mb`` (``output.log_max_mb``) it is rotated to ``log.txt.1`` (and that one to
+``log.txt.2``, the oldest dropped), so a party never holds more than three times the cap of log on the disk that
+also holds its checkpoints and model. Refused connections are logged at a bounded rate besides
+(:mod:`vsplit.transport.refusals`).
+
 Example:
     >>> import tempfile, pathlib, logging
     >>> folder = pathlib.Path(tempfile.mkdtemp())
@@ -13,16 +18,21 @@ from __future__ import annotations
 
 import contextlib
 import logging
+import logging.handlers
 from collections.abc import Iterator
 from pathlib import Path
 
+#: Rotated files kept besides ``log.txt``.
+BACKUPS = 2
+
 
 @contextlib.contextmanager
-def log_to_run_folder(folder: Path, *, level: int = logging.INFO) -> Iterator[Path]:
-    """Send vsplit's log records to ``folder/log.txt`` for the duration of the block."""
+def log_to_run_folder(folder: Path, *, level: int = logging.INFO, max_mb: float = 10.0) -> Iterator[Path]:
+    """Send vsplit's log records to ``folder/log.txt`` for the duration of the block, rotated past ``max_mb``."""
     folder.mkdir(parents=True, exist_ok=True)
     path = folder / "log.txt"
-    handler = logging.FileHandler(path)
+    handler = logging.handlers.RotatingFileHandler(path, maxBytes=max(1, int(max_mb * (1 << 20))),
+                                                   backupCount=BACKUPS)
     handler.setFormatter(logging.Formatter("%(asctime)s %(levelname)s %(name)s: %(message)s"))
     root = logging.getLogger("vsplit")
     previous = root.level

@@ -1,7 +1,8 @@
 """The ``vsplit`` command: one subcommand per module in :mod:`vsplit.cli`.
 
 Each command module exposes ``NAME``, ``HELP``, ``add_arguments(parser)`` and ``run(args) -> int``. Exit codes:
-0 success, 1 a vsplit error (the message says what to fix), 2 bad command-line usage, 130 interrupted.
+0 success, 1 a vsplit error (the message says what to fix), 2 bad command-line usage, 3 training diverged (a loss was
+not finite; the label party's message names the party whose input went out of range), 130 interrupted.
 """
 
 from __future__ import annotations
@@ -10,19 +11,20 @@ import argparse
 import importlib
 import sys
 
-from vsplit.errors import VsplitError
+from vsplit.errors import DIVERGED, DivergenceError, RemoteAbort, VsplitError
 
 #: Command modules, in the order ``vsplit --help`` lists them.
 COMMANDS = ["keys", "psi", "train", "run", "predict", "report", "pilot", "demo", "privacy", "plan", "topology"]
 
-EXIT_OK, EXIT_ERROR, EXIT_USAGE, EXIT_INTERRUPTED = 0, 1, 2, 130
+EXIT_OK, EXIT_ERROR, EXIT_USAGE, EXIT_DIVERGED, EXIT_INTERRUPTED = 0, 1, 2, 3, 130
 
 
 def build_parser() -> argparse.ArgumentParser:
     parser = argparse.ArgumentParser(
         prog="vsplit",
         description="Vertical split learning for finance.",
-        epilog="Exit codes: 0 ok, 1 error (the message names the fix), 2 usage error, 130 interrupted.",
+        epilog="Exit codes: 0 ok, 1 error (the message names the fix), 2 usage error, 3 training diverged, "
+               "130 interrupted.",
     )
     from vsplit import __version__
 
@@ -47,7 +49,8 @@ def main(argv: list[str] | None = None) -> int:
         return int(args._run(args) or 0)
     except VsplitError as exc:
         print(f"vsplit: error: {exc}", file=sys.stderr)
-        return EXIT_ERROR
+        diverged = isinstance(exc, DivergenceError) or (isinstance(exc, RemoteAbort) and exc.code == DIVERGED)
+        return EXIT_DIVERGED if diverged else EXIT_ERROR
     except KeyboardInterrupt:
         print("vsplit: interrupted", file=sys.stderr)
         return EXIT_INTERRUPTED

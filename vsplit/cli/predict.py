@@ -53,7 +53,7 @@ def run(args: argparse.Namespace) -> int:
     node = PartyNode(config, progress=False)
     table, ids = _given(args.input, "--input"), _given(args.ids, "--ids")
     job = PredictJob.open(node.folder, args.job, resume=args.resume)
-    with log_to_run_folder(job.folder):
+    with log_to_run_folder(job.folder, max_mb=node.config.output.log_max_mb):
         path = node.predict(table, ids_path=ids, job=job)
     if not args.quiet:
         print(f"{config.party.name}: wrote {path}")
@@ -74,7 +74,7 @@ def _predict_horizontal(config: object, args: argparse.Namespace) -> int:
         raise ConfigError(f"{node.name}: predict needs --input, this bank's table of the customers to score")
     table, ids = _given(args.input, "--input"), _given(args.ids, "--ids")
     job = PredictJob.open(node.folder, args.job, resume=args.resume)
-    with log_to_run_folder(job.folder):
+    with log_to_run_folder(job.folder, max_mb=node.config.output.log_max_mb):
         if node.is_client:
             assert table is not None
             path = predict_bank(node, table, ids_path=ids, job=job)

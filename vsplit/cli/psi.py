@@ -30,6 +30,7 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
 def run(args: argparse.Namespace) -> int:
     import pandas as pd
 
+    from vsplit import strict_json
     from vsplit.atomic import write_atomic
     from vsplit.cli.logs import log_to_run_folder
     from vsplit.config import load_config
@@ -41,7 +42,7 @@ def run(args: argparse.Namespace) -> int:
 
     config = load_config(args.config, overrides=args.overrides)
     node = PartyNode(config, progress=False)
-    with log_to_run_folder(node.folder):
+    with log_to_run_folder(node.folder, max_mb=node.config.output.log_max_mb):
         channels = node.open_channels()
         pump = Pump(node.name, channels, session=session_id(config.output.run_id + ":psi"),
                     timeout=config.network.read_timeout_s)
@@ -53,7 +54,7 @@ def run(args: argparse.Namespace) -> int:
     rows = canonical_rows(alignment)
     save_rows(dataclasses.replace(alignment, rows=rows), node.folder / "alignment.npy")
     stats = psi_summary(alignment)
-    write_atomic(node.folder / "psi.json", (json.dumps(stats, indent=2) + "\n").encode())
+    write_atomic(node.folder / "psi.json", (strict_json.dumps(stats, indent=2) + "\n").encode())
     frame = pd.DataFrame({"row": rows})
     if alignment.ids is not None:
         frame[config.data.id_column] = sorted(alignment.ids)

@@ -6,7 +6,8 @@ Example:
     vsplit run --config parties/bank/party.toml --set train.epochs=5 --resume
 
 Each organization runs its own process with its own config. Both configs name the same output.run_id. Outputs go
-to <output.dir>/<run_id>/<party>/: model.npz (this party's part only), checkpoints/, result.json, log.txt.
+to <output.dir>/<run_id>/<party>/: model.npz (this party's part only), checkpoints/, result.json, log.txt (rotated past
+output.log_max_mb).
 """
 
 from __future__ import annotations
@@ -36,7 +37,7 @@ def run(args: argparse.Namespace) -> int:
     if config.topology.kind == "horizontal":
         return _run_horizontal(config, args)
     node = PartyNode(config, resume=args.resume, progress=not args.quiet)
-    with log_to_run_folder(node.folder):
+    with log_to_run_folder(node.folder, max_mb=node.config.output.log_max_mb):
         result = node.run()
     if not args.quiet:
         summary = {"party": result.party, "psi_intersection": result.psi.get("intersection"),
@@ -51,7 +52,7 @@ def _run_horizontal(config: Any, args: argparse.Namespace) -> int:
     from vsplit.runtime.horizontal_node import HorizontalNode
 
     node = HorizontalNode(config, resume=args.resume, progress=not args.quiet)
-    with log_to_run_folder(node.folder):
+    with log_to_run_folder(node.folder, max_mb=node.config.output.log_max_mb):
         result = node.run()
     if not args.quiet:
         print(json.dumps({"party": result.party, "schedule": result.schedule, "seconds": result.seconds,

@@ -189,7 +189,7 @@ def _cross_checks(config: PartyConfig, folder: Path, *, check_files: bool) -> li
     if kind == "horizontal":
         from vsplit.config.horizontal import horizontal_checks
 
-        return horizontal_checks(config) + (file_checks(config, folder) if check_files else [])
+        return horizontal_checks(config) + _limit_checks(config) + (file_checks(config, folder) if check_files else [])
     if party.role not in ROLES:
         errors.append(f"party.role: must be 'label', 'feature' or 'compute', got {party.role!r}")
     if kind not in KINDS:
@@ -240,6 +240,7 @@ def _cross_checks(config: PartyConfig, folder: Path, *, check_files: bool) -> li
     if net.reconnect_timeout_s < 0:
         errors.append(f"network.reconnect_timeout_s: must be 0 (no reconnects) or positive, got "
                       f"{net.reconnect_timeout_s}")
+    errors += _limit_checks(config)
     for key, value in (("train.pipeline_window", train.pipeline_window), ("train.local_steps", train.local_steps)):
         if not 1 <= value <= MAX_AHEAD:
             errors.append(f"{key}: must be 1 (exact) to {MAX_AHEAD}, got {value}")
@@ -361,6 +362,28 @@ def _psi_checks(config: PartyConfig) -> list[str]:
                       "psi.backend = \"process\")")
     elif psi.backend == "process" and psi.ray_address:
         errors.append("psi.ray_address: only used with psi.backend = \"ray\"; set the backend or remove the address")
+    return errors
+
+
+def _limit_checks(config: PartyConfig) -> list[str]:
+    """Bounds on what a party accepts: tensor magnitudes, who may connect, how much it logs."""
+    from vsplit.transport.admission import networks
+
+    errors = []
+    train, net = config.train, config.network
+    for key, value in (("train.max_abs_activation", train.max_abs_activation),
+                       ("train.max_abs_gradient", train.max_abs_gradient)):
+        if not 0 < value < float("inf"):
+            errors.append(f"{key}: must be a positive number, got {value}")
+    try:
+        networks(net.allow_from)
+    except ConfigError as exc:
+        errors.append(str(exc))
+    if not 0 < net.first_record_timeout_s <= 60:
+        errors.append(f"network.first_record_timeout_s: must be above 0 and at most 60 s, got "
+                      f"{net.first_record_timeout_s}")
+    if not config.output.log_max_mb > 0:
+        errors.append(f"output.log_max_mb: must be positive, got {config.output.log_max_mb}")
     return errors
 
 

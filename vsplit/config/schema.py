@@ -139,6 +139,12 @@ class TrainSection:
     pipeline_window: int = 1
     #: batches per exchange, each a local step on cached gradients (1: exact; docs/wan.md); the label party decides
     local_steps: int = 1
+    #: refuse activations received from a peer with any value larger than this in magnitude, as a non-finite one is
+    #: (the run stops naming the peer). The default only refuses values so large that the receiving layer's sums may
+    #: overflow float32 (issue 29: a partner sending 3e38); activations of a sane model stay far below e.g. 1e4
+    max_abs_activation: float = 1e30
+    #: the same bound on the gradients this party receives
+    max_abs_gradient: float = 1e30
 
 
 @dataclass(frozen=True)
@@ -203,6 +209,12 @@ class NetworkSection:
     compression: str = "none"
     #: carry what a lossy compression lost on a training tensor into the next tensor of the same stream
     error_feedback: bool = False
+    #: the hub: only connections from these addresses or networks (e.g. ["203.0.113.7", "10.1.2.0/24"]) reach the TLS
+    #: handshake, and they have handshake slots strangers cannot take; empty: any address may try (pinning decides)
+    allow_from: tuple[str, ...] = ()
+    #: the hub: close a connection that sent no whole TLS record within this many seconds (separate from the
+    #: handshake's own timeout), so idle strangers hold no handshake slot
+    first_record_timeout_s: float = 1.5
 
 
 @dataclass(frozen=True)
@@ -211,6 +223,8 @@ class OutputSection:
     run_id: str = "vsplit-run"
     #: label party: also train the label-party-only baseline for the report
     baselines: bool = True
+    #: log.txt is rotated past this size (two older files are kept: log.txt.1, log.txt.2)
+    log_max_mb: float = 10.0
 
 
 @dataclass(frozen=True)

@@ -19,6 +19,7 @@ import time
 from pathlib import Path
 from typing import Any
 
+from vsplit import strict_json
 from vsplit.atomic import write_atomic
 from vsplit.pilot.horizontal import FEDERATED, SERVER, prepare_horizontal, run_processes
 
@@ -43,7 +44,7 @@ def run_splitfed_pilot(*, root: Path | None = None, run_id: str | None = None, o
     report = _report(run_dir, loaded)
     report["seconds"] = round(time.perf_counter() - started, 1)
     report["report"] = str(run_dir / "report.md")
-    write_atomic(run_dir / "report.json", (json.dumps(report, indent=2) + "\n").encode())
+    write_atomic(run_dir / "report.json", (strict_json.dumps(report, indent=2) + "\n").encode())
     write_atomic(run_dir / "report.md", render(report).encode())
     return report
 

@@ -24,6 +24,7 @@ from typing import Any
 import numpy as np
 
 from vsplit.errors import ConfigError
+from vsplit.strict_json import finite_or_none
 
 #: The columns of the summary table, in order: (key, heading, format).
 TABLE = [
@@ -138,16 +139,7 @@ class AuditReport:
         }
 
 
-def _finite(value: Any) -> Any:
-    if isinstance(value, float) and not math.isfinite(value):
-        return None
-    if isinstance(value, dict):
-        return {k: _finite(v) for k, v in value.items()}
-    if isinstance(value, (list, tuple)):
-        return [_finite(v) for v in value]
-    if isinstance(value, np.generic):
-        return _finite(value.item())
-    return value
+_finite = finite_or_none  # non-finite numbers as null: strict JSON
 
 
 def _atomic_write(path: Path, write, close=None) -> Path:

@@ -30,6 +30,7 @@ class AbortCode(IntEnum):
     CANCELLED = 9
     AUTHENTICATION = 10
     PEER_LOST = 11
+    DIVERGED = 12
 
 
 _REASONS = {
@@ -44,6 +45,8 @@ _REASONS = {
     AbortCode.CANCELLED: "the peer was stopped by its operator",
     AbortCode.AUTHENTICATION: "the peer could not authenticate this party",
     AbortCode.PEER_LOST: "another party of the session dropped out (it crashed or lost its connection)",
+    AbortCode.DIVERGED: "training diverged: a loss was not finite (the label party's log names whose input was out "
+                        "of range)",
 }
 
 

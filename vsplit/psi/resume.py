@@ -45,6 +45,7 @@ from typing import Any
 
 import numpy as np
 
+from vsplit import strict_json
 from vsplit.atomic import save_with, write_atomic
 from vsplit.errors import DataError
 from vsplit.psi.config import PSI_VERSION, PsiConfig
@@ -174,4 +175,4 @@ class PairState:
 
     def _write_meta(self) -> None:
         assert self._meta is not None
-        write_atomic(self.folder / META, (json.dumps(self._meta, indent=1) + "\n").encode(), mode=0o600)
+        write_atomic(self.folder / META, (strict_json.dumps(self._meta, indent=1) + "\n").encode(), mode=0o600)

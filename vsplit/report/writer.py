@@ -19,6 +19,7 @@ from importlib import resources
 from pathlib import Path
 from typing import Any
 
+from vsplit import strict_json
 from vsplit.atomic import write_atomic
 
 SCHEMA = "vsplit-report-1"
@@ -31,7 +32,7 @@ def schema() -> dict[str, Any]:
 
 
 def _json(path: Path, payload: dict[str, Any]) -> None:
-    write_atomic(path, (json.dumps(payload, indent=2, sort_keys=False) + "\n").encode())
+    write_atomic(path, (strict_json.dumps(payload, indent=2, sort_keys=False) + "\n").encode())
 
 
 def _traffic_table(direction: str, traffic: dict[str, dict[str, int]]) -> list[str]:

@@ -29,7 +29,7 @@ import numpy as np
 import torch
 
 from vsplit.atomic import write_atomic
-from vsplit.errors import CheckpointError
+from vsplit.errors import CheckpointError, UnreadableCheckpoint
 
 FORMAT = "vsplit-checkpoint-1"
 
@@ -53,8 +53,8 @@ def load_checkpoint(path: str | Path, *, run_id: str, party: str) -> dict[str, A
         with np.load(path, allow_pickle=False) as archive:  # own file; never unpickle anything
             meta = json.loads(archive["__meta__"].tobytes())
             arrays = {k: archive[k] for k in archive.files if k != "__meta__"}
-    except (OSError, ValueError, KeyError, zipfile.BadZipFile, json.JSONDecodeError) as exc:
-        raise CheckpointError(
+    except (OSError, EOFError, ValueError, KeyError, zipfile.BadZipFile, json.JSONDecodeError) as exc:
+        raise UnreadableCheckpoint(
             f"checkpoint {path} is unreadable ({exc}); delete it and start without --resume"
         ) from None
     if meta.get("format") != FORMAT:

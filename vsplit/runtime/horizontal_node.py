@@ -25,6 +25,7 @@ import hashlib
 import json
 import logging
 import os
+import sys
 import time
 from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, field
@@ -33,6 +34,7 @@ from typing import Any
 import numpy as np
 import torch
 
+from vsplit import strict_json
 from vsplit.atomic import write_atomic
 from vsplit.config import PartyConfig, resolve
 from vsplit.config.horizontal import horizontal_of, links, settings_of
@@ -43,7 +45,7 @@ from vsplit.models.tasks import make_task
 from vsplit.party import ComputeParty, LabelParty, ModelSettings
 from vsplit.runtime.checkpoint import load_checkpoint, save_checkpoint
 from vsplit.runtime.drive import drive
-from vsplit.runtime.node import model_settings, session_id
+from vsplit.runtime.node import admission_policy, model_settings, session_id
 from vsplit.runtime.pump import Pump
 from vsplit.transport.channel import Channel
 
@@ -127,9 +129,18 @@ class HorizontalNode:
             return -1
         if not found:
             return -1  # killed before its first round ended: this party starts afresh (and so the run does)
-        latest = int(found[-1].stem.split("-")[1])
-        self.restore(latest)
-        return latest
+        from vsplit.errors import UnreadableCheckpoint
+
+        for path in reversed(found):  # the newest readable one: a crash may have truncated the last
+            latest = int(path.stem.split("-")[1])
+            try:
+                self.restore(latest)
+            except UnreadableCheckpoint as exc:
+                log.warning("%s: --resume passes over the unreadable %s (%s)", self.name, path.name, exc)
+                print(f"vsplit: warning: {self.name}: --resume passes over the unreadable {path.name}", file=sys.stderr)
+                continue
+            return latest
+        return -1
 
     def save_round(self, round_: int, snapshot: Mapping[str, np.ndarray]) -> None:
         """Write this party's state at the end of ``round_`` (atomically; all rounds are kept: a client that sat
@@ -382,11 +393,13 @@ class HorizontalNode:
                 address = _address(plan[listen[0]][1])
                 if resume is not None:  # open until every channel is closed: a dropped peer may come back
                     standing = StandingListener(creds, address=address, options=options, resume=resume,
-                                                readmit=self.settings.kind != "sequential" and not self.is_client)
+                                                readmit=self.settings.kind != "sequential" and not self.is_client,
+                                                admission=admission_policy(self.config))
                     channels.update(standing.accept_all(deadline_s=net.connect_timeout_s))
                     self.standing = standing
                 else:
-                    with Listener(creds, address=address, options=options) as listener:
+                    with Listener(creds, address=address, options=options,
+                                  admission=admission_policy(self.config)) as listener:
                         channels.update(listener.accept_all(deadline_s=net.connect_timeout_s))
         except BaseException:
             for channel in channels.values():
@@ -438,8 +451,8 @@ class HorizontalNode:
             self.save_model(outcome.modules)
         self.result = result
         os.makedirs(self.folder, exist_ok=True)
-        write_atomic(self.folder / "result.json", (json.dumps(result.__dict__, indent=2, default=_jsonable) + "\n")
-                     .encode())
+        text = strict_json.dumps(result.__dict__, indent=2, default=_jsonable) + "\n"
+        write_atomic(self.folder / "result.json", text.encode())
         return result
 
     def save_model(self, modules: Mapping[str, torch.nn.Module]) -> None:

@@ -19,7 +19,6 @@ Example:
 
 from __future__ import annotations
 
-import json
 import logging
 import time
 from collections.abc import Sequence
@@ -30,6 +29,7 @@ import numpy as np
 import pandas as pd
 import torch
 
+from vsplit import strict_json
 from vsplit.atomic import write_atomic
 from vsplit.config import resolve
 from vsplit.data.sources import read_table
@@ -150,7 +150,7 @@ def _write_predictions(node: Any, job: PredictJob, ids: np.ndarray, proba: np.nd
                "schedule": node.settings.describe(),
                "counts": {k: int(v) for k, v in out["status"].value_counts().items()}, "seconds": seconds,
                "communication": communication}
-    write_atomic(job.folder / "predict.json", (json.dumps(summary, indent=2) + "\n").encode())
+    write_atomic(job.folder / "predict.json", (strict_json.dumps(summary, indent=2) + "\n").encode())
     log.info("predictions: %s", summary["counts"])
     return path
 
@@ -188,7 +188,7 @@ def serve_predictions(node: Any, banks: Sequence[str] | None = None, *, channels
                "schedule": node.settings.describe(), "rows_scored": {b: int(n) for b, n in rows.items()},
                "seconds": round(time.perf_counter() - started, 3), "communication": stats}
     path = job.folder / "predict.json"
-    write_atomic(path, (json.dumps(summary, indent=2) + "\n").encode())
+    write_atomic(path, (strict_json.dumps(summary, indent=2) + "\n").encode())
     return path
 
 

@@ -14,8 +14,8 @@ from __future__ import annotations
 
 import functools
 import hashlib
-import json
 import logging
+import sys
 import time
 from collections.abc import Mapping
 from dataclasses import dataclass, field
@@ -26,6 +26,7 @@ import numpy as np
 import pandas as pd
 import torch
 
+from vsplit import strict_json
 from vsplit.app.local import run_sessions
 from vsplit.app.session import PsiSettings, Schedule, score_session, train_session
 from vsplit.atomic import write_atomic
@@ -34,7 +35,7 @@ from vsplit.config.topology import topology_of
 from vsplit.data.parquet_table import open_table
 from vsplit.data.sources import read_table
 from vsplit.data.tables import all_ids
-from vsplit.errors import CheckpointError, ConfigError
+from vsplit.errors import CheckpointError, ConfigError, UnreadableCheckpoint
 from vsplit.models.seeds import derive_seed
 from vsplit.party import ComputeParty, FeatureParty, LabelParty, ModelSettings
 from vsplit.protocol.training.hooks import TrainingHooks
@@ -56,7 +57,16 @@ def model_settings(config: PartyConfig) -> ModelSettings:
         embedding_width=m.embedding_width, bottom_hidden=m.bottom_hidden, top_hidden=m.top_hidden,
         merge=m.merge, dropout=m.dropout, optimizer=t.optimizer, lr=t.lr, weight_decay=t.weight_decay,
         scaling=d.scaling, missing=d.missing, compression=n.compression, error_feedback=n.error_feedback,
+        max_abs_activation=t.max_abs_activation, max_abs_gradient=t.max_abs_gradient,
     )
+
+
+def admission_policy(config: PartyConfig) -> Any:
+    """The listener's limits before the TLS handshake (``network.allow_from``, ``network.first_record_timeout_s``)."""
+    from vsplit.transport.admission import AdmissionPolicy
+
+    net = config.network
+    return AdmissionPolicy(allow=tuple(net.allow_from), first_record_s=net.first_record_timeout_s)
 
 
 def session_id(run_id: str) -> bytes:
@@ -201,6 +211,7 @@ class PartyNode:
             peers={peer: resolve(self.config, path) for peer, path in net.peers.items()},
             deadline_s=net.connect_timeout_s,
             options=ChannelOptions(max_frame=net.max_frame_mb << 20),
+            **({"admission": admission_policy(self.config)} if self.is_hub else {}),
         ))
 
     # -- the run -----------------------------------------------------------------------------------------------------
@@ -487,15 +498,34 @@ class PartyNode:
 
         last = -1
         if self.resume:
-            found = sorted(folder.glob("epoch-*.npz"))
-            if not found:
-                raise CheckpointError(f"{self.name}: --resume given but no checkpoint in {folder}; start without it")
-            last = int(found[-1].stem.split("-")[1])
-            restore(last)  # fail early on a checkpoint of another run or party
+            last = self._resume_epoch(folder, restore)
         elif folder.exists():
             for stale in folder.glob("epoch-*.npz"):
                 stale.unlink()
         return last, restore, save
+
+    def _resume_epoch(self, folder: Path, restore: Any) -> int:
+        """The newest checkpoint here that is readable (an unreadable one, e.g. truncated by a crash, is passed over
+        and said so); the coordinator then resumes from the newest epoch every party holds (the oldest of theirs)."""
+        found = sorted(folder.glob("epoch-*.npz"), reverse=True)
+        if not found:
+            raise CheckpointError(f"{self.name}: --resume given but no checkpoint in {folder}; start without it")
+        skipped: list[str] = []
+        for path in found:
+            epoch = int(path.stem.split("-")[1])
+            try:
+                restore(epoch)  # fails early on a checkpoint of another run or party
+            except UnreadableCheckpoint as exc:
+                skipped.append(f"{path.name} ({exc})")
+                continue
+            if skipped:
+                note = (f"{self.name}: --resume passes over the unreadable {'; '.join(skipped)} and resumes from "
+                        f"{path.name} (after epoch {epoch}), unless a partner holds only an earlier one")
+                log.warning("%s", note)
+                print(f"vsplit: warning: {note}", file=sys.stderr)
+            return epoch
+        raise CheckpointError(f"{self.name}: --resume given but no checkpoint in {folder} is readable: "
+                              f"{'; '.join(skipped)}; start without --resume")
 
     def save_model(self) -> Path:
         """Write this party's own model parts (and its preprocessing) to ``model.npz``; nothing of a peer's."""
@@ -548,7 +578,7 @@ class PartyNode:
 
     def _write_json(self, name: str, payload: Any, *, folder: Path | None = None) -> Path:
         path = (folder or self.folder) / name
-        write_atomic(path, (json.dumps(payload, indent=2, default=_jsonable) + "\n").encode())
+        write_atomic(path, (strict_json.dumps(payload, indent=2, default=_jsonable) + "\n").encode())
         return path
 
 

@@ -8,14 +8,17 @@ explains numbering, acks and resending); this module says where each new link co
   yet) and the partner names the channel with a fresh random token. After a drop, the channel redials the same
   address, with the same pinned certificates and the full mutual TLS 1.3 handshake, and resumes only if the hub
   answers with the same token.
-* The listening party (the hub) keeps its socket open until every channel is closed. Each connection is
-  authenticated in its own thread (at most :data:`MAX_HANDSHAKES` at a time, each bounded by
-  ``handshake_timeout_s``), so a stranger that stalls its handshake delays nobody. A connection that fails the
-  TLS handshake, the hello or the pin check (an unknown certificate, the certificate of another party, no
-  certificate, plaintext) is refused, logged with its reason and kept in ``rejections``; it never reaches a
-  channel. An authenticated party gets the hub's RESUME (its token and how many frames the hub has received), and
-  its own RESUME decides: a new party with no token joins the run (until every pinned party has), the same token
-  resumes that party's channel, another token is refused (a restarted process cannot take over a running session).
+* The listening party (the hub) keeps its socket open until every channel is closed. Each connection waits for
+  its first TLS record without a thread, then is authenticated in its own thread (at most :data:`MAX_HANDSHAKES`
+  at a time, a few per address, each bounded by ``handshake_timeout_s``, and slots strangers cannot take for the
+  addresses partners authenticated from: :mod:`vsplit.transport.admission`), so a stranger that stalls its
+  handshake delays nobody, and a flood of strangers does not keep a dropped partner from coming back. A
+  connection that fails the TLS handshake, the hello or the pin check (an unknown certificate, the certificate of
+  another party, no certificate, plaintext) is refused, logged (at a bounded rate) and kept in ``rejections``; it
+  never reaches a channel. An authenticated party gets the hub's RESUME (its token and how many frames the hub
+  has received), and its own RESUME decides: a new party with no token joins the run (until every pinned party
+  has), the same token resumes that party's channel, another token is refused (a restarted process cannot take
+  over a running session).
 
 Example (a partner and a hub in one process; ``reconnect_timeout_s`` would come from the config):
     >>> import tempfile, threading
@@ -39,6 +42,7 @@ from __future__ import annotations
 
 import logging
 import os
+import socket
 import threading
 import time
 from collections.abc import Mapping
@@ -46,7 +50,8 @@ from pathlib import Path
 from typing import Literal
 
 from vsplit.errors import AuthenticationError, ConfigError, ProtocolError, TransportError
-from vsplit.transport import numbered
+from vsplit.transport import admission, numbered
+from vsplit.transport.admission import AdmissionPolicy
 from vsplit.transport.connect import DEFAULT_DEADLINE_S, Listener, dial, the_hub
 from vsplit.transport.pinning import Credentials
 from vsplit.transport.resume import ResumableChannel, ResumeOptions, link_options, read_resume
@@ -55,8 +60,8 @@ from vsplit.transport.tls import TlsChannel
 
 log = logging.getLogger(__name__)
 
-#: Connections a listener authenticates at the same time; more are refused at once.
-MAX_HANDSHAKES = 32
+#: Connections a listener authenticates at the same time (besides the reserved slots); more are refused at once.
+MAX_HANDSHAKES = admission.MAX_HANDSHAKES
 
 
 def open_resumable_channels(
@@ -70,12 +75,13 @@ def open_resumable_channels(
     deadline_s: float = DEFAULT_DEADLINE_S,
     options: ChannelOptions | None = None,
     resume: ResumeOptions | None = None,
+    admission: AdmissionPolicy | None = None,
 ) -> dict[str, ResumableChannel]:
     """:func:`vsplit.transport.connect.open_channels`, with channels that survive dropped connections."""
     credentials = Credentials.load(me, own_cert=own_cert, own_key=own_key, peers=peers)
     if role == "listen":
-        return StandingListener(credentials, address=address, options=options, resume=resume).accept_all(
-            deadline_s=deadline_s)
+        return StandingListener(credentials, address=address, options=options, resume=resume,
+                                admission=admission).accept_all(deadline_s=deadline_s)
     if role == "dial":
         hub = the_hub(credentials)
         return {hub: dial_resumable(credentials, peer=hub, address=address, deadline_s=deadline_s, options=options,
@@ -155,20 +161,19 @@ class StandingListener(Listener):
         options: ChannelOptions | None = None,
         resume: ResumeOptions | None = None,
         readmit: bool = False,
+        admission: AdmissionPolicy | None = None,
     ) -> None:
         self.channel_options = options if options is not None else ChannelOptions()
         self.resume = resume if resume is not None else ResumeOptions()
         self.readmit = readmit
-        super().__init__(credentials, address=address, options=link_options(self.channel_options))
+        super().__init__(credentials, address=address, options=link_options(self.channel_options),
+                         admission=admission)
         #: The channel of each party that has connected.
         self.channels: dict[str, ResumableChannel] = {}
         self._returned: list[tuple[str, ResumableChannel]] = []
         self._cond = threading.Condition()
-        self._slots = threading.BoundedSemaphore(MAX_HANDSHAKES)
-        self._stopped = threading.Event()
-        self._thread = threading.Thread(target=self._accept_loop, name=f"vsplit-listen-{credentials.party}",
-                                        daemon=True)
-        self._thread.start()
+        self._stopped = self._stop
+        self.start_reception(self._welcome)
 
     def accept_all(self, *, deadline_s: float = DEFAULT_DEADLINE_S) -> dict[str, ResumableChannel]:  # type: ignore[override]
         """Wait until every pinned party has connected; refused connections are logged and skipped."""
@@ -197,31 +202,12 @@ class StandingListener(Listener):
 
     def close(self) -> None:
         """Stop listening (channels stay open, but a dropped one can no longer come back)."""
-        self._stopped.set()
         super().close()
 
-    # -- the background thread and one thread per connection --------------------------------------------------------
-    def _accept_loop(self) -> None:
-        while not self._stopped.is_set():
-            try:
-                conn, addr = self.accept_socket(timeout_s=0.25)
-            except TransportError:
-                continue  # nobody within the tick
-            except OSError as exc:
-                if self._stopped.is_set():
-                    return  # the socket was closed
-                log.warning("%s: accepting a connection failed: %s", self.credentials.party, exc)
-                continue
-            if not self._slots.acquire(blocking=False):
-                log.warning("%s: refused a connection from %s: %d handshakes already running",
-                            self.credentials.party, addr, MAX_HANDSHAKES)
-                conn.close()
-                continue
-            threading.Thread(target=self._welcome, args=(conn, addr), daemon=True).start()
-
-    def _welcome(self, conn, addr) -> None:
+    # -- one thread per admitted connection (vsplit.transport.reception) ----------------------------------------------
+    def _welcome(self, conn: socket.socket, addr: tuple, first: bytes) -> None:
         try:
-            link = self.authenticate(conn, addr)
+            link = self.authenticate(conn, addr, first=first)
             try:
                 refusal = self._join(link)
             except BaseException:
@@ -230,15 +216,13 @@ class StandingListener(Listener):
             if refusal is not None:
                 link.close()
                 raise AuthenticationError(refusal)
-        except AuthenticationError as exc:
-            log.warning("%s: refused a connection: %s", self.credentials.party, exc)
-            self.rejections.append(exc)
-        except (TransportError, ProtocolError, OSError) as exc:  # whatever one connection does, the listener goes on
+            self.gate.trust(str(addr[0]))  # its reconnections may take the reserved handshake slots
+        except TransportError as exc:
             if not self._stopped.is_set():
-                log.warning("%s: a connection failed: %s", self.credentials.party, exc)
-                self.rejections.append(TransportError(str(exc)) if not isinstance(exc, TransportError) else exc)
-        finally:
-            self._slots.release()
+                self.refused(addr, exc)
+        except (ProtocolError, OSError) as exc:  # whatever one connection does, the listener goes on
+            if not self._stopped.is_set():
+                self.refused(addr, TransportError(str(exc)))
 
     def _join(self, link: TlsChannel) -> str | None:
         """Resume handshake of an authenticated link; it joins or resumes its party's channel. The refusal or None."""

@@ -41,6 +41,11 @@ _X509_V_ERR_CERT_NOT_YET_VALID = 9
 _X509_V_ERR_CERT_HAS_EXPIRED = 10
 
 
+class ClosedEarly(TransportError):
+    """The peer closed (or reset) the connection before sending a single byte: a listener with no handshake slot
+    free, or one that refuses this address; the dialer may try again (:func:`vsplit.transport.connect.dial`)."""
+
+
 class TlsLayer:
     """TLS over memory buffers: the sans-IO record layer of a TLS channel (see the module docstring)."""
 
@@ -104,10 +109,12 @@ class TlsChannel(StreamChannel):
 class _Link:
     """Blocking reads and writes over a socket and a :class:`TlsLayer` while a connection is being set up."""
 
-    def __init__(self, sock: socket.socket, layer: TlsLayer, *, deadline: float, who: str, options: ChannelOptions):
+    def __init__(self, sock: socket.socket, layer: TlsLayer, *, deadline: float, who: str, options: ChannelOptions,
+                 first: bytes = b""):
         self.sock, self.layer, self.deadline, self.who = sock, layer, deadline, who
         self.deframer = Deframer(max_frame=options.max_frame)
         self.sent = self.received = 0
+        self._first = first  # bytes the listener already read from the socket (the first TLS record)
 
     def flush(self) -> None:
         self._send(self.layer.outgoing.read())
@@ -121,19 +128,26 @@ class _Link:
         except TimeoutError:
             raise TransportError(f"{self.who} did not finish the TLS handshake and hello in time") from None
         except OSError as exc:
-            raise TransportError(f"connection to {self.who} failed: {exc.strerror or exc}") from None
+            kind = ClosedEarly if not self.received else TransportError
+            raise kind(f"connection to {self.who} failed: {exc.strerror or exc}") from None
         self.sent += len(data)
 
     def read_raw(self) -> bytes:
+        if self._first:
+            data, self._first = self._first, b""
+            self.received += len(data)
+            return data
         self.sock.settimeout(self._remaining())
         try:
             data = self.sock.recv(CHUNK)
         except TimeoutError:
             raise TransportError(f"{self.who} did not finish the TLS handshake and hello in time") from None
         except OSError as exc:
-            raise TransportError(f"connection to {self.who} failed: {exc.strerror or exc}") from None
+            kind = ClosedEarly if not self.received else TransportError
+            raise kind(f"connection to {self.who} failed: {exc.strerror or exc}") from None
         if not data:
-            raise TransportError(f"{self.who} closed the connection during the TLS handshake or hello")
+            kind = ClosedEarly if not self.received else TransportError
+            raise kind(f"{self.who} closed the connection during the TLS handshake or hello")
         self.received += len(data)
         return data
 
@@ -280,13 +294,16 @@ def accept_session(
     who: str,
     options: ChannelOptions,
     taken: frozenset[str] = frozenset(),
+    first: bytes = b"",
 ) -> TlsChannel:
     """Server side of one connection: handshake, hello and pin checks; a channel to the authenticated partner.
 
     ``taken`` lists partners that are already connected; a second connection claiming one of them is refused.
+    ``first``: bytes already read from ``sock`` (by :mod:`vsplit.transport.reception`), the start of the handshake.
     """
     layer = TlsLayer(credentials.context(server_side=True), server_side=True)
-    link = _Link(sock, layer, deadline=time.monotonic() + options.handshake_timeout_s, who=who, options=options)
+    link = _Link(sock, layer, deadline=time.monotonic() + options.handshake_timeout_s, who=who, options=options,
+                 first=first)
     der = link.handshake(server_side=True)
     first, *early = link.read_frames()
     claimed, wanted, _ = parse_hello(first, who=who)
@@ -347,4 +364,4 @@ def connect_session(
     )
 
 
-__all__ = ["TlsChannel", "TlsLayer", "accept_session", "connect_session", "hello", "parse_hello"]
+__all__ = ["ClosedEarly", "TlsChannel", "TlsLayer", "accept_session", "connect_session", "hello", "parse_hello"]

@@ -29,13 +29,13 @@ import numpy as np
 import torch
 from torch import nn
 
-from vsplit.errors import ProtocolError
+from vsplit.errors import DivergenceError, ProtocolError
 from vsplit.models.determinism import any_random
 from vsplit.models.optim import clear_grads
 from vsplit.models.rng import PartyRng
 from vsplit.protocol.abort import AbortCode
 from vsplit.protocol.machine import Outgoing
-from vsplit.protocol.message import Message, all_finite
+from vsplit.protocol.message import Message, all_finite, all_within
 from vsplit.protocol.training.compression import Compressor, shape_of, values_of
 from vsplit.protocol.training.hooks import EmbeddingHook, GradientHook, LocalLoss, Observer, StepInfo
 from vsplit.protocol.training.messages import (
@@ -66,6 +66,14 @@ from vsplit.topology.program import (
     STEP,
     compile_program,
 )
+
+
+def _peak(t: torch.Tensor) -> float:
+    """The largest magnitude in ``t`` (infinite if it holds a NaN)."""
+    values = t.detach()
+    if not values.numel():
+        return 0.0
+    return float("inf") if bool(torch.isnan(values).any()) else float(values.abs().max())
 
 
 class TrainingCallback(Protocol):
@@ -121,6 +129,12 @@ class SplitMachine(AheadMixin):
         keep_best: snapshot the weights of the best epoch and load them at the end (``False``: keep the last
             weights, and never write to the modules outside a step: machines sharing one module, as a SplitFed hub's
             do, rely on it).
+        max_abs_activation / max_abs_gradient: refuse a received tensor with a value beyond this magnitude, as a
+            non-finite one is (``train.max_abs_activation``, ``train.max_abs_gradient``; ``None``: any finite value).
+
+    Divergence is an error: a training or validation loss that is not finite stops the coordinator with a
+    :class:`~vsplit.errors.DivergenceError` naming the party whose input of that step was largest (the peers are told
+    ``AbortCode.DIVERGED``), before any gradient of it is sent or the epoch is kept.
     """
 
     def __init__(
@@ -148,6 +162,8 @@ class SplitMachine(AheadMixin):
         compression: str = "none",
         error_feedback: bool = False,
         keep_best: bool = True,
+        max_abs_activation: float | None = None,
+        max_abs_gradient: float | None = None,
     ) -> None:
         self.name = name
         self.topology = topology
@@ -187,6 +203,7 @@ class SplitMachine(AheadMixin):
         self.on_epoch_end = on_epoch_end
         self.compressor = Compressor(compression, error_feedback=error_feedback)
         self.keep_best = keep_best
+        self.max_abs_activation, self.max_abs_gradient = max_abs_activation, max_abs_gradient
         self.fingerprint = topology.view_fingerprint(name)
         # this party's random stream is swapped in around its work only where something can draw from it
         self._random = bool(self.embedding_hooks or self.gradient_hooks or self.local_loss or self.observers) or (
@@ -421,6 +438,8 @@ class SplitMachine(AheadMixin):
             outputs = torch.cat(self._collected)
             y = self.labels[torch.from_numpy(np.concatenate(self._chunks))]
             val_loss = float(self.task.loss(outputs, y))
+            if not math.isfinite(val_loss):
+                raise self._diverged("validation loss", val_loss)
             record["val_loss"] = val_loss
             value = float(self.task.score(y.numpy(), self.task.predict(outputs)))
             record[f"val_{self.task.primary}"] = value if getattr(self.task, "higher_is_better", True) else -value
@@ -636,6 +655,11 @@ class SplitMachine(AheadMixin):
                                     f"the batch has {n}")
             if not all_finite(values):
                 raise ProtocolError(f"{self.name}: {cut.src_owner!r} sent non-finite activations")
+            bound = self.max_abs_activation
+            if bound is not None and not all_within(values, bound):
+                raise ProtocolError(f"{self.name}: {cut.src_owner!r} sent activations up to "
+                                    f"{float(np.abs(values).max()):.3g} in magnitude, over train.max_abs_activation "
+                                    f"= {bound:g}; refused")
             leaf = torch.from_numpy(values)
             leaves.append(leaf.requires_grad_() if self._phase == TRAIN else leaf)
         self._ctx[("leaves", cut_id)] = leaves
@@ -646,8 +670,32 @@ class SplitMachine(AheadMixin):
         assert self.labels is not None
         labels = self.labels[self._idx]
         self._ctx["labels"] = labels
-        self._ctx["loss"] = self.task.loss(self._ctx[segment], labels)
+        loss = self._ctx["loss"] = self.task.loss(self._ctx[segment], labels)
+        value = self._ctx["loss_value"] = float(loss.detach())
+        if not math.isfinite(value):  # before any gradient of it leaves, or the step is taken
+            raise self._diverged("training loss", value)
         return True
+
+    def _diverged(self, what: str, value: float) -> DivergenceError:
+        """The error of a non-finite loss, naming the party whose input to this step was largest in magnitude."""
+        peaks: dict[str, float] = {}
+        for cut in self.topology.cuts_into(self.name):
+            for leaf in self._ctx.get(("leaves", cut.id), ()):
+                peaks[cut.src_owner] = max(peaks.get(cut.src_owner, 0.0), _peak(leaf))
+        for seg in self.data:
+            out = self._ctx.get(seg)
+            for t in out if type(out) is tuple else (out,):
+                if isinstance(t, torch.Tensor):
+                    peaks[self.name] = max(peaks.get(self.name, 0.0), _peak(t))
+        where = f"epoch {self.epoch}" + (f", step {self.step}" if self._phase == TRAIN else "")
+        text = f"{self.name}: the {what} is not finite ({value}) at {where}: training diverged"
+        if peaks:
+            culprit = max(peaks, key=lambda p: peaks[p])
+            whose = "this party's own layers" if culprit == self.name else f"party {culprit!r}"
+            text += (f"; the input out of range came from {whose} (values up to {peaks[culprit]:.3g} in magnitude; "
+                     "every input: " + ", ".join(f"{p} {v:.3g}" for p, v in sorted(peaks.items())) + ")")
+        return DivergenceError(text + ". Nothing of this epoch is kept; set train.max_abs_activation to refuse such "
+                               "inputs at once, or lower train.lr", code=AbortCode.DIVERGED)
 
     def _collect(self, segment: str, out: list[Outgoing]) -> bool:
         self._collected.append(self._ctx[segment].detach())
@@ -665,6 +713,10 @@ class SplitMachine(AheadMixin):
                 raise ProtocolError(f"{self.name}: gradient shape {values.shape} != activations {tuple(t.shape)}")
             if not all_finite(values):
                 raise ProtocolError(f"{self.name}: {cut.dst!r} sent non-finite gradients")
+            bound = self.max_abs_gradient
+            if bound is not None and not all_within(values, bound):
+                raise ProtocolError(f"{self.name}: {cut.dst!r} sent gradients up to {float(np.abs(values).max()):.3g} "
+                                    f"in magnitude, over train.max_abs_gradient = {bound:g}; refused")
             grad = torch.from_numpy(values)
             if self.observers:
                 info = self._info(self.name)
@@ -718,7 +770,8 @@ class SplitMachine(AheadMixin):
             self.optimizer.step()
         loss = self._ctx.get("loss")
         if loss is not None:
-            value = float(loss.detach())
+            value = self._ctx.get("loss_value")
+            value = float(loss.detach()) if value is None else value
             self._losses.append(value)
             for callback in self.callbacks:
                 if hasattr(callback, "on_step"):
