@@ -174,10 +174,12 @@ def test_u_shaped_own_modules_need_no_widths_and_equal_the_split_with_widths_giv
             assert torch.equal(a, b), name
 
 
-def test_vertical_own_bottom_of_another_width_trains(one_thread):
+def test_vertical_own_bottoms_of_other_widths_train_split_and_alone(one_thread):
     views = numeric_views()
     clf = SplitClassifier(label_party="bank", models={"partner": Head(1, 7)}, **FAST).fit(views)
     assert clf.topology_.segment("partner").shapes == ((7,),) and clf.topology_.segment("bank").shapes == ((16,),)
+    alone = clf.clone(mode="label_party_only", models={"bank": Head(1, 5)}).fit(views)
+    assert alone.modules_["top"](torch.zeros(2, 5)).shape == (2,)
 
 
 def test_a_dry_forward_pass_leaves_training_flags_and_the_global_generator_alone():

@@ -36,7 +36,7 @@ import hashlib
 import time
 import warnings
 from collections.abc import Mapping, Sequence
-from typing import Any
+from typing import Any, TypeVar
 
 import numpy as np
 import pandas as pd
@@ -63,6 +63,7 @@ from vsplit.topology.graph import Topology
 MODES = ("split", "label_party_only", "centralized")
 KINDS = ("vertical", "vanilla", "u_shaped")
 __all__ = ["KINDS", "MODES", "SplitClassifier", "SplitRegressor", "TrainingHooks"]
+E = TypeVar("E", bound="_SplitEstimator")
 
 
 class _SplitEstimator(BaseEstimator):
@@ -156,12 +157,12 @@ class _SplitEstimator(BaseEstimator):
         tags.input_tags.string = True
         return tags
 
-    def clone(self, **changes: Any) -> Any:
+    def clone(self: E, **changes: Any) -> E:
         """A new, unfitted estimator with the same parameters except ``changes`` (:func:`sklearn.base.clone`)."""
         return clone(self).set_params(**changes)
 
     # -- training --------------------------------------------------------------------------------------------------
-    def fit(self, views: Mapping[str, pd.DataFrame]) -> Any:
+    def fit(self: E, views: Mapping[str, pd.DataFrame]) -> E:
         """Align the parties' records and train; ``views`` maps party name to that party's own table.
 
         Returns:
@@ -293,7 +294,9 @@ class _SplitEstimator(BaseEstimator):
             return self.topology_
         if self.mode == "centralized" or self.topology_.kind != "vertical":
             return self.topology_.placed_on(self.label_party)
-        return Topology.vertical(label_party=self.label_party, feature_parties=[], width=self.embedding_width)
+        own = next((s for s in self.topology_.segments if s.name == self.label_party and s.shapes), None)
+        width = own.shapes[0][0] if own is not None else self.embedding_width  # an own bottom keeps its width
+        return Topology.vertical(label_party=self.label_party, feature_parties=[], width=width)
 
     def _party(self, name: str) -> Any:
         if name == self.label_party:
@@ -332,6 +335,13 @@ class _SplitEstimator(BaseEstimator):
         party = self.label_party_
         y = party.task.encode_with(views[self.label_party][self.label], party.label_info).numpy()
         return y, p, known
+
+    def _scored(self, views: Mapping[str, pd.DataFrame], y: None) -> tuple[np.ndarray, np.ndarray]:
+        """For ``score``: the encoded labels and the outputs of the rows every party knows."""
+        if y is not None:
+            raise ConfigError(f"score takes the labels from the label party's column {self.label!r}; leave y=None")
+        targets, p, known = self._targets(views)
+        return targets[known], p[known]
 
     def _score(self, views: Mapping[str, pd.DataFrame]) -> tuple[np.ndarray, np.ndarray]:
         check_is_fitted(self, "result_")
@@ -573,11 +583,8 @@ class SplitClassifier(ClassifierMixin, _SplitEstimator):
         """Accuracy on the label party's rows that every party knows (the rows that can be scored); the labels
         are the ``label`` column of the label party's view (``y`` stays ``None``: it is there for scikit-learn's
         signature)."""
-        if y is not None:
-            raise ConfigError(f"score takes the labels from the label party's column {self.label!r}; leave y=None")
-        targets, p, known = self._targets(views)
-        codes = self._decide(p[known], 0.5)
-        return float(accuracy_score(targets[known].astype(np.int64), codes))
+        targets, p = self._scored(views, y)
+        return float(accuracy_score(targets.astype(np.int64), self._decide(p, 0.5)))
 
     def _codes(self, views: Mapping[str, pd.DataFrame], *, threshold: float) -> tuple[np.ndarray, np.ndarray]:
         p, known = self._score(views)
@@ -628,7 +635,5 @@ class SplitRegressor(RegressorMixin, _SplitEstimator):
         """R² on the label party's rows that every party knows (the rows that can be scored); the labels are the
         ``label`` column of the label party's view (``y`` stays ``None``: it is there for scikit-learn's
         signature)."""
-        if y is not None:
-            raise ConfigError(f"score takes the labels from the label party's column {self.label!r}; leave y=None")
-        targets, p, known = self._targets(views)
-        return float(r2_score(targets[known], p[known]))
+        targets, p = self._scored(views, y)
+        return float(r2_score(targets, p))
