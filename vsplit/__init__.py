@@ -1,9 +1,9 @@
 """vsplit: split learning for finance: vertical, vanilla and U-shaped splits on one engine.
 
-The front doors: :class:`SplitClassifier` for notebooks (all parties in one process; ``topology=`` picks the
-split), :class:`Topology` to describe a split of your own, ``vsplit`` on the command line
-for pilots (one process per organization over mutual TLS), :mod:`vsplit.datasets` for the bundled data and
-:mod:`vsplit.privacy` for attacks, defenses and audits.
+The front doors: :class:`SplitClassifier` and :class:`SplitRegressor` for notebooks (scikit-learn estimators
+over a dict of per-party tables, all parties in one process; ``topology=`` picks the split), :class:`Topology`
+to describe a split of your own, ``vsplit`` on the command line for pilots (one process per organization over
+mutual TLS), :mod:`vsplit.datasets` for the bundled data and :mod:`vsplit.privacy` for attacks, defenses and audits.
 
 ``import vsplit`` is light: the names that need PyTorch or pandas are imported on first use (see :mod:`vsplit.lazy`).
 
@@ -37,13 +37,14 @@ _LAZY = {
     "LabelParty": "vsplit.party:LabelParty",
     "ModelSettings": "vsplit.party:ModelSettings",
     "SplitClassifier": "vsplit.estimator:SplitClassifier",
+    "SplitRegressor": "vsplit.estimator:SplitRegressor",
     "TrainingHooks": "vsplit.estimator:TrainingHooks",
     "Topology": "vsplit.topology.graph:Topology",
 }
 __getattr__, __dir__ = lazy_attributes(__name__, _LAZY)
 
 if TYPE_CHECKING:  # for type checkers and IDEs only
-    from vsplit.estimator import SplitClassifier, TrainingHooks
+    from vsplit.estimator import SplitClassifier, SplitRegressor, TrainingHooks
     from vsplit.party import ComputeParty, FeatureParty, LabelParty, ModelSettings
     from vsplit.topology.graph import Topology
 
@@ -60,6 +61,7 @@ __all__ = [
     "ProtocolError",
     "RemoteAbort",
     "SplitClassifier",
+    "SplitRegressor",
     "Topology",
     "TrainingHooks",
     "TransportError",

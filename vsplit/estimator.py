@@ -1,9 +1,21 @@
-"""A notebook-friendly estimator over the per-party objects, following scikit-learn conventions.
+"""Notebook-friendly estimators over the per-party objects, following scikit-learn conventions.
 
-All parties run in this one process and talk only through encoded messages over in-memory channels, exactly the
-frames a networked run would send. ``mode`` selects split training or one of the two baselines, computed with the
-same code: ``"label_party_only"`` (the label party's own columns, no partners) and ``"centralized"`` (the same
-bottoms and top trained on the pooled columns, without the cut).
+:class:`SplitClassifier` (binary or multiclass labels) and :class:`SplitRegressor` (real-valued labels) are
+scikit-learn estimators whose ``X`` is a dict of views, ``{party name: that party's own DataFrame}``, with the labels
+a column of the label party's view. All parties run in this one process and talk only through encoded messages over
+in-memory channels, exactly the frames a networked run would send. ``mode`` selects split training or one of the two
+baselines, computed with the same code: ``"label_party_only"`` (the label party's own columns, no partners) and
+``"centralized"`` (the same bottoms and top trained on the pooled columns, without the cut).
+
+scikit-learn conventions: ``__init__`` only stores the parameters; ``get_params``/``set_params`` and
+:func:`sklearn.base.clone` work (a clone deep-copies the modules, hooks and callbacks you passed); ``fit(views)``
+returns the estimator; what it learns ends in ``_``; ``random_state`` decides every random choice, the initial
+weights of the modules you bring included (see ``reset_modules``). Of scikit-learn's estimator checks
+(:mod:`sklearn.utils.estimator_checks`), the ones that exercise the parameter protocol pass
+(``tests/test_estimator_api.py``); the ones that fit or predict on 2-D arrays do not apply: the input here is one
+table per party, joined by a customer-ID column, with the labels inside the label party's table. The test repeats
+the checks of the second kind that matter for the protocol (fit changes no parameter and sets only ``_``
+attributes) on views.
 
 Example:
     >>> import numpy as np, pandas as pd
@@ -12,9 +24,10 @@ Example:
     >>> x = rng.normal(size=400)
     >>> bank = pd.DataFrame({"customer_id": ids, "age": rng.normal(size=400), "y": (x > 0.5).astype(int)})
     >>> partner = pd.DataFrame({"customer_id": ids[::-1], "x": x[::-1]})
+    >>> views = {"bank": bank, "partner": partner}
     >>> clf = SplitClassifier(label_party="bank", label="y", epochs=3, random_state=0)
-    >>> clf.fit({"bank": bank, "partner": partner}).predict_proba({"bank": bank, "partner": partner}).shape
-    (400, 2)
+    >>> clf.fit(views).predict_proba(views).shape, clf.classes_.tolist(), clf.n_features_in_
+    ((400, 2), [0, 1], 2)
 """
 
 from __future__ import annotations
@@ -23,15 +36,22 @@ import hashlib
 import time
 import warnings
 from collections.abc import Mapping, Sequence
-from typing import Any
+from typing import Any, TypeVar
 
 import numpy as np
 import pandas as pd
+import torch
+from sklearn.base import BaseEstimator, ClassifierMixin, RegressorMixin, clone
+from sklearn.metrics import accuracy_score, r2_score
+from sklearn.utils.validation import check_is_fitted
 from torch import nn
 
 from vsplit.app.local import run_sessions
 from vsplit.app.session import Schedule, score_session, train_session
 from vsplit.errors import ConfigError, DataError
+from vsplit.models.build import segment_seed
+from vsplit.models.own import output_width, reset_parameters
+from vsplit.models.seeds import derive_seed
 from vsplit.party import ComputeParty, FeatureParty, LabelParty, ModelSettings
 from vsplit.protocol.training.compression import get_codec
 from vsplit.protocol.training.hooks import TrainingHooks
@@ -42,47 +62,17 @@ from vsplit.topology.graph import Topology
 
 MODES = ("split", "label_party_only", "centralized")
 KINDS = ("vertical", "vanilla", "u_shaped")
-__all__ = ["KINDS", "MODES", "SplitClassifier", "TrainingHooks"]
+__all__ = ["KINDS", "MODES", "SplitClassifier", "SplitRegressor", "TrainingHooks"]
+E = TypeVar("E", bound="_SplitEstimator")
 
 
-class SplitClassifier:
-    """A model trained by split learning across parties held as separate DataFrames (vertical by default).
-
-    Args:
-        label_party: name of the party (key of ``views``) that holds the label.
-        label: the label column.
-        id_column: the customer-ID column every party has.
-        positive_label: the positive class (detected for 0/1, False/True, no/yes).
-        mode: ``"split"``, ``"label_party_only"`` or ``"centralized"``.
-        embedding_width, bottom_hidden, top_hidden, merge, dropout: architecture.
-        optimizer, lr, weight_decay: every party's optimizer.
-        epochs, batch_size, validation_fraction, patience: training schedule and early stopping on validation AUC.
-        categorical: categorical columns per party (default: detect by dtype).
-        models: bottom models of your own, per party, called as ``model(cat, num)``.
-        scaling, missing: preprocessing options (see :class:`~vsplit.data.preprocess.TablePreprocessor`).
-        random_state: the one seed every random choice derives from.
-        alignment: ``"psi"`` (default: private set intersection, even in one process) or ``"join"`` (a plain join
-            of the raw IDs, for data that already sits together).
-        progress: show a progress bar per epoch.
-        hooks: defenses, attacks and monitors plugged into training (see :class:`TrainingHooks`).
-        callbacks: objects with ``on_step(epoch, step, steps, loss)`` and/or ``on_epoch(record)``, told about
-            training progress at the label party (e.g. :class:`~vsplit.runtime.progress.EpochClock`).
-        topology: ``"vertical"`` (default: every view a party, bottoms joined by the label party's top),
-            ``"vanilla"`` (one client view with the features, the label party holds the labels and the layers
-            after the cut), ``"u_shaped"`` (one view with features and labels; a compute party ``server`` runs
-            the middle), or a :class:`~vsplit.topology.Topology` of your own.
-        server: the compute party's name in a U-shaped split.
-        task: ``"binary"`` (default), ``"multiclass"``, ``"regression"`` or a task object
-            (:mod:`vsplit.models.tasks`).
-        segments: modules of your own by segment name (e.g. ``{"head": ImageHead(), "middle": ...}``); source
-            segments are called ``module(cat, num)``, see :mod:`vsplit.models.segments`.
-        compression: how every party encodes the tensors it sends across a cut: ``"none"`` (default: float32,
-            exact), ``"float16"``, ``"bfloat16"``, ``"int8"`` or ``"topk_<fraction>"`` (gradients only; see
-            :mod:`vsplit.protocol.training.compression` and ``docs/wan.md``).
-        error_feedback: carry what a lossy compression lost on a training tensor into the next one.
-        pipeline_window, local_steps: let the parties that only send activations run ahead of the gradients, for
-            slow links (1 and 1: exact; see docs/wan.md and :mod:`vsplit.protocol.training.pipeline`).
+class _SplitEstimator(BaseEstimator):
+    """What :class:`SplitClassifier` and :class:`SplitRegressor` share: the parameters (listed at
+    :class:`SplitClassifier`), ``fit``, ``evaluate`` and the fitted attributes.
     """
+
+    #: the task of ``task=None``
+    _default_task = "binary"
 
     def __init__(
         self,
@@ -115,12 +105,13 @@ class SplitClassifier:
         callbacks: Sequence[Any] = (),
         topology: str | Topology = "vertical",
         server: str = "server",
-        task: Any = "binary",
+        task: Any = None,
         segments: Mapping[str, nn.Module] | None = None,
         compression: str = "none",
         error_feedback: bool = False,
         pipeline_window: int = 1,
         local_steps: int = 1,
+        reset_modules: bool = True,
     ) -> None:
         self.pipeline_window = pipeline_window
         self.local_steps = local_steps
@@ -156,25 +147,27 @@ class SplitClassifier:
         self.progress = progress
         self.hooks = hooks
         self.callbacks = callbacks
+        self.reset_modules = reset_modules
 
-    # -- scikit-learn conventions ----------------------------------------------------------------------------------
-    def get_params(self, deep: bool = True) -> dict[str, Any]:
-        return {name: getattr(self, name) for name in self.__init__.__code__.co_varnames[1:] if hasattr(self, name)}
+    def __sklearn_tags__(self) -> Any:
+        tags = super().__sklearn_tags__()
+        tags.input_tags.two_d_array = False  # X is {party: DataFrame}, not a 2-D array
+        tags.input_tags.dict = True
+        tags.input_tags.categorical = True
+        tags.input_tags.string = True
+        return tags
 
-    def set_params(self, **params: Any) -> SplitClassifier:
-        for name, value in params.items():
-            if name not in self.get_params():
-                raise ConfigError(f"unknown parameter {name!r}; valid: {sorted(self.get_params())}")
-            setattr(self, name, value)
-        return self
-
-    def clone(self, **changes: Any) -> SplitClassifier:
-        """A new, unfitted estimator with the same parameters except ``changes``."""
-        return SplitClassifier(**{**self.get_params(), **changes})
+    def clone(self: E, **changes: Any) -> E:
+        """A new, unfitted estimator with the same parameters except ``changes`` (:func:`sklearn.base.clone`)."""
+        return clone(self).set_params(**changes)
 
     # -- training --------------------------------------------------------------------------------------------------
-    def fit(self, views: Mapping[str, pd.DataFrame]) -> SplitClassifier:
-        """Align the parties' records and train; ``views`` maps party name to that party's own table."""
+    def fit(self: E, views: Mapping[str, pd.DataFrame]) -> E:
+        """Align the parties' records and train; ``views`` maps party name to that party's own table.
+
+        Returns:
+            the estimator itself, fitted.
+        """
         self._check_params(views)
         started = time.perf_counter()
         settings = self._settings()
@@ -183,7 +176,7 @@ class SplitClassifier:
         self.label_party_ = LabelParty(
             self.label_party, views[self.label_party], label=self.label, id_column=self.id_column,
             positive_label=self.positive_label, settings=settings, categorical=categorical.get(self.label_party),
-            model=models.get(self.label_party), seed=self.random_state, task=self.task,
+            model=models.get(self.label_party), seed=self.random_state, task=self._task(),
         )
         partners = [name for name in views if name != self.label_party]
         self.feature_parties_ = {
@@ -196,6 +189,8 @@ class SplitClassifier:
         self.compute_parties_ = {n: ComputeParty(n, settings=settings, seed=self.random_state) for n in extra}
         for seg, module in (self.segments or {}).items():
             self._party(self.topology_.segment(seg).owner).segment_models[seg] = module
+        if self.reset_modules:
+            self._reset_own_modules()
         if self.mode == "label_party_only" and not self.label_party_.has_features:
             raise DataError(f"{self.label_party}: has no feature columns, so there is no label-party-only model")
         holders = self.topology_.row_holders() if self.mode != "label_party_only" else (self.label_party,)
@@ -223,30 +218,75 @@ class SplitClassifier:
         self.result_ = outcomes[self.label_party].result
         self.history_ = self.result_.history
         self.best_epoch_ = self.result_.best_epoch
-        self.classes_ = np.array(self.label_party_.label_info.get("classes", [0, 1]))
+        self.modules_ = self._trained_modules(run)
+        self.party_feature_names_in_ = {self.label_party: list(self.label_party_.feature_columns),
+                                        **{n: list(p.feature_columns) for n, p in self.feature_parties_.items()}}
+        self.n_features_in_ = sum(len(c) for c in self.party_feature_names_in_.values())
+        self._fitted_labels(views[self.label_party])
         self.fit_seconds_ = time.perf_counter() - started
         self.n_aligned_ = len(self.rows_[self.label_party])
         return self
 
+    def _task(self) -> Any:
+        """The task to train (``task=None``: the estimator's own, binary or regression)."""
+        return self._default_task if self.task is None else self.task
+
+    def _fitted_labels(self, table: pd.DataFrame) -> None:
+        """Fitted attributes that describe the labels of the label party's ``table`` (the classifier's ``classes_``)."""
+
     def _topology(self, partners: list[str]) -> Topology:
-        """The split ``views`` describe, as a topology."""
+        """The split ``views`` describe, as a topology; the widths of your own modules found by a dry run."""
         if isinstance(self.topology, Topology):
             missing = sorted(set(self.topology.row_holders()) - {self.label_party, *partners})
             if self.topology.label_owner != self.label_party or missing:
                 raise ConfigError(f"topology: labels at {self.topology.label_owner!r}, rows at "
                                   f"{list(self.topology.row_holders())}; the views are {[self.label_party, *partners]}")
             return self.topology
-        w = self.embedding_width
         if self.topology == "vertical":
+            bottoms = [self.label_party] * self.label_party_.has_features + partners
+            widths = {p: self._width(p, p, self._party(p).inputs) for p in bottoms}
             return Topology.vertical(label_party=self.label_party, feature_parties=partners,
-                                     label_has_features=self.label_party_.has_features, width=w)
+                                     label_has_features=self.label_party_.has_features, width=widths)
         if self.topology == "vanilla":
             if len(partners) != 1:
                 raise ConfigError(f"a vanilla split has one client view besides the label party's, got {partners}")
-            return Topology.vanilla(client=partners[0], server=self.label_party, width=w)
+            width = self._width("bottom", partners[0], self._party(partners[0]).inputs)
+            return Topology.vanilla(client=partners[0], server=self.label_party, width=width)
         if partners:
             raise ConfigError(f"a U-shaped split has one view (the client's, with the labels); got {partners} too")
-        return Topology.u_shaped(client=self.label_party, server=self.server, widths=(w, w))
+        head = self._width("head", self.label_party, self.label_party_.inputs)
+        middle = self._width("middle", self.server, (torch.zeros(0, head),), source=False)
+        return Topology.u_shaped(client=self.label_party, server=self.server, widths=(head, middle))
+
+    def _own_module(self, segment: str, owner: str, *, source: bool) -> nn.Module | None:
+        """The module you brought for ``segment`` (through ``segments``, or ``models`` for a source), if any."""
+        module = (self.segments or {}).get(segment)
+        return (self.models or {}).get(owner) if module is None and source else module
+
+    def _width(self, segment: str, owner: str, example: Sequence[torch.Tensor] | None, *, source: bool = True) -> int:
+        """The output width of ``segment``: ``embedding_width`` for a default module, a dry run's for your own."""
+        module = self._own_module(segment, owner, source=source)
+        if module is None or example is None:
+            return self.embedding_width
+        return output_width(module, example, seed=derive_seed(self.random_state, segment, "probe"), name=segment)
+
+    def _reset_own_modules(self) -> None:
+        """Re-initialise the modules you brought from ``random_state`` (each segment's default-module seed)."""
+        done: set[int] = set()
+        for seg in self.topology_.segments:
+            module = self._own_module(seg.name, seg.owner, source=seg.is_source)
+            if module is not None and id(module) not in done:
+                done.add(id(module))
+                reset_parameters(module, seed=segment_seed(self.topology_, seg, self.random_state))
+
+    def _trained_modules(self, run: Topology) -> dict[str, nn.Module]:
+        """Each segment's trained module: held by its owner, or for a baseline by the label party."""
+        own = self.label_party_.segment_models
+        return {
+            s.name: own[s.name] if s.owner == self.label_party and s.name in own
+            else self._party(self.topology_.segment(s.name).owner).segment_models[s.name]
+            for s in run.segments
+        }
 
     def _run_topology(self) -> Topology:
         """The topology this ``mode`` trains: the split, or a baseline placed at the label party."""
@@ -254,7 +294,9 @@ class SplitClassifier:
             return self.topology_
         if self.mode == "centralized" or self.topology_.kind != "vertical":
             return self.topology_.placed_on(self.label_party)
-        return Topology.vertical(label_party=self.label_party, feature_parties=[], width=self.embedding_width)
+        own = next((s for s in self.topology_.segments if s.name == self.label_party and s.shapes), None)
+        width = own.shapes[0][0] if own is not None else self.embedding_width  # an own bottom keeps its width
+        return Topology.vertical(label_party=self.label_party, feature_parties=[], width=width)
 
     def _party(self, name: str) -> Any:
         if name == self.label_party:
@@ -279,52 +321,30 @@ class SplitClassifier:
         return placed
 
     # -- prediction ------------------------------------------------------------------------------------------------
-    def predict_proba(self, views: Mapping[str, pd.DataFrame]) -> np.ndarray:
-        """Class probabilities for the label party's rows, in its order: ``(n, 2)`` binary, ``(n, C)`` multiclass.
-
-        Rows that some partner does not know cannot be scored: their probabilities are NaN and a warning says how
-        many (they are reported, not silently dropped).
-        """
-        p, known = self._score(views)
-        if self.label_party_.task.name == "regression":
-            raise ConfigError("predict_proba is for classifiers; a regression model predicts values: use predict()")
-        if not known.all():
-            warnings.warn(
-                f"{int((~known).sum())} of {len(known)} customers of {self.label_party!r} are unknown to a partner "
-                "and were not scored (NaN)",
-                stacklevel=2,
-            )
-        return p if p.ndim == 2 else np.column_stack([1 - p, p])
-
-    def predict(self, views: Mapping[str, pd.DataFrame], *, threshold: float = 0.5) -> np.ndarray:
-        """Binary: 0/1 (-1 for rows that could not be scored); multiclass: the class (None if not scored);
-        regression: the predicted value (NaN if not scored)."""
-        p, known = self._score(views)
-        task = self.label_party_.task.name
-        if task == "regression":
-            return p
-        if task == "multiclass":
-            classes = np.asarray(self.label_party_.label_info["classes"], dtype=object)
-            out = np.full(len(p), None, dtype=object)
-            out[known] = classes[np.argmax(p[known], axis=1)]
-            return out
-        out = (p >= threshold).astype(int)
-        out[~known] = -1
-        return out
-
     def evaluate(self, views: Mapping[str, pd.DataFrame]) -> dict[str, float]:
         """Test metrics on the rows every party knows: binary ``auc``, ``ks``, ``accuracy``, ``f1``, ``log_loss``;
         multiclass ``accuracy``, ``macro_auc``, ``log_loss``; regression ``rmse``, ``mae``, ``r2``."""
-        p, known = self._score(views)
-        party = self.label_party_
-        y = party.task.encode_with(views[self.label_party][self.label], party.label_info).numpy()
-        metrics = party.task.metrics(y[known], p[known])
+        y, p, known = self._targets(views)
+        metrics = self.label_party_.task.metrics(y[known], p[known])
         metrics["n_scored"] = int(known.sum())
         return metrics
 
+    def _targets(self, views: Mapping[str, pd.DataFrame]) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+        """Encoded labels of the label party's view, the model's outputs for it, and which rows could be scored."""
+        p, known = self._score(views)
+        party = self.label_party_
+        y = party.task.encode_with(views[self.label_party][self.label], party.label_info).numpy()
+        return y, p, known
+
+    def _scored(self, views: Mapping[str, pd.DataFrame], y: None) -> tuple[np.ndarray, np.ndarray]:
+        """For ``score``: the encoded labels and the outputs of the rows every party knows."""
+        if y is not None:
+            raise ConfigError(f"score takes the labels from the label party's column {self.label!r}; leave y=None")
+        targets, p, known = self._targets(views)
+        return targets[known], p[known]
+
     def _score(self, views: Mapping[str, pd.DataFrame]) -> tuple[np.ndarray, np.ndarray]:
-        if not hasattr(self, "result_"):
-            raise ConfigError("this SplitClassifier is not fitted yet; call fit() first")
+        check_is_fitted(self, "result_")
         prepared = {self.label_party: self.label_party_.prepare(views[self.label_party])}
         for name, party in self.feature_parties_.items():
             if name not in views:
@@ -413,3 +433,207 @@ class SplitClassifier:
         if self.epochs < 1 or self.batch_size < 1:
             raise ConfigError("epochs and batch_size must be at least 1")
         get_codec(self.compression)  # an unknown name lists the valid ones
+        self._check_task()
+
+    def _check_task(self) -> None:
+        """Refuse a task this kind of estimator does not learn."""
+
+
+def _task_name(task: Any) -> str | None:
+    return task if isinstance(task, str) else getattr(task, "name", None)
+
+
+class SplitClassifier(ClassifierMixin, _SplitEstimator):
+    """A classifier trained by split learning across parties held as separate DataFrames (vertical by default).
+
+    A scikit-learn classifier whose ``X`` is ``{party name: DataFrame}``, the labels a column of the label party's
+    view. ``task=None`` (default) is ``"binary"``; ``task="multiclass"`` learns more classes (a label with a third
+    value is an error, not silently another task); for real-valued labels use :class:`SplitRegressor`. The
+    parameters and fitted attributes both estimators share are listed here; the classifier also learns
+    ``classes_`` (for binary labels ``[negative, positive]``, the order of the columns of :meth:`predict_proba`).
+
+    Of :mod:`sklearn.utils.estimator_checks`, the checks of the parameter protocol pass
+    (``check_parameters_default_constructible``, ``check_no_attributes_set_in_init``, ``check_get_params_invariance``,
+    ``check_set_params``, ``check_estimator_cloneable``, ``check_estimator_repr``,
+    ``check_do_not_raise_errors_in_init_or_set_params``, ``check_estimators_unfitted``, ``check_mixin_order``,
+    ``check_valid_tag_types``, ``check_estimator_tags_renamed``); the others fit or predict on generated 2-D arrays
+    (with ``y`` apart), which is not this estimator's input: one table per party, joined by an ID column, with the
+    labels in the label party's table. ``tests/test_estimator_api.py`` repeats on views what
+    ``check_estimators_overwrite_params``, ``check_dont_overwrite_parameters``, ``check_estimators_fit_returns_self``
+    and ``check_fit_check_is_fitted`` check.
+
+    Args:
+        label_party: name of the party (key of ``views``) that holds the label.
+        label: the label column.
+        id_column: the customer-ID column every party has.
+        positive_label: (binary classification) the positive class (detected for 0/1, False/True, no/yes).
+        mode: ``"split"``, ``"label_party_only"`` or ``"centralized"``.
+        embedding_width, bottom_hidden, top_hidden, merge, dropout: architecture of the default modules.
+            ``embedding_width`` is the output width of the default bottoms and of the default U-shaped middle;
+            a module of your own declares its own width (below).
+        optimizer, lr, weight_decay: every party's optimizer.
+        epochs, batch_size, validation_fraction, patience: training schedule and early stopping on the task's
+            validation score.
+        categorical: categorical columns per party (default: detect by dtype).
+        models: bottom models of your own, per party, called as ``model(cat, num)``.
+        scaling, missing: preprocessing options (see :class:`~vsplit.data.preprocess.TablePreprocessor`).
+        random_state: the one seed every random choice derives from.
+        alignment: ``"psi"`` (default: private set intersection, even in one process) or ``"join"`` (a plain join
+            of the raw IDs, for data that already sits together).
+        progress: show a progress bar per epoch.
+        hooks: defenses, attacks and monitors plugged into training (see :class:`TrainingHooks`).
+        callbacks: objects with ``on_step(epoch, step, steps, loss)`` and/or ``on_epoch(record)``, told about
+            training progress at the label party (e.g. :class:`~vsplit.runtime.progress.EpochClock`).
+        topology: ``"vertical"`` (default: every view a party, bottoms joined by the label party's top),
+            ``"vanilla"`` (one client view with the features, the label party holds the labels and the layers
+            after the cut), ``"u_shaped"`` (one view with features and labels; a compute party ``server`` runs
+            the middle), or a :class:`~vsplit.topology.Topology` of your own.
+        server: the compute party's name in a U-shaped split.
+        task: ``None`` (the estimator's own: ``"binary"`` for a classifier, ``"regression"`` for a regressor),
+            ``"multiclass"``, or a task object of your own (:mod:`vsplit.models.tasks`).
+        segments: modules of your own by segment name (e.g. ``{"head": ImageHead(), "middle": ...}``); source
+            segments are called ``module(cat, num)``, see :mod:`vsplit.models.segments`.
+        compression: how every party encodes the tensors it sends across a cut: ``"none"`` (default: float32,
+            exact), ``"float16"``, ``"bfloat16"``, ``"int8"`` or ``"topk_<fraction>"`` (gradients only; see
+            :mod:`vsplit.protocol.training.compression` and ``docs/wan.md``).
+        error_feedback: carry what a lossy compression lost on a training tensor into the next one.
+        pipeline_window, local_steps: let the parties that only send activations run ahead of the gradients, for
+            slow links (1 and 1: exact; see docs/wan.md and :mod:`vsplit.protocol.training.pipeline`).
+        reset_modules: re-initialise the modules you pass in ``models`` and ``segments`` from ``random_state`` at
+            the start of ``fit`` (default), so the same ``random_state`` gives the same model however the global
+            torch generator stood when you built them: ``reset_parameters()`` of every submodule that has one, under
+            a seed derived from ``random_state`` and the segment's name (the seed its default module would get); a
+            parameter of a submodule without ``reset_parameters`` keeps its value. ``False`` keeps your weights
+            (pre-trained or seeded by you).
+
+    Modules of your own. ``fit`` trains the very modules you pass (as PyTorch would); a clone trains copies. With a
+    built-in topology (``"vertical"``, ``"vanilla"``, ``"u_shaped"``) the output width of each of your source
+    segments (and of a U-shaped ``middle``) is found by one dry forward pass on two zero rows shaped like its input
+    (no gradients, eval mode, every training flag restored, a private random stream derived from
+    ``random_state``), so the widths need not be repeated by hand; a :class:`~vsplit.topology.Topology` of your
+    own is used with the shapes it declares.
+
+    Attributes (after ``fit``):
+        history_, best_epoch_: the per-epoch records and the epoch whose weights were kept.
+        modules_: the trained module of each segment, by segment name.
+        topology_: the split trained; ``label_party_``, ``feature_parties_``, ``compute_parties_``: the parties.
+        n_features_in_, party_feature_names_in_: the number of feature columns over all views, and each party's.
+        rows_: each party's aligned training rows; ``n_aligned_``: their number; ``psi_stats_``: the alignment's
+            sizes, seconds and bytes (PSI only); ``pumps_``: each party's training traffic; ``fit_seconds_``.
+
+    Example:
+        >>> import numpy as np, pandas as pd
+        >>> from sklearn.base import clone
+        >>> rng = np.random.default_rng(0)
+        >>> ids = [str(i) for i in range(300)]
+        >>> x = rng.normal(size=300)
+        >>> views = {"bank": pd.DataFrame({"customer_id": ids, "y": np.where(x > 0, "yes", "no")}),
+        ...          "partner": pd.DataFrame({"customer_id": ids, "x": x})}
+        >>> clf = SplitClassifier(label_party="bank", topology="vanilla", epochs=2, random_state=0).fit(views)
+        >>> clf.classes_.tolist(), clf.predict(views).shape, 0 <= clf.score(views) <= 1
+        (['no', 'yes'], (300,), True)
+        >>> again = clone(clf).fit(views)
+        >>> bool(np.array_equal(again.predict_proba(views), clf.predict_proba(views)))
+        True
+    """
+
+    def _check_task(self) -> None:
+        if _task_name(self.task) == "regression":
+            raise ConfigError("SplitClassifier learns classes; for task='regression' use SplitRegressor, which takes "
+                              "the same parameters: vsplit.SplitRegressor(label_party=..., label=..., ...)")
+
+    def _fitted_labels(self, table: pd.DataFrame) -> None:
+        info = self.label_party_.label_info
+        if "classes" in info:
+            self.classes_ = np.array(info["classes"])
+        else:  # binary: [negative, positive]
+            positive = info.get("positive_label", 1)
+            others = [v for v in pd.unique(table[self.label]) if v != positive]
+            self.classes_ = np.array([others[0] if others else None, positive])
+
+    def predict_proba(self, views: Mapping[str, pd.DataFrame]) -> np.ndarray:
+        """Class probabilities for the label party's rows, in its order: ``(n, len(classes_))``.
+
+        Rows that some partner does not know cannot be scored: their probabilities are NaN and a warning says how
+        many (they are reported, not silently dropped).
+        """
+        p, known = self._score(views)
+        if not known.all():
+            warnings.warn(
+                f"{int((~known).sum())} of {len(known)} customers of {self.label_party!r} are unknown to a partner "
+                "and were not scored (NaN)",
+                stacklevel=2,
+            )
+        return p if p.ndim == 2 else np.column_stack([1 - p, p])
+
+    def predict(self, views: Mapping[str, pd.DataFrame], *, threshold: float = 0.5) -> np.ndarray:
+        """The predicted class (a value of ``classes_``) of each of the label party's rows, in its order.
+
+        Binary: the positive class where its probability is at least ``threshold``. Rows that some partner does not
+        know cannot be scored: they get ``None`` (the array is then of dtype object).
+        """
+        codes, known = self._codes(views, threshold=threshold)
+        if known.all():
+            return self.classes_[codes]
+        out = np.full(len(codes), None, dtype=object)
+        out[known] = self.classes_[codes[known]]
+        return out
+
+    def score(self, views: Mapping[str, pd.DataFrame], y: None = None) -> float:
+        """Accuracy on the label party's rows that every party knows (the rows that can be scored); the labels
+        are the ``label`` column of the label party's view (``y`` stays ``None``: it is there for scikit-learn's
+        signature)."""
+        targets, p = self._scored(views, y)
+        return float(accuracy_score(targets.astype(np.int64), self._decide(p, 0.5)))
+
+    def _codes(self, views: Mapping[str, pd.DataFrame], *, threshold: float) -> tuple[np.ndarray, np.ndarray]:
+        p, known = self._score(views)
+        codes = np.zeros(len(p), dtype=np.int64)
+        codes[known] = self._decide(p[known], threshold)
+        return codes, known
+
+    @staticmethod
+    def _decide(p: np.ndarray, threshold: float) -> np.ndarray:
+        """Class indices from outputs: ``(n,)`` positive-class probabilities, or ``(n, C)`` probabilities."""
+        return (p >= threshold).astype(np.int64) if p.ndim == 1 else p.argmax(axis=1)
+
+
+class SplitRegressor(RegressorMixin, _SplitEstimator):
+    """A regressor trained by split learning across parties held as separate DataFrames (vertical by default).
+
+    The same parameters, training and fitted attributes as :class:`SplitClassifier` (``positive_label`` unused),
+    for a real-valued label column: ``task=None`` (default) is ``"regression"`` (mean squared error; early stopping
+    on minus the validation RMSE); a task object of your own may replace it. The same scikit-learn checks apply
+    and pass, for the same reasons.
+
+    Example:
+        >>> import numpy as np, pandas as pd
+        >>> rng = np.random.default_rng(0)
+        >>> ids = [str(i) for i in range(300)]
+        >>> x = rng.normal(size=300)
+        >>> views = {"bank": pd.DataFrame({"customer_id": ids, "age": rng.normal(size=300), "amount": 3 * x}),
+        ...          "partner": pd.DataFrame({"customer_id": ids, "x": x})}
+        >>> reg = SplitRegressor(label_party="bank", label="amount", epochs=5, lr=1e-2, random_state=0).fit(views)
+        >>> reg.predict(views).shape, reg.score(views) > 0.5  # R² on the rows every party knows
+        ((300,), True)
+    """
+
+    _default_task = "regression"
+
+    def _check_task(self) -> None:
+        if _task_name(self.task) in ("binary", "multiclass"):
+            raise ConfigError(f"SplitRegressor predicts values; for task={self.task!r} use SplitClassifier, which "
+                              "takes the same parameters")
+
+    def predict(self, views: Mapping[str, pd.DataFrame]) -> np.ndarray:
+        """The predicted value of each of the label party's rows, in its order; NaN where some partner does not know
+        the customer (such rows cannot be scored)."""
+        p, _ = self._score(views)
+        return p
+
+    def score(self, views: Mapping[str, pd.DataFrame], y: None = None) -> float:
+        """R² on the label party's rows that every party knows (the rows that can be scored); the labels are the
+        ``label`` column of the label party's view (``y`` stays ``None``: it is there for scikit-learn's
+        signature)."""
+        targets, p = self._scored(views, y)
+        return float(r2_score(targets, p))

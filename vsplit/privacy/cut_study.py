@@ -152,7 +152,7 @@ def train_at_cut(
     clf = SplitClassifier(
         label_party=label_party, label=study.label, task="multiclass", topology=split, epochs=epochs,
         batch_size=batch_size, lr=lr, scaling="standard", segments=segments, hooks=hooks, patience=None,
-        random_state=seed, alignment="join",
+        random_state=seed, alignment="join", reset_modules=False,  # the halves as seeded above
     ).fit(study.views(topology))
     accuracy = float(clf.evaluate(study.views(topology, study.test))["accuracy"])
     return CutRun(cut=cut, shape=shape, client=client, hooks=hooks, estimator=clf, accuracy=accuracy)

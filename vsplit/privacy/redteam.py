@@ -116,6 +116,7 @@ def run_split(
         label_party=study.server, label=study.label, task="multiclass", topology="vanilla", epochs=epochs,
         batch_size=batch_size, lr=lr, embedding_width=head.out_width, scaling="standard", segments=segments,
         hooks=hooks, patience=None, random_state=seed, alignment="join",
+        reset_modules=False,  # the client's head as built above: SplitOut warmed up a copy of these weights
     )
     views = {study.server: server_table, study.client: client_table}
     alarm: PrivacyAlarm | None = None
