@@ -94,6 +94,7 @@ class _SplitEstimator(BaseEstimator):
         batch_size: int = 256,
         validation_fraction: float = 0.1,
         patience: int | None = 3,
+        monitor: str = "val_loss",
         categorical: Mapping[str, Sequence[str]] | None = None,
         models: Mapping[str, nn.Module] | None = None,
         scaling: str = "quantile",
@@ -138,6 +139,7 @@ class _SplitEstimator(BaseEstimator):
         self.batch_size = batch_size
         self.validation_fraction = validation_fraction
         self.patience = patience
+        self.monitor = monitor
         self.categorical = categorical
         self.models = models
         self.scaling = scaling
@@ -202,7 +204,8 @@ class _SplitEstimator(BaseEstimator):
             hooks = TrainingHooks(label_transform=hooks.label_transform)
         schedule = Schedule(epochs=self.epochs, batch_size=self.batch_size,
                             validation_fraction=self.validation_fraction, patience=self.patience,
-                            seed=self.random_state, window=self.pipeline_window, local_steps=self.local_steps)
+                            monitor=self.monitor, seed=self.random_state, window=self.pipeline_window,
+                            local_steps=self.local_steps)
         sessions = {}
         for name in run.parties:
             party = self._party(name)
@@ -472,8 +475,9 @@ class SplitClassifier(ClassifierMixin, _SplitEstimator):
             ``embedding_width`` is the output width of the default bottoms and of the default U-shaped middle;
             a module of your own declares its own width (below).
         optimizer, lr, weight_decay: every party's optimizer.
-        epochs, batch_size, validation_fraction, patience: training schedule and early stopping on the task's
-            validation score.
+        epochs, batch_size, validation_fraction, patience: training schedule and early stopping.
+        monitor: what early stopping watches, and whose best epoch is kept: ``"val_loss"`` (default) or the
+            task's metric (``"val_auc"`` binary, ``"val_accuracy"`` multiclass, ``"val_rmse"`` regression).
         categorical: categorical columns per party (default: detect by dtype).
         models: bottom models of your own, per party, called as ``model(cat, num)``.
         scaling, missing: preprocessing options (see :class:`~vsplit.data.preprocess.TablePreprocessor`).

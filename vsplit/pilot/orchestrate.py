@@ -201,7 +201,8 @@ def _add_centralized_baseline(run_dir: Path, data: Any, config: Any, spec: Pilot
         mode="centralized", embedding_width=m.embedding_width, bottom_hidden=m.bottom_hidden,
         top_hidden=m.top_hidden, merge=m.merge, dropout=m.dropout, optimizer=t.optimizer, lr=t.lr,
         weight_decay=t.weight_decay, epochs=t.epochs, batch_size=t.batch_size,
-        validation_fraction=t.validation_fraction, patience=t.patience, scaling=d.scaling, missing=d.missing,
+        validation_fraction=t.validation_fraction, patience=t.patience, monitor=t.monitor, scaling=d.scaling,
+        missing=d.missing,
         random_state=t.seed, alignment="join", topology=spec.kind,
         server=next((p for p, r in spec.roles if r == "compute"), "server"),
     ).fit(tables.train)
