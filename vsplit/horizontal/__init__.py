@@ -3,8 +3,8 @@
 See docs/clients.md. ``import vsplit.horizontal`` imports torch (its machines and sessions train).
 
 Example:
-    >>> from vsplit.topology import Topology
-    >>> h = Topology.u_shaped(client="client", server="cloud").replicated("client", clients=["a", "b", "c"])
+    >>> from vsplit.topology import Horizontal, Topology
+    >>> h = Horizontal(Topology.u_shaped(client="client", server="cloud"), client="client", clients=["a", "b", "c"])
     >>> s = Settings(kind="splitfed_v2", interleave="client_major")
     >>> stages = compile_schedule(s, clients=h.clients, server=h.server, rows=dict.fromkeys(h.clients, 9))
     >>> print(format_schedule(stages, s))
