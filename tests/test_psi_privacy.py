@@ -72,8 +72,8 @@ def test_values_from_two_sessions_over_the_same_ids_never_repeat() -> None:
 
 
 def test_each_party_sends_in_a_fresh_random_order() -> None:
+    from vsplit.data.id_sources import as_source
     from vsplit.psi.prepare import prepare_ids
-    from vsplit.psi.sources import as_source
 
     def sent_order(buckets: int) -> list[int]:
         ready = prepare_ids(as_source([f"c{i}" for i in range(200)]), policy=IdPolicy(), salt=bytes(32), label=b"L",

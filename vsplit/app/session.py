@@ -73,9 +73,9 @@ class Outcome:
 def psi_machine(party: str, topology: Topology, ids: Any, psi: PsiSettings | None = None) -> Any:
     """``party``'s PSI machine for ``ids`` (a sequence or an ID source): the label owner runs one exchange per
     other row holder."""
+    from vsplit.data.id_sources import IdSource
     from vsplit.psi import IdPolicy, Partner, PsiConfig
     from vsplit.psi import LabelParty as PsiLabel
-    from vsplit.psi.sources import IdSource
 
     ids = ids if isinstance(ids, IdSource) else list(ids)  # a file source streams its IDs: never all in memory
 

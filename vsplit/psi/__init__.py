@@ -23,16 +23,16 @@ _LAZY = {
     "PSI_VERSION": "vsplit.psi.config:PSI_VERSION",
     "Alignment": "vsplit.psi.alignment:Alignment",
     "Backend": "vsplit.psi.parallel:Backend",
-    "CsvIds": "vsplit.psi.sources:CsvIds",
+    "CsvIds": "vsplit.data.id_sources:CsvIds",
     "IdPolicy": "vsplit.psi.ids:IdPolicy",
-    "IdSource": "vsplit.psi.sources:IdSource",
+    "IdSource": "vsplit.data.id_sources:IdSource",
     "LabelParty": "vsplit.psi.label:LabelParty",
-    "ParquetIds": "vsplit.psi.sources:ParquetIds",
+    "ParquetIds": "vsplit.data.id_sources:ParquetIds",
     "Partner": "vsplit.psi.partner:Partner",
     "ProcessBackend": "vsplit.psi.parallel:ProcessBackend",
     "PsiConfig": "vsplit.psi.config:PsiConfig",
     "PsiStats": "vsplit.psi.alignment:PsiStats",
-    "SequenceIds": "vsplit.psi.sources:SequenceIds",
+    "SequenceIds": "vsplit.data.id_sources:SequenceIds",
     "SerialBackend": "vsplit.psi.parallel:SerialBackend",
     "align_in_process": "vsplit.runtime.psi:align_in_process",
     "normalise_id": "vsplit.psi.ids:normalise_id",
@@ -42,6 +42,7 @@ _LAZY = {
 __getattr__, __dir__ = lazy_attributes(__name__, _LAZY)
 
 if TYPE_CHECKING:  # for type checkers and IDEs only
+    from vsplit.data.id_sources import CsvIds, IdSource, ParquetIds, SequenceIds
     from vsplit.psi.alignment import Alignment, PsiStats
     from vsplit.psi.config import PSI_VERSION, PsiConfig
     from vsplit.psi.ids import IdPolicy, normalise_id
@@ -49,7 +50,6 @@ if TYPE_CHECKING:  # for type checkers and IDEs only
     from vsplit.psi.machines import psi_machines
     from vsplit.psi.parallel import Backend, ProcessBackend, SerialBackend
     from vsplit.psi.partner import Partner
-    from vsplit.psi.sources import CsvIds, IdSource, ParquetIds, SequenceIds
     from vsplit.runtime.psi import align_in_process, run_party
 
 __all__ = [

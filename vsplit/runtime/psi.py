@@ -27,6 +27,7 @@ from pathlib import Path
 import numpy as np
 
 from vsplit.atomic import save_with
+from vsplit.data.id_sources import IdSource
 from vsplit.errors import DataError, RemoteAbort
 from vsplit.protocol.machine import Machine
 from vsplit.psi.alignment import Alignment
@@ -34,7 +35,6 @@ from vsplit.psi.config import PsiConfig
 from vsplit.psi.ids import IdPolicy
 from vsplit.psi.machines import psi_machines
 from vsplit.psi.parallel import Backend
-from vsplit.psi.sources import IdSource
 from vsplit.runtime.inprocess import connect, run_machines
 from vsplit.runtime.pump import Pump, Tap
 
