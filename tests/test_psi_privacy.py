@@ -7,10 +7,11 @@ import hashlib
 import numpy as np
 import pytest
 
-from vsplit.psi import PsiConfig, align_in_process, curve
+from vsplit.psi import PsiConfig, curve
 from vsplit.psi.handshake import session_salt
 from vsplit.psi.ids import IdPolicy
 from vsplit.psi.messages import Ack, Blinded, Doubled, Hello, Selected
+from vsplit.runtime.psi import align_in_process
 
 BANK = [f"customer-{i:05d}@bank.example" for i in range(0, 60)]
 SHOP = [f"customer-{i:05d}@bank.example" for i in range(30, 90)]
