@@ -25,7 +25,7 @@ from vsplit.models.seeds import derive_seed
 from vsplit.party import ComputeParty, FeatureParty, LabelParty
 from vsplit.protocol.training.hooks import TrainingHooks
 from vsplit.protocol.training.plan import Plan
-from vsplit.runtime.alignment import canonical_rows
+from vsplit.psi.alignment import canonical_rows
 from vsplit.topology.graph import Topology
 
 Session = Generator[tuple[str, Any], Any, "Outcome"]
