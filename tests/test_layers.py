@@ -5,10 +5,10 @@ The layer contract, lowest first (:data:`LAYERS`). Each entry is a package or a 
 longest entry that names it or one of its packages, so a package that straddles two layers today lists its higher
 modules by name.
 
-0. foundations: ``vsplit.errors``, the error tree, imports nothing of vsplit.
-1. helpers: ``vsplit.lazy``, ``vsplit.atomic``, ``vsplit.metrics``: small helpers, on the errors at most.
+1. foundations, which import nothing of vsplit: the error tree (``vsplit.errors``), lazy package attributes
+   (``vsplit.lazy``), atomic writes (``vsplit.atomic``) and metrics (``vsplit.metrics``).
 2. topology: a split as pure data (no torch); every layer above reads it.
-3. blocks: what a party is built from, on topology and the helpers only: torch modules (``models``), its tables and
+3. blocks: what a party is built from, on topology and the foundations only: torch modules (``models``), its tables and
    ID files (``data``), the bundled data (``datasets``), run reports (``report``) and the cut planner (``plan``).
 4. protocol: the sans-IO machines and messages, split training among them (on models and topology).
 5. wire: the codec and channels that carry protocol messages (``transport``), and the PSI machines (``psi``).
@@ -30,7 +30,9 @@ modules by name.
 11. the command line (``cli``), 12. the package's front door (``vsplit``).
 
 A package's ``__init__`` re-exports its contents, so it stands as high as its highest module (``vsplit.privacy``'s
-is a tool, ``vsplit.psi``'s is on the wire and may not name the runtime).
+is a tool, ``vsplit.psi``'s is on the wire and may not name the runtime). It also runs whenever any of its modules
+is imported, so what it imports at module level must sit no higher than its lowest module; higher names it exports
+lazily (:mod:`vsplit.lazy`).
 
 What counts as an import: ``import`` and ``from ... import`` at module level and inside functions (a deferred
 import is still a dependency), relative ones resolved, and the ``"vsplit.module:name"`` entries of a lazy table
@@ -57,8 +59,7 @@ ROOTS = {"vsplit": REPO / "vsplit", "vsplit.datasets": REPO / "datasets"}
 
 #: The layer contract, lowest first: (name, entries). See the module docstring for the reasons.
 LAYERS: tuple[tuple[str, tuple[str, ...]], ...] = (
-    ("foundations", ("vsplit.errors",)),
-    ("helpers", ("vsplit.lazy", "vsplit.atomic", "vsplit.metrics")),
+    ("foundations", ("vsplit.errors", "vsplit.lazy", "vsplit.atomic", "vsplit.metrics")),
     ("topology", ("vsplit.topology",)),
     ("blocks", ("vsplit.models", "vsplit.data", "vsplit.datasets", "vsplit.report", "vsplit.plan")),
     ("protocol", ("vsplit.protocol",)),
@@ -116,7 +117,7 @@ def scan(sources: Mapping[str, tuple[str, bool]]) -> list[Import]:
             target = _known_prefix(name, known)
             if target is not None and target != module:
                 found.append(Import(module, target, line, how))
-    return found
+    return list(dict.fromkeys(found))  # "from a import b, c" is one import
 
 
 def _imports(tree: ast.AST, module: str, is_package: bool, known: set[str]) -> list[tuple[str, int, str]]:
@@ -179,6 +180,21 @@ def upward(imports: Iterable[Import], layers_of: Mapping[str, int]) -> list[Impo
     return [i for i in imports if layers_of[i.imported] > layers_of[i.importer]]
 
 
+def through_front_doors(
+    imports: Iterable[Import], layers_of: Mapping[str, int], sources: Mapping[str, tuple[str, bool]]
+) -> list[tuple[Import, str]]:
+    """The module-level imports of a package's ``__init__`` that sit above one of the package's modules, each with
+    the lowest such module: importing that module runs the ``__init__`` and so imports a higher layer."""
+    found = []
+    for i in imports:
+        if i.how == "module" and sources[i.importer][1]:
+            inside = [m for m in sources if m.startswith(i.importer + ".")]
+            lowest = min(inside, key=lambda m: (layers_of[m], m), default=None)
+            if lowest is not None and layers_of[i.imported] > layers_of[lowest]:
+                found.append((i, lowest))
+    return found
+
+
 def cycles(imports: Iterable[Import]) -> list[list[str]]:
     """The import cycles: every strongly connected set of two or more modules (lazy table entries left out)."""
     graph: dict[str, set[str]] = {}
@@ -235,6 +251,14 @@ def test_no_vsplit_module_imports_a_higher_layer(tree):
     assert not found, "upward imports:\n" + "\n".join(found)
 
 
+def test_no_package_front_door_imports_above_its_lowest_module(tree):
+    sources, imports = tree
+    layers_of = layer_of(sources, LAYERS)
+    found = [f"{i}: importing {lowest} ({LAYERS[layers_of[lowest]][0]}) runs it; export the name lazily"
+             for i, lowest in through_front_doors(imports, layers_of, sources)]
+    assert not found, "front doors importing a higher layer:\n" + "\n".join(found)
+
+
 def test_no_import_cycle_among_vsplit_modules(tree):
     _, imports = tree
     assert cycles(imports) == []
@@ -288,6 +312,16 @@ def test_a_downward_import_passes_and_a_package_front_door_stands_with_its_highe
     assert toy_upward(sources) == []
     sources["pkg.low"] = ('TABLE = {"x": "pkg.high.b:x"}\n', True)  # a front door naming a higher layer
     assert toy_upward(sources) == ["pkg.low:1 imports pkg.high.b (lazy)"]
+
+
+def test_a_front_door_importing_above_its_lowest_module_at_module_level_is_reported():
+    sources = toy(low_a="x = 1\n", low_inner_b="y = 1\n", high_c="z = 1\n")
+    sources["pkg.low.inner"] = ("from pkg.low.a import x\n", True)
+    sources["pkg"] = ('from pkg.low.a import x\nfrom pkg.high.c import z\nTABLE = {"z": "pkg.high.c:z"}\n', True)
+    layers_of = layer_of(sources, TOY_LAYERS)
+    assert [(str(i), lowest) for i, lowest in through_front_doors(scan(sources), layers_of, sources)] == [
+        ("pkg:2 imports pkg.high.c (module)", "pkg.low"),
+    ]
 
 
 def test_a_cycle_is_reported_even_through_a_deferred_import_but_not_through_a_lazy_table():
