@@ -40,7 +40,7 @@ import is still a dependency), relative ones resolved, and the ``"vsplit.module:
 a module name handed to ``python -m``). Imports under ``if TYPE_CHECKING:`` are exempt: they never run. The cycle
 check leaves out the lazy tables too: an entry is imported on first use, after both modules have loaded, so it cannot
 close an import-time loop (it still counts for the layers). The scan reads the source (``ast``) and imports nothing,
-so the test takes about a second.
+so the test takes a second or two.
 """
 
 from __future__ import annotations
