@@ -272,7 +272,8 @@ def run_schedule(
     torch.manual_seed(seed)
     banks = split.banks
     task = make_task("multiclass" if split.multiclass else "binary")
-    h = Topology.vanilla(client="client", server="server", width=init.width).replicated("client", clients=list(banks))
+    h = Horizontal(Topology.vanilla(client="client", server="server", width=init.width), client="client",
+                   clients=list(banks))
     whole = settings.kind == "fedavg"
     own = ("bottom", "top") if whole else ("bottom",)
     clients = {c: ClientSide({s: copy.deepcopy(init.modules[s]) for s in own}, {"bottom": (x,)}, init.optimizer,

@@ -139,7 +139,8 @@ def party(role: str, table: str, spec: dict, settings: dict, ready, barrier, res
     """One party's process: warm a worker pool, connect, align, report."""
     import numpy as np
 
-    from vsplit.psi import LabelParty, ParquetIds, Partner, ProcessBackend, PsiConfig, run_party
+    from vsplit.psi import LabelParty, ParquetIds, Partner, ProcessBackend, PsiConfig
+    from vsplit.runtime.psi import run_party
     from vsplit.runtime.pump import Pump
 
     try:

@@ -10,7 +10,7 @@ from torch import nn
 from vsplit.horizontal import ClientSide, ServerSide
 from vsplit.horizontal.run import train_horizontal
 from vsplit.models.tasks import make_task
-from vsplit.topology import Topology
+from vsplit.topology import Horizontal, Topology
 
 ROWS = {"a": 40, "b": 26, "c": 34}  # last batches of 2: BatchNorm needs two rows
 WIDTHS = (8, 8, 6, 1)  # each block's output width
@@ -43,7 +43,7 @@ def horizontal(kind: str, cuts: tuple[int, ...], clients=tuple(ROWS)):
         base = Topology.vanilla(client="client", server="server", width=WIDTHS[cuts[0] - 1])
     else:
         base = Topology.u_shaped(client="client", server="server", widths=(WIDTHS[cuts[0] - 1], WIDTHS[cuts[1] - 1]))
-    return base.replicated("client", clients=list(clients))
+    return Horizontal(base, client="client", clients=list(clients))
 
 
 def data(rows=ROWS):

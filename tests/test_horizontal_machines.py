@@ -18,7 +18,7 @@ from vsplit.horizontal.messages import SealedState, SegmentState
 from vsplit.horizontal.sealed import new_key, open_sealed, public_bytes, seal
 from vsplit.horizontal.state import extract, load
 from vsplit.protocol.training.messages import TRAIN, Activations
-from vsplit.topology import Topology
+from vsplit.topology import Horizontal, Topology
 from vsplit.transport import codec
 
 
@@ -128,10 +128,11 @@ def test_schedules_validate_their_settings_and_print():
 
 def test_a_horizontal_client_with_other_clients_configured_is_refused_at_ready():
     base = Topology.vanilla(client="client", server="s", width=4)
-    mine, theirs = base.replicated("client", clients=["a", "b"]), base.replicated("client", clients=["a", "c"])
+    mine = Horizontal(base, client="client", clients=["a", "b"])
+    theirs = Horizontal(base, client="client", clients=["a", "c"])
     assert mine.pair("a").view_fingerprint("a") != theirs.pair("a").view_fingerprint("a")
     with pytest.raises(ConfigError):
-        base.replicated("client", clients=["a", "s"])
+        Horizontal(base, client="client", clients=["a", "s"])
 
 
 def test_a_sealed_handoff_opens_only_for_its_recipient_in_its_context():

@@ -8,10 +8,10 @@ from conftest import make_views
 
 from vsplit.app.local import run_sessions
 from vsplit.app.session import Schedule, train_session
+from vsplit.data.id_sources import ParquetIds
 from vsplit.data.parquet_rows import ParquetRows
 from vsplit.data.parquet_table import ParquetTable
 from vsplit.party import FeatureParty, LabelParty, ModelSettings
-from vsplit.psi.sources import ParquetIds
 from vsplit.topology import Topology
 
 

@@ -9,13 +9,14 @@ import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
+from vsplit.data.id_sources import as_source
 from vsplit.errors import AlignmentError, ProtocolError
 from vsplit.protocol.abort import AbortCode
-from vsplit.psi import CsvIds, IdPolicy, LabelParty, Partner, ProcessBackend, PsiConfig, align_in_process
+from vsplit.psi import CsvIds, IdPolicy, LabelParty, Partner, ProcessBackend, PsiConfig
 from vsplit.psi.buckets import GRANULE, padded_size
 from vsplit.psi.messages import Blinded, Doubled
 from vsplit.psi.prepare import prepare_ids
-from vsplit.psi.sources import as_source
+from vsplit.runtime.psi import align_in_process
 
 POLICY = IdPolicy(dedupe="first")
 ID = st.integers(0, 60)

@@ -8,10 +8,11 @@ import pyarrow as pa
 import pyarrow.parquet as pq
 import pytest
 
+from vsplit.data.id_sources import as_source
 from vsplit.errors import AlignmentError, ConfigError, DataError
-from vsplit.psi import CsvIds, IdPolicy, ParquetIds, align_in_process, normalise_id
+from vsplit.psi import CsvIds, IdPolicy, ParquetIds, normalise_id
 from vsplit.psi.prepare import prepare_ids
-from vsplit.psi.sources import as_source
+from vsplit.runtime.psi import align_in_process
 
 
 def test_strings_are_stripped_and_nfc_normalised_but_keep_case_by_default() -> None:

@@ -8,8 +8,9 @@ from hypothesis import strategies as st
 
 from vsplit.errors import AlignmentError, RemoteAbort
 from vsplit.protocol.abort import Abort, AbortCode
-from vsplit.psi import IdPolicy, LabelParty, Partner, PsiConfig, align_in_process, normalise_id
+from vsplit.psi import IdPolicy, LabelParty, Partner, PsiConfig, normalise_id
 from vsplit.runtime.inprocess import connect, run_machines
+from vsplit.runtime.psi import align_in_process
 
 ID = st.one_of(st.integers(0, 25), st.sampled_from(["a", "b", "Zoë", "x y", " a", "A", "007", "7"]))
 POLICY = IdPolicy(dedupe="first")

@@ -9,8 +9,9 @@ import vsplit.psi
 from vsplit.errors import ProtocolError
 from vsplit.protocol.abort import AbortCode
 from vsplit.protocol.machine import Outgoing
-from vsplit.psi import LabelParty, Partner, ProcessBackend, PsiConfig, align_in_process, curve
+from vsplit.psi import LabelParty, Partner, ProcessBackend, PsiConfig, curve
 from vsplit.psi.messages import Ack, Blinded, Doubled, Selected
+from vsplit.runtime.psi import align_in_process
 
 
 def handshake(config: PsiConfig, bank_ids: list, shop_ids: list) -> tuple[LabelParty, Partner, list, list]:
@@ -121,8 +122,6 @@ def test_public_api_is_pinned() -> None:
         "PsiStats",
         "SequenceIds",
         "SerialBackend",
-        "align_in_process",
         "normalise_id",
         "psi_machines",
-        "run_party",
     ]

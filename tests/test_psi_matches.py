@@ -8,9 +8,9 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 from vsplit.errors import DataError
-from vsplit.psi import IdPolicy, PsiConfig, align_in_process
+from vsplit.psi import IdPolicy, PsiConfig
 from vsplit.psi.matches import MatchStore, agreed_order
-from vsplit.runtime.psi import load_rows, save_rows
+from vsplit.runtime.psi import align_in_process, load_rows, save_rows
 
 ID = st.integers(0, 80)
 

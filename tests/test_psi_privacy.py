@@ -7,10 +7,11 @@ import hashlib
 import numpy as np
 import pytest
 
-from vsplit.psi import PsiConfig, align_in_process, curve
+from vsplit.psi import PsiConfig, curve
 from vsplit.psi.handshake import session_salt
 from vsplit.psi.ids import IdPolicy
 from vsplit.psi.messages import Ack, Blinded, Doubled, Hello, Selected
+from vsplit.runtime.psi import align_in_process
 
 BANK = [f"customer-{i:05d}@bank.example" for i in range(0, 60)]
 SHOP = [f"customer-{i:05d}@bank.example" for i in range(30, 90)]
@@ -72,8 +73,8 @@ def test_values_from_two_sessions_over_the_same_ids_never_repeat() -> None:
 
 
 def test_each_party_sends_in_a_fresh_random_order() -> None:
+    from vsplit.data.id_sources import as_source
     from vsplit.psi.prepare import prepare_ids
-    from vsplit.psi.sources import as_source
 
     def sent_order(buckets: int) -> list[int]:
         ready = prepare_ids(as_source([f"c{i}" for i in range(200)]), policy=IdPolicy(), salt=bytes(32), label=b"L",

@@ -15,9 +15,10 @@ from hypothesis import strategies as st
 from test_psi_privacy import Recorder, forbidden_forms
 
 from vsplit.errors import AlignmentError
-from vsplit.psi import IdPolicy, PsiConfig, align_in_process
+from vsplit.psi import IdPolicy, PsiConfig
 from vsplit.psi.buckets import padded_size
 from vsplit.psi.messages import Blinded, Redo
+from vsplit.runtime.psi import align_in_process
 
 ray = pytest.importorskip("ray", reason="the Ray extra is not installed: pip install 'vsplit[ray]'")
 from ray.cluster_utils import Cluster  # noqa: E402

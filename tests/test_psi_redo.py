@@ -14,9 +14,10 @@ from hypothesis import strategies as st
 
 from vsplit.errors import ProtocolError
 from vsplit.protocol.abort import AbortCode
-from vsplit.psi import IdPolicy, LabelParty, Partner, PsiConfig, SerialBackend, align_in_process
+from vsplit.psi import IdPolicy, LabelParty, Partner, PsiConfig, SerialBackend
 from vsplit.psi.keys import LocalKeys, ScalarLost
 from vsplit.psi.messages import Blinded, Redo
+from vsplit.runtime.psi import align_in_process
 
 POLICY = IdPolicy(dedupe="first")
 

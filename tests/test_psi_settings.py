@@ -60,8 +60,8 @@ def test_data_stream_trains_from_the_parquet_file_and_needs_one(tmp_path, monkey
     import pandas as pd
     from test_parquet_training import no_whole_table_reads
 
+    from vsplit.data.id_sources import ParquetIds
     from vsplit.data.parquet_table import ParquetTable
-    from vsplit.psi.sources import ParquetIds
 
     pd.DataFrame({"customer_id": ["1", "2"], "x": [2.0, 3.0]}).to_parquet(tmp_path / "partner.parquet")
     path = write(tmp_path, PARTNER.replace('path = "partner.csv"', 'path = "partner.parquet"\nstream = true'))

@@ -31,7 +31,7 @@ from vsplit.datasets import preset
 from vsplit.errors import AuthenticationError
 from vsplit.estimator import SplitClassifier
 from vsplit.evaluation import shared_test_views
-from vsplit.psi import align_in_process
+from vsplit.runtime.psi import align_in_process
 from vsplit.transport.identity import create_identity, load_certificate
 from vsplit.transport.pinning import identify_peer
 

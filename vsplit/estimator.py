@@ -55,9 +55,10 @@ from vsplit.models.seeds import derive_seed
 from vsplit.party import ComputeParty, FeatureParty, LabelParty, ModelSettings
 from vsplit.protocol.training.compression import get_codec
 from vsplit.protocol.training.hooks import TrainingHooks
-from vsplit.psi import PsiConfig, align_in_process
-from vsplit.runtime.alignment import canonical_rows, plain_join
+from vsplit.psi import PsiConfig
+from vsplit.psi.alignment import canonical_rows, plain_join
 from vsplit.runtime.progress import TqdmProgress
+from vsplit.runtime.psi import align_in_process
 from vsplit.topology.graph import Topology
 
 MODES = ("split", "label_party_only", "centralized")

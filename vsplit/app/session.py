@@ -25,7 +25,7 @@ from vsplit.models.seeds import derive_seed
 from vsplit.party import ComputeParty, FeatureParty, LabelParty
 from vsplit.protocol.training.hooks import TrainingHooks
 from vsplit.protocol.training.plan import Plan
-from vsplit.runtime.alignment import canonical_rows
+from vsplit.psi.alignment import canonical_rows
 from vsplit.topology.graph import Topology
 
 Session = Generator[tuple[str, Any], Any, "Outcome"]
@@ -75,9 +75,9 @@ class Outcome:
 def psi_machine(party: str, topology: Topology, ids: Any, psi: PsiSettings | None = None) -> Any:
     """``party``'s PSI machine for ``ids`` (a sequence or an ID source): the label owner runs one exchange per
     other row holder."""
+    from vsplit.data.id_sources import IdSource
     from vsplit.psi import IdPolicy, Partner, PsiConfig
     from vsplit.psi import LabelParty as PsiLabel
-    from vsplit.psi.sources import IdSource
 
     ids = ids if isinstance(ids, IdSource) else list(ids)  # a file source streams its IDs: never all in memory
 

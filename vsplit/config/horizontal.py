@@ -182,7 +182,7 @@ def links(config: PartyConfig) -> dict[str, tuple[str, str]]:
 
 def horizontal_of(config: PartyConfig) -> Any:
     """The :class:`~vsplit.topology.horizontal.Horizontal` every party of ``config``'s split agrees on."""
-    from vsplit.topology import Topology
+    from vsplit.topology import Horizontal, Topology
 
     t, m = config.topology, config.model
     if t.segments == "vanilla":
@@ -190,7 +190,7 @@ def horizontal_of(config: PartyConfig) -> Any:
     else:
         base = Topology.u_shaped(client="client", server=t.server,
                                  widths=(m.embedding_width, t.middle_width or m.embedding_width))
-    return base.replicated("client", clients=list(t.clients))
+    return Horizontal(base, client="client", clients=list(t.clients))
 
 
 def settings_of(config: PartyConfig) -> Any:

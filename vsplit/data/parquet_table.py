@@ -3,7 +3,7 @@
 
 It answers what a party asks of its table without reading it whole: the column names (from the file's schema), one
 column at a time (``table["y"]``: the labels, read batch by batch), the columns left after dropping some, the IDs as
-an :class:`~vsplit.psi.sources.IdSource` for PSI, and the fitted preprocessing
+an :class:`~vsplit.data.id_sources.IdSource` for PSI, and the fitted preprocessing
 (:func:`~vsplit.data.stream_fit.fit_parquet`). The rows themselves are read per training batch
 (:class:`~vsplit.data.batch_inputs.ParquetInputs`).
 
@@ -76,7 +76,7 @@ class ParquetTable:
 
     def ids(self, column: str) -> Any:
         """The ``column`` of IDs as an ID source that streams them for PSI and reads back the aligned ones."""
-        from vsplit.psi.sources import ParquetIds
+        from vsplit.data.id_sources import ParquetIds
 
         return ParquetIds(self.path, column=column, read_back=True)
 

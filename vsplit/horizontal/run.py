@@ -2,8 +2,8 @@
 
 Example:
     >>> import torch
-    >>> from vsplit.topology import Topology
-    >>> h = Topology.vanilla(client="client", server="lab", width=2).replicated("client", clients=["a", "b"])
+    >>> from vsplit.topology import Horizontal, Topology
+    >>> h = Horizontal(Topology.vanilla(client="client", server="lab", width=2), client="client", clients=["a", "b"])
     >>> torch.manual_seed(0)  # doctest: +ELLIPSIS
     <torch...>
     >>> def sgd(params):

@@ -32,7 +32,7 @@ _LAZY = {
     "TopologyReport": "vsplit.privacy.topology_audit:TopologyReport",
     "audit_topology": "vsplit.privacy.topology_audit:audit_topology",
     "black_box_inversion": "vsplit.privacy.attacks.inversion:black_box_inversion",
-    "make_detector": "vsplit.privacy.detectors.base:make_detector",
+    "make_detector": "vsplit.privacy.detectors.registry:make_detector",
     "white_box_inversion": "vsplit.privacy.attacks.inversion:white_box_inversion",
     "Guarantee": "vsplit.privacy.accounting:Guarantee",
     "HijackMonitor": "vsplit.privacy.attacks:HijackMonitor",
@@ -61,7 +61,7 @@ if TYPE_CHECKING:  # for type checkers and IDEs only
     from vsplit.privacy.attacks.inversion import black_box_inversion, white_box_inversion
     from vsplit.privacy.audit import ATTACKS, AuditData, audit, run_once
     from vsplit.privacy.defenses.registry import DEFENSES, Defense, make_defense
-    from vsplit.privacy.detectors.base import make_detector
+    from vsplit.privacy.detectors.registry import make_detector
     from vsplit.privacy.hooks import EmbeddingTap, merge_hooks
     from vsplit.privacy.report import AuditReport
     from vsplit.privacy.topology_audit import TopologyReport, audit_topology

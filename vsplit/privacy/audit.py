@@ -48,7 +48,7 @@ from vsplit.privacy.defenses import Defense, make_defense
 from vsplit.privacy.hooks import EmbeddingTap, merge_hooks
 from vsplit.privacy.report import AuditReport
 from vsplit.protocol.training.hooks import StepInfo
-from vsplit.runtime.alignment import plain_join
+from vsplit.psi.alignment import plain_join
 
 #: The attacks an audit can run; :func:`run_once` runs all of them unless told otherwise.
 ATTACKS = ("label_leakage", "model_completion", "reconstruction")

@@ -35,7 +35,8 @@ from vsplit.errors import PrivacyAlarm
 from vsplit.models.segments import ImageHead
 from vsplit.privacy.attacks.fsha import FshaServer
 from vsplit.privacy.detectors import NAMES as DETECTOR_NAMES
-from vsplit.privacy.detectors.base import Detector, aligned, make_detector
+from vsplit.privacy.detectors.base import Detector, aligned
+from vsplit.privacy.detectors.registry import make_detector
 from vsplit.privacy.detectors.splitguard import plant_canaries
 from vsplit.privacy.detectors.splitout import SplitOut, default_surrogates
 from vsplit.privacy.hooks import merge_hooks

@@ -39,6 +39,7 @@ from collections import deque
 
 import numpy as np
 
+from vsplit.data.id_sources import IdSource
 from vsplit.errors import AlignmentError, DataError, ProtocolError
 from vsplit.protocol.abort import AbortCode
 from vsplit.protocol.message import Message
@@ -54,7 +55,6 @@ from vsplit.psi.messages import Ack, Blinded, Doubled, Hello, Redo
 from vsplit.psi.parallel import Backend
 from vsplit.psi.prepare import PreparedIds, prepare_ids
 from vsplit.psi.resume import PairState
-from vsplit.psi.sources import IdSource
 
 #: Redo rounds a pair accepts before it calls the peer's requests abuse.
 MAX_REDOS = 16

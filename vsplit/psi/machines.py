@@ -10,6 +10,7 @@ from __future__ import annotations
 
 from collections.abc import Mapping, Sequence
 
+from vsplit.data.id_sources import IdSource
 from vsplit.errors import ConfigError
 from vsplit.psi.config import PsiConfig
 from vsplit.psi.ids import IdPolicy
@@ -17,7 +18,6 @@ from vsplit.psi.label import LabelParty
 from vsplit.psi.parallel import Backend
 from vsplit.psi.partner import Partner
 from vsplit.psi.party import PartyMachine
-from vsplit.psi.sources import IdSource
 
 
 def psi_machines(

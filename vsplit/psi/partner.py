@@ -23,6 +23,7 @@ from pathlib import Path
 
 import numpy as np
 
+from vsplit.data.id_sources import IdSource, as_source
 from vsplit.errors import AlignmentError, DataError, ProtocolError
 from vsplit.protocol.abort import AbortCode
 from vsplit.protocol.machine import Outgoing
@@ -35,7 +36,6 @@ from vsplit.psi.messages import Selected
 from vsplit.psi.parallel import Backend, SerialBackend
 from vsplit.psi.party import PartyMachine
 from vsplit.psi.resume import PairState
-from vsplit.psi.sources import IdSource, as_source
 
 
 class Partner(PartyMachine):

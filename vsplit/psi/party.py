@@ -10,13 +10,13 @@ from __future__ import annotations
 
 import numpy as np
 
+from vsplit.data.id_sources import IdSource
 from vsplit.errors import AlignmentError, VsplitError
 from vsplit.protocol.abort import Abort, AbortCode
 from vsplit.protocol.machine import Outgoing
 from vsplit.psi.alignment import Alignment, PsiStats
 from vsplit.psi.exchange import PairExchange
 from vsplit.psi.ids import IdPolicy, normalise_id
-from vsplit.psi.sources import IdSource
 
 
 class PartyMachine:

@@ -8,7 +8,7 @@ with 256 bits from the OS CSPRNG, padded with dummies to the public bucket size,
 what a party sends say nothing about where they sit in its table. With one bucket (the default) there is no padding.
 
 Example:
-    >>> from vsplit.psi.sources import as_source
+    >>> from vsplit.data.id_sources import as_source
     >>> from vsplit.psi.ids import IdPolicy
     >>> ready = prepare_ids(as_source(["b", "a", "b"]), policy=IdPolicy(dedupe="first"), salt=bytes(32), label=b"t")
     >>> (ready.rows_read, ready.duplicates, ready.distinct, ready.size)
@@ -26,12 +26,12 @@ from dataclasses import dataclass, field
 
 import numpy as np
 
+from vsplit.data.id_sources import IdSource
 from vsplit.errors import AlignmentError
 from vsplit.psi import curve
 from vsplit.psi.buckets import GRANULE, bucket_of, pad_bucket, padded_size
 from vsplit.psi.ids import IdPolicy, encode_batch
 from vsplit.psi.index import repeated_rows
-from vsplit.psi.sources import IdSource
 from vsplit.psi.store import BYTES_PER_ID, BucketStore
 
 #: Rows read and hashed at a time.

@@ -1,8 +1,8 @@
 """PSI front doors: align parties in one process, or run one party over a pump (one party per process or host).
 
 Both fill what a bare machine cannot know: the wall-clock seconds and the bytes the party's pump sent. They live in
-the runtime because they drive the sans-IO machines of :mod:`vsplit.psi` over channels; :mod:`vsplit.psi` re-exports
-them lazily, so ``from vsplit.psi import align_in_process`` keeps working without the protocol importing the runtime.
+the runtime because they drive the sans-IO machines of :mod:`vsplit.psi` over channels (and :mod:`vsplit.psi` does not
+re-export them: the protocol never imports the runtime).
 
 Example:
     >>> out = align_in_process({"bank": ["a", "b", "c"], "shop": ["b", "c", "d"], "telco": ["c", "b"]},
@@ -27,6 +27,7 @@ from pathlib import Path
 import numpy as np
 
 from vsplit.atomic import save_with
+from vsplit.data.id_sources import IdSource
 from vsplit.errors import DataError, RemoteAbort
 from vsplit.protocol.machine import Machine
 from vsplit.psi.alignment import Alignment
@@ -34,7 +35,6 @@ from vsplit.psi.config import PsiConfig
 from vsplit.psi.ids import IdPolicy
 from vsplit.psi.machines import psi_machines
 from vsplit.psi.parallel import Backend
-from vsplit.psi.sources import IdSource
 from vsplit.runtime.inprocess import connect, run_machines
 from vsplit.runtime.pump import Pump, Tap
 

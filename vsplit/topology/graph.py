@@ -30,12 +30,8 @@ import json
 import zlib
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field, replace
-from typing import TYPE_CHECKING
 
 from vsplit.errors import ConfigError
-
-if TYPE_CHECKING:
-    from vsplit.topology.horizontal import Horizontal
 
 Shape = tuple[int, ...]
 
@@ -148,13 +144,6 @@ class Topology:
     def placed_on(self, party: str) -> Topology:
         """The same segments, all owned by ``party``: no cut at all (the centralized baseline and the oracle)."""
         return Topology(tuple(replace(s, owner=party) for s in self.segments), kind=f"{self.kind}@{party}")
-
-    def replicated(self, owner: str, *, clients: Sequence[str]) -> Horizontal:
-        """This pairwise topology's ``owner`` replicated over ``clients``: a horizontal split (many clients with
-        the same columns and their own rows, one server); see :mod:`vsplit.topology.horizontal`."""
-        from vsplit.topology.horizontal import replicate
-
-        return replicate(self, owner, clients)
 
     # -- identity ----------------------------------------------------------------------------------------------------
     def to_dict(self) -> dict[str, object]:

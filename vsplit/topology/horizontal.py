@@ -11,7 +11,7 @@ Every pairwise topology carries the fingerprint of the whole horizontal set-up i
 configured with other clients, another server or other widths is refused by the server's machine at ``Ready``.
 
 Example:
-    >>> h = Topology.vanilla(client="client", server="lab", width=8).replicated("client", clients=["a", "b"])
+    >>> h = Horizontal(Topology.vanilla(client="client", server="lab", width=8), client="client", clients=["a", "b"])
     >>> h.client_segments, h.server_segments, h.labels_at_server
     (('bottom',), ('top',), True)
     >>> [(c.src_owner, c.dst) for c in h.pair("b").cuts]
@@ -22,7 +22,6 @@ Example:
 
 from __future__ import annotations
 
-from collections.abc import Sequence
 from dataclasses import dataclass, field, replace
 
 from vsplit.errors import ConfigError
@@ -36,8 +35,8 @@ KINDS = ("vanilla", "u_shaped")
 class Horizontal:
     """N clients, each with a copy of ``base``'s client segments and its own rows, and ``base``'s server.
 
-    Build it with :meth:`Topology.replicated` (or directly: ``base`` is a pairwise topology between the parties
-    ``client`` and ``server``, ``clients`` the real client names).
+    ``base`` is a pairwise topology between the parties ``client`` and ``server``, ``clients`` the real client
+    names: ``Horizontal(Topology.vanilla(client="client", server="lab"), client="client", clients=["a", "b"])``.
     """
 
     base: Topology
@@ -104,7 +103,3 @@ class Horizontal:
             raise ConfigError(f"{client!r} is not a client of this horizontal split; its clients are "
                               f"{list(self.clients)}")
 
-
-def replicate(base: Topology, client: str, clients: Sequence[str]) -> Horizontal:
-    """``base``'s ``client`` replicated over ``clients`` (see :meth:`Topology.replicated`)."""
-    return Horizontal(base, client, tuple(clients))

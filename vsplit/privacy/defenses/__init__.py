@@ -19,20 +19,7 @@ from typing import TYPE_CHECKING
 
 from vsplit.errors import ConfigError
 from vsplit.lazy import lazy_attributes
-
-#: Every defense and named setting: name -> (the module under vsplit.privacy.defenses that defines it, the side
-#: that runs it: "label" for the label party, "feature" for each feature party).
-CATALOG: dict[str, tuple[str, str]] = {
-    "clip_noise": ("gradient_noise", "label"),
-    "embedding_noise": ("embedding_noise", "feature"),
-    "label_dp": ("label_dp", "label"),
-    "marvell": ("marvell", "label"),
-    "max_norm": ("gradient_noise", "label"),
-    "none": ("base", "label"),
-    "nopeek": ("nopeek", "feature"),
-    "secretflow_embedding_dp": ("registry", "feature"),
-    "secretflow_label_dp": ("registry", "label"),
-}
+from vsplit.privacy.defenses.catalog import CATALOG
 
 _REGISTRY = "vsplit.privacy.defenses.registry"
 _LAZY = {

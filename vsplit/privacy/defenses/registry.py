@@ -10,8 +10,8 @@ Example:
 
 import functools
 
-from vsplit.privacy.defenses import CATALOG
 from vsplit.privacy.defenses.base import DEFENSES, Combined, Defense, NoDefense, make_defense
+from vsplit.privacy.defenses.catalog import CATALOG
 from vsplit.privacy.defenses.embedding_noise import EmbeddingNoise
 from vsplit.privacy.defenses.gradient_noise import ClipNoise, MaxNorm
 from vsplit.privacy.defenses.label_dp import RandomizedResponse

@@ -32,14 +32,14 @@ _LAZY = {
     "SplitOut": "vsplit.privacy.detectors.splitout:SplitOut",
     "aligned": "vsplit.privacy.detectors.base:aligned",
     "gradient_features": "vsplit.privacy.detectors.splitout:gradient_features",
-    "make_detector": "vsplit.privacy.detectors.base:make_detector",
+    "make_detector": "vsplit.privacy.detectors.registry:make_detector",
     "plant_canaries": "vsplit.privacy.detectors.splitguard:plant_canaries",
 }
 __getattr__, __dir__ = lazy_attributes(__name__, _LAZY)
 
 if TYPE_CHECKING:  # for type checkers and IDEs only
-    from vsplit.privacy.detectors.base import Detection, Detector, aligned, make_detector
-    from vsplit.privacy.detectors.registry import DETECTORS
+    from vsplit.privacy.detectors.base import Detection, Detector, aligned
+    from vsplit.privacy.detectors.registry import DETECTORS, make_detector
     from vsplit.privacy.detectors.scrutinizer import GradientScrutinizer
     from vsplit.privacy.detectors.splitguard import SplitGuard, plant_canaries
     from vsplit.privacy.detectors.splitout import SplitOut, gradient_features

@@ -32,7 +32,6 @@ import torch
 from vsplit.data.tables import normalise_ids
 from vsplit.errors import ConfigError, PrivacyAlarm
 from vsplit.models.registry import Registry
-from vsplit.privacy.defenses.base import parse_options
 from vsplit.protocol.training.hooks import StepInfo, TrainingHooks
 
 #: Detector names -> class.
@@ -164,21 +163,3 @@ def cosine_matrix(grads: torch.Tensor) -> np.ndarray:
     unit = torch.nn.functional.normalize(grads, dim=1, eps=1e-30)
     return (unit @ unit.T).numpy()
 
-
-def make_detector(config: str | Detector) -> Detector:
-    """The detector a config string names: ``"name"`` or ``"name:key=value,..."``.
-
-    Example:
-        >>> make_detector("gradient_scrutinizer:threshold=0.3").threshold
-        0.3
-    """
-    if isinstance(config, Detector):
-        return config
-    import vsplit.privacy.detectors.registry  # noqa: F401  (registers every detector)
-
-    config = config.strip()
-    name, _, options = config.partition(":")
-    factory = DETECTORS.get(name.strip())
-    detector = factory(**parse_options(factory, options, kind="detector", name=name.strip(), config=config))
-    detector.config = config
-    return detector

@@ -57,7 +57,7 @@ class ClientDetectors:
         lr: float = 1e-3,
         batch_size: int = 64,
     ) -> None:
-        from vsplit.privacy.detectors.base import make_detector
+        from vsplit.privacy.detectors.registry import make_detector
 
         self.party = party
         self.detectors = [make_detector(text) for text in texts]
