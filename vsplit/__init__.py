@@ -27,8 +27,7 @@ from vsplit.errors import (
     VsplitError,
 )
 from vsplit.lazy import lazy_attributes
-
-__version__ = "0.1.0"
+from vsplit.version import __version__
 
 #: Public names imported on first use: name -> "module:attribute". Add new front doors here and to ``__all__``.
 _LAZY = {

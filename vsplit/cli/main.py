@@ -26,7 +26,7 @@ def build_parser() -> argparse.ArgumentParser:
         epilog="Exit codes: 0 ok, 1 error (the message names the fix), 2 usage error, 3 training diverged, "
                "130 interrupted.",
     )
-    from vsplit import __version__
+    from vsplit.version import __version__
 
     parser.add_argument("--version", action="version", version=f"vsplit {__version__}")
     sub = parser.add_subparsers(dest="command", required=True, metavar="COMMAND")
