@@ -34,6 +34,15 @@ def _json(path: Path, payload: dict[str, Any]) -> None:
     write_atomic(path, (json.dumps(payload, indent=2, sort_keys=False) + "\n").encode())
 
 
+def _number(value: Any) -> str:
+    """``value`` with 4 decimals, or ``n/a`` when it is missing or undefined (null, NaN).
+
+    >>> _number(0.12345), _number(None), _number(float("nan"))
+    ('0.1235', 'n/a', 'n/a')
+    """
+    return "n/a" if value is None or value != value else f"{value:.4f}"
+
+
 def _traffic_table(direction: str, traffic: dict[str, dict[str, int]]) -> list[str]:
     lines = [f"| {direction} | frames | bytes |", "| --- | ---: | ---: |"]
     for kind, t in sorted(traffic.items()):
@@ -41,10 +50,11 @@ def _traffic_table(direction: str, traffic: dict[str, dict[str, int]]) -> list[s
     return lines
 
 
-def write_label_report(folder: Path, report: dict[str, Any]) -> Path:
-    """Write ``report.json`` and ``report.md`` for the label party; return the Markdown path."""
+def write_label_report(folder: Path, report: dict[str, Any], *, json_name: str = "report.json") -> Path:
+    """Write ``report.json`` (or ``json_name``: the merged report) and ``report.md`` for the label party; return the
+    Markdown path."""
     report = {"schema": SCHEMA, **report}
-    _json(folder / "report.json", report)
+    _json(folder / json_name, report)
     m = report["metrics"]
     rows = [("split (all parties)", m)]
     rows += [(name.replace("_", " "), b) for name, b in report["baselines"].items()]
@@ -70,8 +80,8 @@ def write_label_report(folder: Path, report: dict[str, Any]) -> Path:
     lines += ["", "## Training", "", f"Best epoch: {report.get('best_epoch')}.", "",
               "| epoch | train loss | validation loss | validation AUC |", "| ---: | ---: | ---: | ---: |"]
     for h in report["history"]:
-        lines.append(f"| {h['epoch'] + 1} | {h['train_loss']:.4f} | {h.get('val_loss', float('nan')):.4f} | "
-                     f"{h.get('val_auc', float('nan')):.4f} |")
+        lines.append(f"| {h['epoch'] + 1} | {_number(h['train_loss'])} | {_number(h.get('val_loss'))} | "
+                     f"{_number(h.get('val_auc'))} |")
     lines += ["", "## What crossed the wire", ""]
     for party, comm in report["communication"].items():
         lines += [f"### {party}", ""]
