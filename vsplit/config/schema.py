@@ -129,6 +129,9 @@ class TrainSection:
     seed: int = 0
     validation_fraction: float = 0.1
     patience: int | None = 3
+    #: label party: after matching, each class must occur at least this often among the shared customers (with one
+    #: of each left for validation); a regression needs this many rows. Fewer stops the run before training
+    min_class_rows: int = 10
     #: torch threads of this party's process; 1 avoids two parties on one machine fighting over cores
     threads: int = 1
     #: training steps a partner may send before the first one's gradients return (1: exact; docs/wan.md); the

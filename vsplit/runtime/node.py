@@ -30,6 +30,7 @@ from vsplit.app.local import run_sessions
 from vsplit.app.session import PsiSettings, Schedule, score_session, train_session
 from vsplit.atomic import write_atomic
 from vsplit.config import PartyConfig, resolve
+from vsplit.config.names import run_folder
 from vsplit.config.topology import topology_of
 from vsplit.data.parquet_table import open_table
 from vsplit.data.sources import read_table
@@ -99,7 +100,7 @@ class PartyNode:
         self.role = config.party.role
         self.resume = resume
         self.progress = progress
-        self.folder = resolve(config, config.output.dir) / config.output.run_id / self.name
+        self.folder = run_folder(resolve(config, config.output.dir), config.output.run_id, self.name)
         torch.set_num_threads(max(1, config.train.threads))
         d = config.data
         reader = open_table if d.stream else read_table  # stream: the table stays in Parquet, read by batches
@@ -311,7 +312,7 @@ class PartyNode:
         t = self.config.train
         return Schedule(epochs=t.epochs, batch_size=t.batch_size, validation_fraction=t.validation_fraction,
                         patience=t.patience, seed=t.seed, then_score=then_score, window=t.pipeline_window,
-                        local_steps=t.local_steps)
+                        local_steps=t.local_steps, min_class_rows=t.min_class_rows)
 
     # -- scoring -----------------------------------------------------------------------------------------------------
     def score(self, pump: Pump, table: pd.DataFrame | None) -> Scored:
