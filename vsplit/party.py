@@ -61,6 +61,8 @@ class ModelSettings:
     missing: str = "error"
     compression: str = "none"
     error_feedback: bool = False
+    #: a numeric column's few stray strings become missing values, with a warning (default: refused)
+    coerce_numbers: bool = False
 
 
 class _Segments:
@@ -165,7 +167,8 @@ class _Party(_Segments):
                 raise DataError(f"{name}: a bottom model was given but the table has no feature columns")
             return
         self.preprocessor = TablePreprocessor(
-            categorical=categorical, scaling=settings.scaling, missing=settings.missing, seed=seed
+            categorical=categorical, scaling=settings.scaling, missing=settings.missing, seed=seed,
+            coerce_numbers=settings.coerce_numbers,
         )
         if streamed:  # fitted by one pass over the file; the rows are read per batch in training
             from vsplit.data.stream_fit import fit_parquet

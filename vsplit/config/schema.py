@@ -99,8 +99,13 @@ class DataSection:
     categorical: tuple[str, ...] | None = None
     label: str | None = None
     positive_label: str | int | bool | None = None
+    #: "error": missing values (and infinities) in a feature column stop the run, naming the column and row;
+    #: "impute": numbers get the training median plus a was-missing column, categories a "<missing>" category
     missing: str = "error"
     scaling: str = "quantile"
+    #: a column of mostly numbers with a few text values (a typo) is refused, naming the values and rows; true
+    #: makes those values missing (then `missing` applies), with a warning
+    coerce_numbers: bool = False
     #: a held-out table (same columns) the pilot scores after training
     test_path: str | None = None
     #: never read data.path (a Parquet file) whole: fit the preprocessing by a pass over it, stream its IDs to PSI,

@@ -43,6 +43,17 @@ def _number(value: Any) -> str:
     return "n/a" if value is None or value != value else f"{value:.4f}"
 
 
+def _columns_table(columns: dict[str, dict[str, Any]] | None) -> list[str]:
+    """The column types of this party's own columns (the rule that set each), as Markdown lines."""
+    if not columns:
+        return []
+    lines = ["", "## Columns (this party's own)", "", "| column | type | rule | categories |",
+             "| --- | --- | --- | ---: |"]
+    for name, c in columns.items():
+        lines.append(f"| {name} | {c['type']} | {c['rule']} | {c.get('categories', '')} |")
+    return lines
+
+
 def _traffic_table(direction: str, traffic: dict[str, dict[str, int]]) -> list[str]:
     lines = [f"| {direction} | frames | bytes |", "| --- | ---: | ---: |"]
     for kind, t in sorted(traffic.items()):
@@ -82,6 +93,7 @@ def write_label_report(folder: Path, report: dict[str, Any], *, json_name: str =
     for h in report["history"]:
         lines.append(f"| {h['epoch'] + 1} | {_number(h['train_loss'])} | {_number(h.get('val_loss'))} | "
                      f"{_number(h.get('val_auc'))} |")
+    lines += _columns_table(report.get("columns"))
     lines += ["", "## What crossed the wire", ""]
     for party, comm in report["communication"].items():
         lines += [f"### {party}", ""]
@@ -113,6 +125,7 @@ def write_partner_report(folder: Path, report: dict[str, Any]) -> Path:
         lines += ["| test metric | value |", "| --- | ---: |"]
         lines += [f"| {k} | {v:.4f} |" for k, v in report["metrics"].items() if isinstance(v, float)] + [""]
     lines += [*_traffic_table("sent", comm["sent"]), "", *_traffic_table("received", comm["received"]), ""]
+    lines += [*_columns_table(report.get("columns"))[1:], ""] if report.get("columns") else []
     lines += ["| phase | seconds |", "| --- | ---: |"] + [f"| {k} | {v:.2f} |" for k, v in report["seconds"].items()]
     path = folder / "report.md"
     write_atomic(path, ("\n".join(lines) + "\n").encode())
