@@ -155,3 +155,17 @@ def test_coercion_on_request_warns_and_matches_the_clean_column(tmp_path):
     assert report["columns"]["age"] == {"type": "numeric", "rule": "mostly numbers, with stray text",
                                         "imputed_median": pytest.approx(float(hole["age"].median()))}
     assert report["columns"]["job"]["type"] == "categorical"
+
+
+def test_a_streamed_fit_treats_infinity_as_the_in_memory_fit_does(tmp_path):
+    from vsplit.data.stream_fit import fit_parquet
+
+    table = pd.DataFrame({"x": [1.0, 2.0, -np.inf, 4.0, 5.0, 6.0], "job": list("abcabc")})
+    table.to_parquet(tmp_path / "t.parquet", row_group_size=2)
+    with pytest.raises(DataError, match=r"\{'x': 1\} \(first 'x': -inf at row 3\)"):
+        fit_parquet(TablePreprocessor(), tmp_path / "t.parquet", columns=["x", "job"], batch_rows=2)
+    streamed = fit_parquet(TablePreprocessor(missing="impute"), tmp_path / "t.parquet", columns=["x", "job"],
+                           batch_rows=2)
+    fitted = TablePreprocessor(missing="impute").fit(table)
+    assert streamed.imputed_ == fitted.imputed_ == {"x": 4.0}
+    assert bool((streamed.transform(table)[1] == fitted.transform(table)[1]).all())

@@ -80,7 +80,7 @@ def fit_parquet(prep: TablePreprocessor, path: str | Path, *, columns: Sequence[
         for column in prep.categorical_:
             values[column].update(prep._categorical_values(frame[column]))
         if numeric:
-            matrix = frame[numeric].to_numpy(dtype=np.float64, na_value=np.nan)
+            matrix = frame[numeric].to_numpy(dtype=np.float64, na_value=np.nan, copy=True)
             matrix[np.isinf(matrix)] = np.nan
             moments.add(matrix)
             if sample is not None:
