@@ -30,7 +30,8 @@ def bank_run(run: Path) -> bytes:
 def partner_report(run: Path, folder: str, **fields) -> None:
     (run / folder).mkdir(parents=True, exist_ok=True)
     report = {"schema": "vsplit-report-1-partner", "run_id": "r", "party": folder, "role": "feature",
-              "communication": {"sent": {"Activations": {"frames": 9, "bytes": 900}}, "received": {}},
+              "communication": {"sent": {"Activations": {"frames": 9, "bytes": 900}}, "received": {},
+                                "by_peer": {"bank": {"sent": 900, "received": 0}}},
               "config_hashes": {folder: "a" * 64}, "seconds": {"train": 1.0}, **fields}
     (run / folder / "report.json").write_text(json.dumps(report))
 
@@ -53,7 +54,7 @@ FORGED = {
                                "says party 'bank' but sits in folder 'partner'"),
     "claims the bank's config hash": ({"config_hashes": {"bank": "0" * 64, "partner": "a" * 64}},
                                       r"config hashes of other parties \(\['bank'\]\)"),
-    "has no traffic": ({"communication": {"sent": {}}}, "must hold exactly 'sent' and 'received'"),
+    "has no traffic": ({"communication": {"sent": {}}}, "must hold 'sent' and 'received'"),
     "has a bad count": ({"communication": {"sent": {"X": {"frames": -1, "bytes": 1}}, "received": {}}},
                         "whole numbers"),
 }

@@ -123,22 +123,23 @@ class TablePreprocessor:
         wanted = set(self.categorical) if self.categorical is not None else None
         if wanted is not None and (unknown := wanted - set(self.columns_)):
             raise DataError(f"categorical columns {sorted(unknown)} are not in the table; fix the column list")
+        # text columns of mostly numbers (each parsed once): numeric columns with stray strings
+        mostly = {c for c in self.columns_ if (wanted is None or c not in wanted) and mostly_numbers(table[c])}
         self.rules_ = {}
         for column in self.columns_:
-            series = table[column]
             if wanted is not None:
                 self.rules_[column] = "listed in data.categorical" if column in wanted else "not in data.categorical"
-            elif mostly_numbers(series):
+            elif column in mostly:
                 self.rules_[column] = "mostly numbers, with stray text"
             else:
-                self.rules_[column] = f"{series.dtype} dtype"
+                self.rules_[column] = f"{table[column].dtype} dtype"
         self.categorical_ = [
             c for c in self.columns_
-            if (c in wanted if wanted is not None else is_categorical(table[c]) and not mostly_numbers(table[c]))
+            if (c in wanted if wanted is not None else is_categorical(table[c]) and c not in mostly)
         ]
         self.numeric_ = [c for c in self.columns_ if c not in self.categorical_]
         for column in self.numeric_:
-            if not ptypes.is_numeric_dtype(table[column]) and not mostly_numbers(table[column]):
+            if not ptypes.is_numeric_dtype(table[column]) and column not in mostly:
                 raise DataError(
                     f"column {column!r} is neither numeric nor categorical ({table[column].dtype}); convert it"
                 )

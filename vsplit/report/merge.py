@@ -45,13 +45,16 @@ def read_report(path: Path) -> dict[str, Any]:
     return report
 
 
+def _count(value: Any) -> bool:
+    """True for a whole number of frames or bytes."""
+    return isinstance(value, int) and not isinstance(value, bool) and value >= 0
+
+
 def _traffic(path: Path, where: str, value: Any) -> None:
     if not isinstance(value, dict):
         raise DataError(f"{path}: {where} must be an object of message kinds; restore the file the run wrote")
     for kind, t in value.items():
-        ok = isinstance(t, dict) and all(isinstance(t.get(k), int) and not isinstance(t.get(k), bool)
-                                         and t[k] >= 0 for k in ("frames", "bytes"))
-        if not ok:
+        if not isinstance(t, dict) or not all(_count(t.get(k)) for k in ("frames", "bytes")):
             raise DataError(f"{path}: {where}.{kind} must hold whole numbers frames and bytes; restore the file")
 
 
@@ -66,11 +69,16 @@ def partner_entries(path: Path, *, label_party: str) -> tuple[str, dict[str, Any
     if folder == label_party:
         raise DataError(f"{path}: a second report of the label party {label_party!r}; refused, nothing merged")
     comm = theirs.get("communication")
-    if not isinstance(comm, dict) or set(comm) != {"sent", "received"}:
-        raise DataError(f"{path}: 'communication' must hold exactly 'sent' and 'received'; restore the file the run "
-                        "wrote")
+    if not isinstance(comm, dict) or not {"sent", "received"} <= set(comm) <= {"sent", "received", "by_peer"}:
+        raise DataError(f"{path}: 'communication' must hold 'sent' and 'received' (and optionally 'by_peer'), "
+                        "nothing else; restore the file the run wrote")
     for direction in ("sent", "received"):
         _traffic(path, f"communication.{direction}", comm[direction])
+    for peer, totals in comm.get("by_peer", {}).items():
+        if not isinstance(totals, dict) or set(totals) != {"sent", "received"} or not all(
+                _count(v) for v in totals.values()):
+            raise DataError(f"{path}: communication.by_peer.{peer} must hold byte counts sent and received; restore "
+                            "the file the run wrote")
     hashes = theirs.get("config_hashes", {})
     if not isinstance(hashes, dict) or set(hashes) - {folder}:
         others = sorted(set(hashes) - {folder}) if isinstance(hashes, dict) else hashes
