@@ -130,3 +130,12 @@ def test_every_command_has_help_with_an_example(command, capsys):
         main([command, "--help"])
     assert exit_.value.code == 0
     assert "Example" in capsys.readouterr().out
+
+
+def test_data_checks_settings_are_typed_and_bounded(tmp_path):
+    typed = write(tmp_path, PARTNER.replace('path = "partner.csv"', 'path = "partner.csv"\ncoerce_numbers = "yes"'))
+    with pytest.raises(ConfigError, match=r"data\.coerce_numbers: expected true or false, got 'yes'"):
+        load_config(typed)
+    bounded = write(tmp_path, PARTNER + "[train]\nmin_class_rows = 0\n")
+    with pytest.raises(ConfigError, match=r"train\.min_class_rows: must be at least 1, got 0"):
+        load_config(bounded)
