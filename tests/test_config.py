@@ -144,3 +144,12 @@ def test_limits_against_strangers_and_hostile_partners_are_checked(tmp_path, ove
         load_config(write(tmp_path, PARTNER), overrides=[override])
     config = load_config(write(tmp_path, PARTNER), overrides=['network.allow_from=["203.0.113.7", "10.1.2.0/24"]'])
     assert config.network.allow_from == ("203.0.113.7", "10.1.2.0/24") and config.train.max_abs_activation == 1e30
+
+
+def test_data_checks_settings_are_typed_and_bounded(tmp_path):
+    typed = write(tmp_path, PARTNER.replace('path = "partner.csv"', 'path = "partner.csv"\ncoerce_numbers = "yes"'))
+    with pytest.raises(ConfigError, match=r"data\.coerce_numbers: expected true or false, got 'yes'"):
+        load_config(typed)
+    bounded = write(tmp_path, PARTNER + "[train]\nmin_class_rows = 0\n")
+    with pytest.raises(ConfigError, match=r"train\.min_class_rows: must be at least 1, got 0"):
+        load_config(bounded)

@@ -57,8 +57,10 @@ def test_bank_and_two_partners_train_score_and_predict_though_partners_finish_fi
     assert 0.5 < report["metrics"]["auc"] <= 1.0
     assert report["metrics"]["n_scored"] == report["psi"]["test"]["intersection"] > 0
     assert set(report["psi"]["train"]["peer_sizes"]) == set(PARTNERS)
+    own = (run / "bank" / "report.json").read_bytes()
     assert main(["report", "--run", str(run), "--check"]) == 0  # merges each partner's own report.json
-    report = json.loads((run / "bank" / "report.json").read_text())
+    assert (run / "bank" / "report.json").read_bytes() == own  # the bank's own record is never rewritten
+    report = json.loads((run / "bank" / "report-merged.json").read_text())
     assert set(report["communication"]) == set(COLUMNS)
     for partner in PARTNERS:  # each partner trained: it sent (embeddings) and received (gradients) beyond PSI
         for direction in ("sent", "received"):

@@ -64,6 +64,8 @@ class ModelSettings:
     #: refuse received activations or gradients beyond these magnitudes (``train.max_abs_activation``, ...)
     max_abs_activation: float | None = None
     max_abs_gradient: float | None = None
+    #: a numeric column's few stray strings become missing values, with a warning (default: refused)
+    coerce_numbers: bool = False
 
 
 class _Segments:
@@ -169,7 +171,8 @@ class _Party(_Segments):
                 raise DataError(f"{name}: a bottom model was given but the table has no feature columns")
             return
         self.preprocessor = TablePreprocessor(
-            categorical=categorical, scaling=settings.scaling, missing=settings.missing, seed=seed
+            categorical=categorical, scaling=settings.scaling, missing=settings.missing, seed=seed,
+            coerce_numbers=settings.coerce_numbers,
         )
         if streamed:  # fitted by one pass over the file; the rows are read per batch in training
             from vsplit.data.stream_fit import fit_parquet
@@ -384,6 +387,20 @@ class LabelParty(_Party):
     def top(self) -> nn.Module | None:
         """The loss segment's module once built (``top`` in vertical and vanilla splits)."""
         return self.segment_models.get("top") or self.segment_models.get("tail")
+
+    def check_shared(self, rows: np.ndarray, *, validation_fraction: float, min_per_class: int) -> None:
+        """Refuse (:class:`DataError`, naming the counts and the fix) aligned ``rows`` whose labels cannot train a
+        model: one class, too few of a class for training and validation, or (regression) too few values."""
+        from vsplit.data.shared_labels import check_shared_labels
+
+        y = self.labels[torch.from_numpy(np.asarray(rows, dtype=np.int64))].numpy()
+        info = self.label_info
+        if "positive_label" in info:
+            classes = [f"not {info['positive_label']!r}", repr(info["positive_label"])]
+        else:
+            classes = [repr(c) for c in info.get("classes", ())]
+        check_shared_labels(self.name, self.label, y, task=self.task.name, validation_fraction=validation_fraction,
+                            min_per_class=min_per_class, classes=classes)
 
     def make_roles(self, rows: np.ndarray, *, validation_fraction: float, seed: int) -> np.ndarray:
         """Stratified choice of validation rows among the aligned ``rows`` (only the label party can stratify)."""

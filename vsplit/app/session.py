@@ -49,6 +49,8 @@ class Schedule:
     #: training steps a source party may have in flight, and steps per exchange (see docs/wan.md); 1: exact
     window: int = 1
     local_steps: int = 1
+    #: after matching, each class must occur this often among the shared customers (regression: rows)
+    min_class_rows: int = 10
 
 
 @dataclass(frozen=True)
@@ -103,7 +105,9 @@ def _align(party: AnyParty, topology: Topology, ids: Any, psi: PsiSettings | Non
 
 
 def make_plan(party: LabelParty, rows: np.ndarray, schedule: Schedule) -> Plan:
-    """The coordinator's plan: stratified validation rows and the shared batch schedule's seed."""
+    """The coordinator's plan: stratified validation rows and the shared batch schedule's seed, once the aligned
+    rows' labels are known to be enough to train on (:func:`~vsplit.data.shared_labels.check_shared_labels`)."""
+    party.check_shared(rows, validation_fraction=schedule.validation_fraction, min_per_class=schedule.min_class_rows)
     roles = party.make_roles(rows, validation_fraction=schedule.validation_fraction, seed=schedule.seed)
     return Plan(epochs=schedule.epochs, batch_size=schedule.batch_size,
                 seed=derive_seed(schedule.seed, "schedule") % 2**31, roles=roles, eval_chunk=schedule.eval_chunk,

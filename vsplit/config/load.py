@@ -30,6 +30,7 @@ import types
 from pathlib import Path
 from typing import Any, Union, get_args, get_origin, get_type_hints
 
+from vsplit.config.names import name_problem
 from vsplit.config.schema import PartyConfig
 from vsplit.errors import ConfigError
 from vsplit.protocol.training.messages import MAX_AHEAD
@@ -186,10 +187,14 @@ def _cross_checks(config: PartyConfig, folder: Path, *, check_files: bool) -> li
     errors = []
     party, data, net = config.party, config.data, config.network
     kind = config.topology.kind
+    named = [("party.name", party.name), ("output.run_id", config.output.run_id),
+             *((f"network.peers.{peer}", peer) for peer in net.peers)]
+    errors += [problem for key, value in named if (problem := name_problem(key, value))]
     if kind == "horizontal":
         from vsplit.config.horizontal import horizontal_checks
 
-        return horizontal_checks(config) + _limit_checks(config) + (file_checks(config, folder) if check_files else [])
+        return errors + horizontal_checks(config) + _limit_checks(config) + \
+            (file_checks(config, folder) if check_files else [])
     if party.role not in ROLES:
         errors.append(f"party.role: must be 'label', 'feature' or 'compute', got {party.role!r}")
     if kind not in KINDS:
@@ -234,7 +239,8 @@ def _cross_checks(config: PartyConfig, folder: Path, *, check_files: bool) -> li
             errors.append(f"{key}: must be one of {', '.join(allowed)}; got {value!r}")
     train = config.train
     for key, value, low in (("train.epochs", train.epochs, 1), ("train.batch_size", train.batch_size, 1),
-                            ("model.embedding_width", config.model.embedding_width, 1)):
+                            ("model.embedding_width", config.model.embedding_width, 1),
+                            ("train.min_class_rows", train.min_class_rows, 1)):
         if value < low:
             errors.append(f"{key}: must be at least {low}, got {value}")
     if net.reconnect_timeout_s < 0:

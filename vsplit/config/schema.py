@@ -99,8 +99,13 @@ class DataSection:
     categorical: tuple[str, ...] | None = None
     label: str | None = None
     positive_label: str | int | bool | None = None
+    #: "error": missing values (and infinities) in a feature column stop the run, naming the column and row;
+    #: "impute": numbers get the training median plus a was-missing column, categories a "<missing>" category
     missing: str = "error"
     scaling: str = "quantile"
+    #: a column of mostly numbers with a few text values (a typo) is refused, naming the values and rows; true
+    #: makes those values missing (then `missing` applies), with a warning
+    coerce_numbers: bool = False
     #: a held-out table (same columns) the pilot scores after training
     test_path: str | None = None
     #: never read data.path (a Parquet file) whole: fit the preprocessing by a pass over it, stream its IDs to PSI,
@@ -132,6 +137,9 @@ class TrainSection:
     #: early stopping, at the label party: "val_loss" (the lowest validation loss) or the task's metric, "val_auc"
     #: for a binary task ("val_accuracy" multiclass, "val_rmse" regression); the chosen epoch's weights are kept
     monitor: str = "val_loss"
+    #: label party: after matching, each class must occur at least this often among the shared customers (with one
+    #: of each left for validation); a regression needs this many rows. Fewer stops the run before training
+    min_class_rows: int = 10
     #: torch threads of this party's process; 1 avoids two parties on one machine fighting over cores
     threads: int = 1
     #: training steps a partner may send before the first one's gradients return (1: exact; docs/wan.md); the

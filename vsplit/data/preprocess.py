@@ -4,10 +4,12 @@ Each party turns its own table into two tensors for its bottom model: category c
 categories not seen in training) and scaled numeric columns. Nothing about one party's columns is ever known to
 another party: the fitted state stays with the party that fitted it.
 
-Categorical columns are those of object, string, category or bool dtype unless listed explicitly. Numeric scaling is
-``"quantile"`` (rank-based map to a normal distribution: robust to the heavy tails of balances and durations) or
-``"standard"``. Missing values raise a :class:`~vsplit.errors.DataError` unless ``missing="impute"`` (the median for
-numbers plus a was-missing indicator column; an ``"<missing>"`` category for categories).
+Categorical columns are those of object, string, category or bool dtype unless listed explicitly, but a text column
+of mostly numbers is a numeric column with stray strings: refused, or with ``coerce_numbers`` made missing
+(:mod:`vsplit.data.column_types`). Numeric scaling is ``"quantile"`` (rank-based map to a normal distribution:
+robust to the heavy tails of balances and durations) or ``"standard"``. Missing values (and infinities) raise a
+:class:`~vsplit.errors.DataError` naming the column and row unless ``missing="impute"`` (the median for numbers plus
+a was-missing indicator column; an ``"<missing>"`` category for categories).
 
 Example:
     >>> import pandas as pd
@@ -31,6 +33,7 @@ import torch
 from pandas.api import types as ptypes
 from sklearn.preprocessing import QuantileTransformer
 
+from vsplit.data.column_types import mostly_numbers, show, to_numbers
 from vsplit.errors import ConfigError, DataError
 
 MISSING = "<missing>"
@@ -46,12 +49,15 @@ def is_categorical(series: pd.Series) -> bool:
     )
 
 
-def raise_if_missing(counts: dict[str, int]) -> None:
-    """Raise the :class:`DataError` for missing values under ``missing="error"`` if any column count is above 0."""
+def raise_if_missing(counts: dict[str, int], *, first: dict[str, str] | None = None) -> None:
+    """Raise the :class:`DataError` for missing values under ``missing="error"`` if any column count is above 0;
+    ``first`` names the first bad cell of each column (e.g. ``"inf at row 4"``). Infinities count as missing."""
     if bad := {c: n for c, n in counts.items() if n}:
+        cells = "; ".join(f"{c!r}: {first[c]}" for c in list(bad)[:3] if first and c in first)
         raise DataError(
-            f"missing values (NaN) in columns {bad}; clean them, or set missing='impute' to fill numbers with "
-            "the training median (plus an indicator column) and categories with a '<missing>' category"
+            f"missing values (NaN) in columns {bad}{f' (first {cells})' if cells else ''}; infinities count as "
+            "missing: clean them, or set missing='impute' (data.missing) to fill numbers with the training median "
+            "(plus an indicator column) and categories with a '<missing>' category"
         )
 
 
@@ -64,13 +70,17 @@ class TablePreprocessor:
         scaling: ``"quantile"`` or ``"standard"``.
         missing: ``"error"`` (default) or ``"impute"``.
         seed: seed of the quantile transformer's subsampling.
+        coerce_numbers: make the stray text of a numeric column missing values, with a warning (default: refuse).
     """
 
     categorical: Sequence[str] | None = None
     scaling: str = "quantile"
     missing: str = "error"
     seed: int = 0
+    coerce_numbers: bool = False
     columns_: list[str] = field(default_factory=list, init=False)
+    #: why each column has its type (reported in report.json "columns")
+    rules_: dict[str, str] = field(default_factory=dict, init=False)
     categorical_: list[str] = field(default_factory=list, init=False)
     numeric_: list[str] = field(default_factory=list, init=False)
     categories_: dict[str, dict[str, int]] = field(default_factory=dict, init=False)
@@ -89,6 +99,7 @@ class TablePreprocessor:
         if table.shape[0] == 0:
             raise DataError("cannot fit preprocessing on an empty table; give the party at least one training row")
         self.choose_columns(table)
+        table = self._as_numbers(table)
         self._check_missing(table)
         for column in self.categorical_:
             values = self._categorical_values(table[column])
@@ -112,12 +123,23 @@ class TablePreprocessor:
         wanted = set(self.categorical) if self.categorical is not None else None
         if wanted is not None and (unknown := wanted - set(self.columns_)):
             raise DataError(f"categorical columns {sorted(unknown)} are not in the table; fix the column list")
+        # text columns of mostly numbers (each parsed once): numeric columns with stray strings
+        mostly = {c for c in self.columns_ if (wanted is None or c not in wanted) and mostly_numbers(table[c])}
+        self.rules_ = {}
+        for column in self.columns_:
+            if wanted is not None:
+                self.rules_[column] = "listed in data.categorical" if column in wanted else "not in data.categorical"
+            elif column in mostly:
+                self.rules_[column] = "mostly numbers, with stray text"
+            else:
+                self.rules_[column] = f"{table[column].dtype} dtype"
         self.categorical_ = [
-            c for c in self.columns_ if (c in wanted if wanted is not None else is_categorical(table[c]))
+            c for c in self.columns_
+            if (c in wanted if wanted is not None else is_categorical(table[c]) and c not in mostly)
         ]
         self.numeric_ = [c for c in self.columns_ if c not in self.categorical_]
         for column in self.numeric_:
-            if not ptypes.is_numeric_dtype(table[column]):
+            if not ptypes.is_numeric_dtype(table[column]) and column not in mostly:
                 raise DataError(
                     f"column {column!r} is neither numeric nor categorical ({table[column].dtype}); convert it"
                 )
@@ -129,6 +151,7 @@ class TablePreprocessor:
             raise ConfigError("call fit() before transform()")
         if missing := [c for c in self.columns_ if c not in table.columns]:
             raise DataError(f"columns {missing} are missing; the table must have the columns it was fitted on")
+        table = self._as_numbers(table)
         self._check_missing(table)
         codes = np.zeros((len(table), len(self.categorical_)), dtype=np.int64)
         for j, column in enumerate(self.categorical_):
@@ -142,6 +165,25 @@ class TablePreprocessor:
                 mean, std = self._scaler  # type: ignore[misc]
                 numeric = (numeric - mean) / std
         return torch.from_numpy(codes), torch.from_numpy(np.ascontiguousarray(numeric, dtype=np.float32))
+
+    def column_types(self) -> dict[str, dict[str, object]]:
+        """Each fitted column's type, the rule that gave it, and its category count or imputed median.
+
+        >>> prep = TablePreprocessor().fit(pd.DataFrame({"job": ["a", "b"], "x": [1.0, 2.0]}))
+        >>> types = prep.column_types()
+        >>> types["job"]["type"], types["job"]["categories"], types["x"]["type"], types["x"]["rule"]
+        ('categorical', 2, 'numeric', 'float64 dtype')
+        """
+        out: dict[str, dict[str, object]] = {}
+        for column in self.columns_:
+            kind = "categorical" if column in self.categorical_ else "numeric"
+            entry: dict[str, object] = {"type": kind, "rule": self.rules_.get(column, "saved model")}
+            if kind == "categorical":
+                entry["categories"] = len(self.categories_.get(column, {}))
+            elif column in self.imputed_:
+                entry["imputed_median"] = self.imputed_[column]
+            out[column] = entry
+        return out
 
     @property
     def cardinalities(self) -> list[int]:
@@ -173,6 +215,7 @@ class TablePreprocessor:
             "scaling": self.scaling,
             "missing": self.missing,
             "seed": self.seed,
+            "coerce_numbers": self.coerce_numbers,
             "columns": list(self.columns_),
             "categorical": list(self.categorical_),
             "numeric": list(self.numeric_),
@@ -185,7 +228,7 @@ class TablePreprocessor:
     def from_state(cls, state: dict) -> TablePreprocessor:
         """Rebuild a fitted preprocessor from :meth:`state`."""
         prep = cls(categorical=list(state["categorical"]), scaling=state["scaling"], missing=state["missing"],
-                   seed=int(state["seed"]))
+                   seed=int(state["seed"]), coerce_numbers=bool(state.get("coerce_numbers", False)))
         prep.columns_ = list(state["columns"])
         prep.categorical_ = list(state["categorical"])
         prep.numeric_ = list(state["numeric"])
@@ -205,11 +248,30 @@ class TablePreprocessor:
         return prep
 
     # -- helpers ---------------------------------------------------------------------------------------------------
+    def _as_numbers(self, table: pd.DataFrame) -> pd.DataFrame:
+        """``table`` with each numeric column held as text parsed to numbers (stray text refused or coerced)."""
+        texts = [c for c in self.numeric_ if c in table.columns and not ptypes.is_numeric_dtype(table[c])]
+        if not texts:
+            return table
+        table = table.copy()
+        for column in texts:
+            table[column] = to_numbers(table[column], coerce=self.coerce_numbers)
+        return table
+
     def _check_missing(self, table: pd.DataFrame) -> None:
         if self.missing == "impute":
             return
-        counts = table[self.columns_].isna().sum()
-        raise_if_missing({c: int(n) for c, n in counts.items() if n})
+        holes = table[self.columns_].isna()
+        for column in self.numeric_:  # infinities count as missing values
+            values = table[column].to_numpy(dtype=np.float64, na_value=np.nan)
+            holes[column] = holes[column].to_numpy() | np.isinf(values)
+        counts = holes.sum()
+        first = {}
+        for column, n in counts.items():
+            if n:
+                row = int(np.flatnonzero(holes[column].to_numpy())[0])
+                first[column] = f"{show(table[column].iloc[row])} at row {row + 1}"
+        raise_if_missing({c: int(n) for c, n in counts.items() if n}, first=first)
 
     def _categorical_values(self, series: pd.Series) -> list[str]:
         filled = series.astype(object).where(series.notna(), MISSING)
@@ -219,6 +281,7 @@ class TablePreprocessor:
         if not self.numeric_:
             return np.zeros((len(table), 0))
         matrix = table[self.numeric_].to_numpy(dtype=np.float64, na_value=np.nan, copy=True)
+        matrix[np.isinf(matrix)] = np.nan  # an infinity is a missing value (refused before, unless imputed)
         if self.missing != "impute":
             return matrix
         if fit:

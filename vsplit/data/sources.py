@@ -11,7 +11,8 @@ Example:
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+import contextlib
+from collections.abc import Iterator, Sequence
 from pathlib import Path
 
 import pandas as pd
@@ -36,12 +37,20 @@ def read_table(
         where = f"the {option} option" if option.startswith("-") else f"{option} in the party config"
         raise DataError(f"data file {path} not found; check {where}")
     suffix = path.suffix.lower()
-    if suffix in (".parquet", ".pq"):
-        table = pd.read_parquet(path)
-    elif suffix in (".csv", ".txt") or path.name.endswith(".csv.gz"):
-        table = pd.read_csv(path, dtype={id_column: str}, sep=_delimiter(path))
-    else:
+    parquet = suffix in (".parquet", ".pq")
+    if not parquet and not (suffix in (".csv", ".txt") or path.name.endswith(".csv.gz")):
         raise DataError(f"{path}: unknown file type {suffix!r}; use .parquet or .csv")
+    try:
+        table = pd.read_parquet(path) if parquet else pd.read_csv(path, dtype={id_column: str}, sep=_delimiter(path))
+    except pd.errors.EmptyDataError:
+        raise DataError(f"{path}: the file is empty (no header line, no rows); export the table again with a header "
+                        "line and at least one row") from None
+    except (pd.errors.ParserError, UnicodeDecodeError, ValueError, OSError) as exc:  # pyarrow's errors are these
+        reason = str(exc).strip().splitlines()[0] if str(exc).strip() else type(exc).__name__
+        kind = "Parquet" if parquet else "CSV (UTF-8, one header line)"
+        raise DataError(f"{path}: cannot be read as {kind}: {reason}; export the table again") from None
+    if len(table) == 0:
+        raise DataError(f"{path}: has a header line but no rows; give this party at least one row")
     wanted = [id_column, *(features if features is not None else []), *([label] if label else [])]
     if missing := [c for c in wanted if c not in table.columns]:
         fix = "fix data.* in the config" if not option.startswith("-") else \
@@ -52,6 +61,25 @@ def read_table(
     table = table.copy()
     table[id_column] = table[id_column].astype(str)
     return table
+
+
+@contextlib.contextmanager
+def about_file(path: str | Path | None) -> Iterator[None]:
+    """Name ``path`` in a :class:`DataError` raised inside (unless it names it already): the file, as well as the
+    column and row the error gives.
+
+    >>> with about_file("bank.csv"):  # doctest: +ELLIPSIS
+    ...     raise DataError("column 'age' is numbers but for 1 text value: 'x' at row 3; fix that cell")
+    Traceback (most recent call last):
+    ...
+    vsplit.errors.DataError: bank.csv: column 'age' is numbers but for 1 text value: 'x' at row 3; fix that cell
+    """
+    try:
+        yield
+    except DataError as exc:
+        if path is None or str(path) in str(exc):
+            raise
+        raise DataError(f"{path}: {exc}") from None
 
 
 def _delimiter(path: Path) -> str:

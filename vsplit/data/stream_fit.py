@@ -40,6 +40,7 @@ from typing import Any
 import numpy as np
 import pandas as pd
 
+from vsplit.data.column_types import show
 from vsplit.data.parquet_rows import ParquetRows
 from vsplit.data.preprocess import TablePreprocessor, raise_if_missing
 from vsplit.errors import DataError
@@ -60,25 +61,34 @@ def fit_parquet(prep: TablePreprocessor, path: str | Path, *, columns: Sequence[
     numeric = prep.numeric_
     sample = _quantile_rows(n, prep.seed) if prep.scaling == "quantile" and numeric else None
     holes = dict.fromkeys(prep.columns_, 0)
+    first: dict[str, str] = {}  # the first missing (or infinite) cell of each column, for the error
     values: dict[str, set[str]] = {c: set() for c in prep.categorical_}
     moments = _Moments(len(numeric))
     kept: list[pd.DataFrame] = []
     start = 0
     for batch in rows.batches(batch_rows):
         frame = to_frame(batch, widen)
-        for column, count in frame.isna().sum().items():
+        gaps = frame.isna()
+        for column in numeric:  # infinities count as missing values
+            gaps[column] = gaps[column].to_numpy() | np.isinf(frame[column].to_numpy(dtype=np.float64,
+                                                                                     na_value=np.nan))
+        for column, count in gaps.sum().items():
             holes[column] += int(count)
+            if count and column not in first:
+                row = int(np.flatnonzero(gaps[column].to_numpy())[0])
+                first[column] = f"{show(frame[column].iloc[row])} at row {start + row + 1}"
         for column in prep.categorical_:
             values[column].update(prep._categorical_values(frame[column]))
         if numeric:
-            matrix = frame[numeric].to_numpy(dtype=np.float64, na_value=np.nan)
+            matrix = frame[numeric].to_numpy(dtype=np.float64, na_value=np.nan, copy=True)
+            matrix[np.isinf(matrix)] = np.nan
             moments.add(matrix)
             if sample is not None:
                 lo, hi = np.searchsorted(sample, [start, start + len(frame)])
                 kept.append(frame[numeric].iloc[sample[lo:hi] - start])
         start += len(frame)
     if prep.missing != "impute":
-        raise_if_missing(holes)
+        raise_if_missing(holes, first=first)
     prep.categories_ = {c: {v: i + 1 for i, v in enumerate(sorted(values[c]))} for c in prep.categorical_}
     prep.imputed_ = {}
     if prep.missing == "impute":
@@ -142,6 +152,7 @@ def _median(path: str | Path, column: str, batch_rows: int) -> float:
     parts = [b.column(0).to_numpy(zero_copy_only=False).astype(np.float64)
              for b in ParquetRows(path, columns=[column]).batches(batch_rows)]
     values = np.concatenate(parts) if parts else np.zeros(0)
+    values[np.isinf(values)] = np.nan
     if np.isnan(values).all():
         return 0.0
     return float(np.nanmedian(values))

@@ -6,7 +6,7 @@ Example:
     ...     , pd.DataFrame({"customer_id": ["a", "a"], "x": [1, 2]}), id_column="customer_id")
     Traceback (most recent call last):
     ...
-    vsplit.errors.DataError: partner: 1 duplicate customer IDs in 'customer_id' (e.g. 'a'); ...
+    vsplit.errors.DataError: partner: 1 duplicate customer IDs in 'customer_id' (e.g. 'a' at rows 1, 2); ...
 """
 
 from __future__ import annotations
@@ -69,11 +69,15 @@ def check_table(
                   label=label, forbidden=forbidden)
     ids = table[id_column]
     if ids.isna().any():
-        raise DataError(f"{party}: {int(ids.isna().sum())} rows have no customer ID; drop or fill them")
+        rows = ", ".join(str(r + 1) for r in np.flatnonzero(ids.isna().to_numpy())[:5])
+        raise DataError(f"{party}: {int(ids.isna().sum())} rows have no customer ID (rows {rows}, counted from 1); "
+                        "drop or fill them")
     normal = pd.Series(normalise_ids(ids))
     duplicated = normal[normal.duplicated()]
     if len(duplicated):
+        first = duplicated.iloc[0]
+        rows = ", ".join(str(r + 1) for r in np.flatnonzero((normal == first).to_numpy())[:5])
         raise DataError(
-            f"{party}: {len(duplicated)} duplicate customer IDs in {id_column!r} (e.g. {duplicated.iloc[0]!r}); "
+            f"{party}: {len(duplicated)} duplicate customer IDs in {id_column!r} (e.g. {first!r} at rows {rows}); "
             "each customer must appear once: deduplicate the table"
         )

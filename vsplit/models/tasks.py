@@ -129,7 +129,9 @@ def binarise(labels: pd.Series, positive: object, name: str) -> torch.Tensor:
 
 def _refuse_missing(labels: pd.Series, name: str) -> None:
     if labels.isna().any():
-        raise DataError(f"label {name!r} has {int(labels.isna().sum())} missing values; drop those rows")
+        rows = ", ".join(str(r + 1) for r in np.flatnonzero(labels.isna().to_numpy())[:5])
+        raise DataError(f"label {name!r} has {int(labels.isna().sum())} missing values (rows {rows}, counted from 1); "
+                        "drop those rows")
 
 
 def _column(labels: pd.Series) -> str:

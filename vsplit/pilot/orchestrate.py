@@ -4,8 +4,9 @@ Theory of operation. :func:`run_pilot` lays out each party's folder (own data, o
 certificates), starts ``vsplit train`` for every party as its own process (vertical: the bank and its partner;
 vanilla: the partner with the columns and the bank with the labels; U-shaped: the bank and a compute party),
 waits for all, then starts ``vsplit predict`` for all to score the bank's test customers with the saved parts.
-Finally it trains the centralized baseline (only possible here, where the pooled data exists) and adds it to the
-bank's report.
+Finally it trains the centralized baseline (only possible here, where the pooled data exists) and adds it, with
+the partner's own traffic, to the bank's merged report (``report-merged.json``; the bank's ``report.json`` stays as
+its process wrote it).
 ``parties/run_pilot.sh`` shows the same steps by hand.
 """
 
@@ -179,8 +180,10 @@ def run_pilot(
     _wait(launch(["predict", "--job", PREDICT_JOB], predict_inputs), logs, timeout=timeout, step="prediction")
 
     report = _add_centralized_baseline(run_dir, data, bank_config, spec, tables)
-    report = _merge_partner(run_dir, report)
+    from vsplit.report.merge import merge_reports
     from vsplit.report.render import render_report
+
+    report = merge_reports(run_dir, report)
 
     render_report(run_dir / "bank", report)
     seconds = time.perf_counter() - started
@@ -211,13 +214,3 @@ def _add_centralized_baseline(run_dir: Path, data: Any, config: Any, spec: Pilot
     report["seconds"]["centralized_baseline"] = round(time.perf_counter() - began, 3)
     return report
 
-
-def _merge_partner(run_dir: Path, report: dict[str, Any]) -> dict[str, Any]:
-    """Add every other party's own communication and config hash (its ``report.json`` in ``run_dir``)."""
-    for path in sorted(run_dir.glob("*/report.json")):
-        if path.parent.name == report.get("party"):
-            continue
-        theirs = json.loads(path.read_text())
-        report["communication"][theirs.get("party", path.parent.name)] = theirs["communication"]
-        report["config_hashes"].update(theirs.get("config_hashes", {}))
-    return report

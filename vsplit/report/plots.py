@@ -31,6 +31,11 @@ from sklearn.metrics import roc_curve
 from vsplit.atomic import write_atomic
 
 
+def _nan(value: float | None) -> float:
+    """A history value for plotting: an undefined one (null) as NaN, which matplotlib leaves out."""
+    return float("nan") if value is None else value
+
+
 def _save(fig: Any, path: Path) -> None:
     buffer = io.BytesIO()
     fig.savefig(buffer, format="png", dpi=110, bbox_inches="tight")
@@ -76,13 +81,13 @@ def write_plots(
     fig, ax = plt.subplots(figsize=(6, 3.5))
     ax.plot(epochs, [h.get("train_loss", np.nan) for h in history], marker="o", label="train loss")
     if any("val_loss" in h for h in history):
-        ax.plot(epochs, [h.get("val_loss", np.nan) for h in history], marker="o", label="validation loss")
+        ax.plot(epochs, [_nan(h.get("val_loss")) for h in history], marker="o", label="validation loss")
     ax.set(xlabel="epoch", ylabel="log loss", title="training")
     ax.xaxis.set_major_locator(MaxNLocator(integer=True))
     handles, labels = ax.get_legend_handles_labels()
     if any("val_auc" in h for h in history):
         twin = ax.twinx()
-        twin.plot(epochs, [h.get("val_auc", np.nan) for h in history], marker="s", color="tab:green",
+        twin.plot(epochs, [_nan(h.get("val_auc")) for h in history], marker="s", color="tab:green",
                   label="validation AUC")
         twin.set_ylabel("validation AUC")
         more_handles, more_labels = twin.get_legend_handles_labels()

@@ -35,6 +35,26 @@ def _json(path: Path, payload: dict[str, Any]) -> None:
     write_atomic(path, (strict_json.dumps(payload, indent=2, sort_keys=False) + "\n").encode())
 
 
+def _number(value: Any) -> str:
+    """``value`` with 4 decimals, or ``n/a`` when it is missing or undefined (null, NaN).
+
+    >>> _number(0.12345), _number(None), _number(float("nan"))
+    ('0.1235', 'n/a', 'n/a')
+    """
+    return "n/a" if value is None or value != value else f"{value:.4f}"
+
+
+def _columns_table(columns: dict[str, dict[str, Any]] | None) -> list[str]:
+    """The column types of this party's own columns (the rule that set each), as Markdown lines."""
+    if not columns:
+        return []
+    lines = ["", "## Columns (this party's own)", "", "| column | type | rule | categories |",
+             "| --- | --- | --- | ---: |"]
+    for name, c in columns.items():
+        lines.append(f"| {name} | {c['type']} | {c['rule']} | {c.get('categories', '')} |")
+    return lines
+
+
 def _traffic_table(direction: str, traffic: dict[str, dict[str, int]]) -> list[str]:
     lines = [f"| {direction} | frames | bytes |", "| --- | ---: | ---: |"]
     for kind, t in sorted(traffic.items()):
@@ -42,10 +62,11 @@ def _traffic_table(direction: str, traffic: dict[str, dict[str, int]]) -> list[s
     return lines
 
 
-def write_label_report(folder: Path, report: dict[str, Any]) -> Path:
-    """Write ``report.json`` and ``report.md`` for the label party; return the Markdown path."""
+def write_label_report(folder: Path, report: dict[str, Any], *, json_name: str = "report.json") -> Path:
+    """Write ``report.json`` (or ``json_name``: the merged report) and ``report.md`` for the label party; return the
+    Markdown path."""
     report = {"schema": SCHEMA, **report}
-    _json(folder / "report.json", report)
+    _json(folder / json_name, report)
     m = report["metrics"]
     rows = [("split (all parties)", m)]
     rows += [(name.replace("_", " "), b) for name, b in report["baselines"].items()]
@@ -76,8 +97,9 @@ def write_label_report(folder: Path, report: dict[str, Any]) -> Path:
     lines += ["", f"{chosen}{watched}; its weights are the model's.", "",
               "| epoch | train loss | validation loss | validation AUC |", "| ---: | ---: | ---: | ---: |"]
     for h in report["history"]:
-        lines.append(f"| {h['epoch'] + 1} | {h['train_loss']:.4f} | {h.get('val_loss', float('nan')):.4f} | "
-                     f"{h.get('val_auc', float('nan')):.4f} |")
+        lines.append(f"| {h['epoch'] + 1} | {_number(h['train_loss'])} | {_number(h.get('val_loss'))} | "
+                     f"{_number(h.get('val_auc'))} |")
+    lines += _columns_table(report.get("columns"))
     lines += ["", "## What crossed the wire", ""]
     for party, comm in report["communication"].items():
         lines += [f"### {party}", ""]
@@ -109,6 +131,7 @@ def write_partner_report(folder: Path, report: dict[str, Any]) -> Path:
         lines += ["| test metric | value |", "| --- | ---: |"]
         lines += [f"| {k} | {v:.4f} |" for k, v in report["metrics"].items() if isinstance(v, float)] + [""]
     lines += [*_traffic_table("sent", comm["sent"]), "", *_traffic_table("received", comm["received"]), ""]
+    lines += [*_columns_table(report.get("columns"))[1:], ""] if report.get("columns") else []
     lines += ["| phase | seconds |", "| --- | ---: |"] + [f"| {k} | {v:.2f} |" for k, v in report["seconds"].items()]
     path = folder / "report.md"
     write_atomic(path, ("\n".join(lines) + "\n").encode())

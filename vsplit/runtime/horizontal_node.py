@@ -38,6 +38,7 @@ from vsplit import strict_json
 from vsplit.atomic import write_atomic
 from vsplit.config import PartyConfig, resolve
 from vsplit.config.horizontal import horizontal_of, links, settings_of
+from vsplit.config.names import run_folder
 from vsplit.data.sources import read_table
 from vsplit.horizontal.join import Join, JoinClient, JoinFederated, JoinServer
 from vsplit.horizontal.schedule import AVERAGE, HANDOFF, TRAIN, compile_schedule, stage_order
@@ -96,7 +97,7 @@ class HorizontalNode:
         t = config.topology
         self.is_client = self.name in t.clients
         self.is_server = self.name == t.server
-        self.folder = resolve(config, config.output.dir) / config.output.run_id / self.name
+        self.folder = run_folder(resolve(config, config.output.dir), config.output.run_id, self.name)
         torch.set_num_threads(max(1, config.train.threads))
         self.task = make_task(t.task)
         self.party: LabelParty | None = None

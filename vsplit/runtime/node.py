@@ -31,9 +31,10 @@ from vsplit.app.local import run_sessions
 from vsplit.app.session import PsiSettings, Schedule, score_session, train_session
 from vsplit.atomic import write_atomic
 from vsplit.config import PartyConfig, resolve
+from vsplit.config.names import run_folder
 from vsplit.config.topology import topology_of
 from vsplit.data.parquet_table import open_table
-from vsplit.data.sources import read_table
+from vsplit.data.sources import about_file, read_table
 from vsplit.data.tables import all_ids
 from vsplit.errors import CheckpointError, ConfigError, UnreadableCheckpoint
 from vsplit.models.seeds import derive_seed
@@ -58,6 +59,7 @@ def model_settings(config: PartyConfig) -> ModelSettings:
         merge=m.merge, dropout=m.dropout, optimizer=t.optimizer, lr=t.lr, weight_decay=t.weight_decay,
         scaling=d.scaling, missing=d.missing, compression=n.compression, error_feedback=n.error_feedback,
         max_abs_activation=t.max_abs_activation, max_abs_gradient=t.max_abs_gradient,
+        coerce_numbers=d.coerce_numbers,
     )
 
 
@@ -110,14 +112,15 @@ class PartyNode:
         self.role = config.party.role
         self.resume = resume
         self.progress = progress
-        self.folder = resolve(config, config.output.dir) / config.output.run_id / self.name
+        self.folder = run_folder(resolve(config, config.output.dir), config.output.run_id, self.name)
         torch.set_num_threads(max(1, config.train.threads))
         d = config.data
         reader = open_table if d.stream else read_table  # stream: the table stays in Parquet, read by batches
         self.table = None if self.role == "compute" else reader(
             resolve(config, d.path), id_column=d.id_column, features=d.features, label=d.label)
         self.detector_columns = self._detector_columns()
-        self.party = self._build_party(self.table)
+        with about_file(None if self.table is None else resolve(config, d.path)):
+            self.party = self._build_party(self.table)
         self.topology: Topology = topology_of(config, label_has_features=getattr(self.party, "has_features", True))
         self._hooks: Any = None
         self._psi_backend: Any = None  # opened for the run by run(), from [psi] backend and workers
@@ -236,7 +239,7 @@ class PartyNode:
             test = self._test_table()
             if test is not None or (self.role == "compute" and outcome.extra["machine"].plan.then_score):
                 phase = time.perf_counter()
-                scored = self.score(pump, test)
+                scored = self.score(pump, test, source=resolve(self.config, self.config.data.test_path or ""))
                 seconds["score"] = time.perf_counter() - phase
         except BaseException as exc:  # a failure between protocols (e.g. an unreadable test table) is told too
             pump.fail(exc)
@@ -324,14 +327,17 @@ class PartyNode:
         t = self.config.train
         return Schedule(epochs=t.epochs, batch_size=t.batch_size, validation_fraction=t.validation_fraction,
                         patience=t.patience, monitor=t.monitor, seed=t.seed, then_score=then_score,
-                        window=t.pipeline_window, local_steps=t.local_steps)
+                        window=t.pipeline_window, local_steps=t.local_steps, min_class_rows=t.min_class_rows)
 
     # -- scoring -----------------------------------------------------------------------------------------------------
-    def score(self, pump: Pump, table: pd.DataFrame | None, *, psi_state: Path | None = None) -> Scored:
+    def score(self, pump: Pump, table: pd.DataFrame | None, *, psi_state: Path | None = None,
+              source: Path | None = None) -> Scored:
         """Align ``table``'s customers with the peers by PSI (where the split needs it) and score them jointly;
         only the label party gets scores. A compute party has no table (``None``). ``psi_state``: where the
-        alignment keeps its resumable progress (default: the run's ``psi-state/test``)."""
-        prepared = self.party.prepare(table) if table is not None else None
+        alignment keeps its resumable progress (default: the run's ``psi-state/test``); ``source``: the file the
+        table came from, named in data errors."""
+        with about_file(source):
+            prepared = self.party.prepare(table) if table is not None else None
         hooks = self._hooks if self._hooks is not None else self.defense_hooks()
         psi = self.psi_settings("test", state_dir=psi_state)
         session = score_session(self.party, self.topology, prepared, psi=psi, hooks=hooks)
@@ -447,7 +453,7 @@ class PartyNode:
                     timeout=self.config.network.read_timeout_s)
         started = time.perf_counter()
         try:
-            scored = self.score(pump, table, psi_state=job.psi_state)
+            scored = self.score(pump, table, psi_state=job.psi_state, source=table_path)
         except BaseException as exc:
             pump.fail(exc)
             raise
@@ -560,6 +566,9 @@ class PartyNode:
                   "created": time.strftime("%Y-%m-%dT%H:%M:%S%z"), "seconds": result.seconds,
                   "config_hashes": {self.name: self.config_hash()}}
         common["topology"] = self.topology.kind
+        prep = getattr(self.party, "preprocessor", None)
+        if prep is not None:  # this party's own columns: the type each was given, and why
+            common["columns"] = prep.column_types()
         binary = isinstance(self.party, LabelParty) and self.party.task.name == "binary"
         if not binary or scored is None or result.test is None:
             extra = {"metrics": result.test, "history": result.history} if result.test is not None else {}

@@ -31,7 +31,7 @@ class TqdmProgress:
             self._bar.set_postfix(loss=f"{loss:.4f}", refresh=False)
 
     def on_epoch(self, record: dict[str, Any]) -> None:
-        if self._bar is not None and "val_auc" in record:
+        if self._bar is not None and record.get("val_auc") is not None:
             self._bar.set_postfix(loss=f"{record['train_loss']:.4f}" if "train_loss" in record else None,
                                   val_auc=f"{record['val_auc']:.4f}")
         self.close()

@@ -441,8 +441,11 @@ class SplitMachine(AheadMixin):
             if not math.isfinite(val_loss):
                 raise self._diverged("validation loss", val_loss)
             record["val_loss"] = val_loss
-            value = float(self.task.score(y.numpy(), self.task.predict(outputs)))
-            record[f"val_{self.task.primary}"] = value if getattr(self.task, "higher_is_better", True) else -value
+            targets, predictions = y.numpy(), self.task.predict(outputs)
+            # the primary metric under its own name, null where undefined (AUC of one class); never a stand-in
+            metric = float(self.task.metrics(targets, predictions)[self.task.primary])
+            record[f"val_{self.task.primary}"] = None if math.isnan(metric) else metric
+            value = float(self.task.score(targets, predictions))  # early stopping's score (its own fallbacks)
             score = -val_loss if self.monitor == "val_loss" or math.isnan(value) else value
             improved = self.training.best_score is None or score > self.training.best_score
             if improved:
