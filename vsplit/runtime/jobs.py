@@ -18,6 +18,7 @@ Example:
     >>> job = PredictJob.open(party, "2026-12-04")
     >>> job.folder.relative_to(party).as_posix()
     'predictions/2026-12-04'
+    >>> _ = (job.folder / "predict.json").write_text("{}")  # the job finished
     >>> PredictJob.open(party, "2026-12-04")  # doctest: +ELLIPSIS
     Traceback (most recent call last):
     ...

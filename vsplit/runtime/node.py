@@ -602,7 +602,7 @@ def training_warnings(history: list[dict[str, Any]], best_epoch: int | None,
 
     Example:
         >>> training_warnings([{"epoch": 0, "val_loss": 0.64}], 0, {"label_party_only": {"val_loss": 0.31}})[0][:60]
-        'The chosen epoch (1) has a validation loss of 0.6400, worse t'
+        'The chosen epoch (1) has a validation loss of 0.6400, worse '
     """
     chosen = chosen_record(history, best_epoch)
     alone = baselines.get("label_party_only", {}).get("val_loss")
