@@ -32,8 +32,9 @@ lint: $(STAMP)
 docs: $(STAMP)
 	NO_MKDOCS_2_WARNING=1 $(VENV)/bin/mkdocs build --strict --quiet
 
+# Two workers, one per core of the CI machine; a test file stays on one worker (its module fixtures run once)
 test: $(STAMP) lint docs
-	$(PY) -m pytest
+	$(PY) -m pytest -n 2 --dist loadfile
 
 bench: $(STAMP)
 	$(PY) benchmarks/quality.py

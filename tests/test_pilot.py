@@ -52,7 +52,7 @@ def test_pilot_batch_prediction_reports_every_requested_customer(pilot):
 
 def test_partner_keeps_only_its_own_outputs(pilot):
     partner = pilot.run_dir / "partner"
-    job = partner / "predictions" / "pilot"
+    job = partner / "predictions" / pilot.job
     assert not (job / "predictions.csv").exists() and (job / "predict.json").exists()
     theirs = json.loads((partner / "report.json").read_text())
     assert "Activations" in theirs["communication"]["sent"]

@@ -27,9 +27,10 @@ from vsplit.config import load_config, resolve
 from vsplit.errors import VsplitError
 from vsplit.pilot.configs import write_missing_configs
 from vsplit.pilot.prepare import ensure_keys, export_tables
+from vsplit.runtime.jobs import default_job_id
 
 VERTICAL = {"bank": "label", "partner": "feature"}
-#: the scoring job of the pilot's batch prediction: <run>/<party>/predictions/pilot/
+#: the scoring jobs of the pilot's batch predictions: <run>/<party>/predictions/pilot-<UTC time>/
 PREDICT_JOB = "pilot"
 
 
@@ -85,11 +86,12 @@ class PilotResult:
     run_dir: Path
     report: dict[str, Any]
     seconds: float
+    job: str = PREDICT_JOB
 
     @property
     def predictions(self) -> Path:
         """The bank's ``predictions.csv`` of the pilot's batch prediction."""
-        return self.run_dir / "bank" / "predictions" / PREDICT_JOB / "predictions.csv"
+        return self.run_dir / "bank" / "predictions" / self.job / "predictions.csv"
 
 
 def free_port() -> int:
@@ -177,7 +179,8 @@ def run_pilot(
     write_atomic(test_ids, tables.test["bank"][[data.id_column]].to_csv(index=False).encode())
     predict_inputs = {p: ["--input", str((root / p / "data" / "test.parquet").resolve())] for p in tables.test}
     predict_inputs["bank"] += ["--ids", str(test_ids.resolve())]
-    _wait(launch(["predict", "--job", PREDICT_JOB], predict_inputs), logs, timeout=timeout, step="prediction")
+    job = f"{PREDICT_JOB}-{default_job_id()}"  # a pilot run again under its run ID scores as a new job
+    _wait(launch(["predict", "--job", job], predict_inputs), logs, timeout=timeout, step="prediction")
 
     report = _add_centralized_baseline(run_dir, data, bank_config, spec, tables)
     from vsplit.report.merge import merge_reports
@@ -187,7 +190,7 @@ def run_pilot(
 
     render_report(run_dir / "bank", report)
     seconds = time.perf_counter() - started
-    return PilotResult(run_dir=run_dir, report=report, seconds=seconds)
+    return PilotResult(run_dir=run_dir, report=report, seconds=seconds, job=job)
 
 
 def _add_centralized_baseline(run_dir: Path, data: Any, config: Any, spec: PilotSpec,
