@@ -66,3 +66,21 @@ def wait_all(processes: dict[str, subprocess.Popen], logs: dict[str, Path], *, t
                 p.kill()
             raise AssertionError(f"{name} did not finish in {timeout} s:\n{logs[name].read_text()[-3000:]}") from None
         assert code == 0, f"{name} exited with {code}:\n{logs[name].read_text()[-3000:]}"
+
+
+def kill_after_buckets(proc: subprocess.Popen, state: Path, log: Path, *, buckets: int = 2,
+                       timeout: float = 120) -> None:
+    """Kill ``proc`` once the resumable PSI progress in ``state`` (a pair's ``state.json``) has ``buckets`` done."""
+    import json
+    import time
+
+    deadline = time.monotonic() + timeout
+    while True:
+        assert time.monotonic() < deadline and proc.poll() is None, log.read_text()[-2000:]
+        try:
+            if json.loads(state.read_text())["done"] >= buckets:
+                break
+        except (OSError, ValueError, KeyError):
+            pass
+        time.sleep(0.005)
+    proc.kill()

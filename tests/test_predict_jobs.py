@@ -10,12 +10,11 @@ customer gets the same probability in every job that scores it.
 from __future__ import annotations
 
 import json
-import time
 from pathlib import Path
 
 import pandas as pd
 import pytest
-from _pilot_support import free_port, start, wait_all
+from _pilot_support import free_port, kill_after_buckets, start, wait_all
 from _three_party_support import prepare_three_parties
 
 from vsplit.cli.main import main
@@ -79,16 +78,7 @@ def test_predict_jobs_in_a_row_and_a_killed_job_resumed_never_touch_each_other(t
     # a job over every customer, killed once the shop's PSI with the bank has finished two buckets
     procs, logs = _predict(tmp_path, configs, "day-3", None, tables=tables)
     state = run / "shop" / "predictions" / "day-3" / "psi-state" / "bank" / "state.json"
-    deadline = time.monotonic() + 90
-    while True:
-        assert time.monotonic() < deadline and procs["shop"].poll() is None, logs["shop"].read_text()[-2000:]
-        try:
-            if json.loads(state.read_text())["done"] >= 2:
-                break
-        except (OSError, ValueError, KeyError):
-            pass
-        time.sleep(0.005)
-    procs["shop"].kill()
+    kill_after_buckets(procs["shop"], state, logs["shop"], buckets=2, timeout=90)
     for party in ("bank", "telco"):
         assert procs[party].wait(timeout=60) != 0, logs[party].read_text()[-2000:]
     procs["shop"].wait(timeout=10)

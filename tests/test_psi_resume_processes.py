@@ -8,10 +8,9 @@ twice the bundled sample's size, so the PSI runs long enough to be killed part-w
 from __future__ import annotations
 
 import json
-import time
 
 import pandas as pd
-from _pilot_support import free_port, start, wait_all
+from _pilot_support import free_port, kill_after_buckets, start, wait_all
 from _three_party_support import prepare_three_parties
 
 from vsplit.runtime.psi import load_rows
@@ -45,17 +44,7 @@ def test_a_party_killed_mid_psi_resumes_with_the_others_from_the_finished_bucket
     run = tmp_path / "runs" / "psi-resume"
     state = run / "telco" / "psi-state" / "psi" / "bank" / "state.json"
     procs, logs = _launch(tmp_path, configs, "first")
-    deadline = time.monotonic() + 120
-    while True:  # kill telco once it has finished two buckets
-        assert time.monotonic() < deadline, logs["telco"].read_text()[-2000:]
-        assert procs["telco"].poll() is None, logs["telco"].read_text()[-2000:]
-        try:
-            if json.loads(state.read_text())["done"] >= 2:
-                break
-        except (OSError, ValueError, KeyError):
-            pass
-        time.sleep(0.005)
-    procs["telco"].kill()
+    kill_after_buckets(procs["telco"], state, logs["telco"], buckets=2)  # telco, once it has finished two buckets
     for party in ("bank", "shop"):
         assert procs[party].wait(timeout=60) == 1, logs[party].read_text()[-2000:]
     procs["telco"].wait(timeout=10)
