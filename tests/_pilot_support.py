@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import itertools
 import os
 import socket
 import subprocess
@@ -13,10 +14,26 @@ from vsplit.pilot.configs import write_missing_configs
 REPO = Path(__file__).resolve().parents[1]
 
 
+#: this pytest-xdist worker's number (0 without xdist), and a counter over its block of ports
+_WORKER = int(os.environ.get("PYTEST_XDIST_WORKER", "gw0").removeprefix("gw") or 0)
+_NEXT = itertools.count()
+_BLOCK = 3000
+
+
 def free_port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return s.getsockname()[1]
+    """A port for a party process to listen on: below the kernel's ephemeral range (32768 up), where every dialing
+    socket takes its local port, so no outgoing connection (a stranger flood opens thousands) can take it before the
+    party binds it; each xdist worker counts through its own block of ports, so two workers never pick the same."""
+    base = 20000 + _BLOCK * (_WORKER % 4)
+    for _ in range(_BLOCK):
+        port = base + next(_NEXT) % _BLOCK
+        with socket.socket() as s:
+            try:
+                s.bind(("127.0.0.1", port))
+            except OSError:
+                continue
+            return port
+    raise RuntimeError(f"no free port in {base}-{base + _BLOCK - 1}")
 
 
 def write_configs(root: Path, *, port: int, run_id: str, extra: str = "", kind: str = "vertical",
