@@ -34,8 +34,8 @@ def run(root: Path, *, rows: int, segments: str) -> dict[str, Any]:
     import pandas as pd
 
     from vsplit.config import load_config, resolve
+    from vsplit.node.horizontal import HorizontalNode, run_in_process
     from vsplit.pilot.horizontal import prepare_horizontal
-    from vsplit.runtime.horizontal_node import HorizontalNode, run_in_process
 
     configs = prepare_horizontal(root, banks=3, run_id="predict-bench", schedule={"kind": "splitfed_v1"},
                                  train={"epochs": 2, "batch_size": 256}, segments=segments)
@@ -58,20 +58,20 @@ def run(root: Path, *, rows: int, segments: str) -> dict[str, Any]:
         if proc.wait(timeout=1800) != 0:
             raise SystemExit(f"{party} failed:\n{logs[party].read_text()[-2000:]}")
     wall = time.perf_counter() - started
-    node = HorizontalNode(bank, progress=False, train=False)
+    node = HorizontalNode(bank, progress=False)
     summary = json.loads((node.folder / "predictions" / "bench" / "predict.json").read_text())
     comm = summary["communication"]["by_peer"]["server"]
     # the forward passes alone in one process, on the same prepared rows, with both saved parts put together
     import torch
 
-    from vsplit.runtime.horizontal_predict import BATCH_ROWS, _parts, load_own_model
+    from vsplit.node.horizontal import BATCH_ROWS
 
-    server = HorizontalNode(load_config(configs["server"]), progress=False, train=False)
-    load_own_model(node)
-    load_own_model(server)
+    server = HorizontalNode(load_config(configs["server"]), progress=False)
+    node.load_model()
+    server.load_model()
     assert node.party is not None
     _, inputs = node.party.prepare(table)
-    source, top, after = _parts(node)
+    source, top, after = node.parts()
     modules = {**node.modules, **server.modules}
     began = time.perf_counter()
     with torch.no_grad():

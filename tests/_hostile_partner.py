@@ -9,8 +9,8 @@ import sys
 import torch
 
 from vsplit.cli.main import main
+from vsplit.node import PartyNode
 from vsplit.protocol.training.hooks import StepInfo, TrainingHooks
-from vsplit.runtime.node import PartyNode
 
 HUGE = 3e38
 

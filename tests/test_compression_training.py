@@ -12,9 +12,9 @@ import torch
 from vsplit.config import load_config
 from vsplit.datasets import preset
 from vsplit.estimator import SplitClassifier
+from vsplit.node import PartyNode
 from vsplit.pilot.configs import write_missing_configs
 from vsplit.pilot.prepare import export_tables
-from vsplit.runtime.node import PartyNode
 from vsplit.transport.memory import memory_pair
 
 TENSORS = {"Activations", "Gradients", "PackedActivations", "PackedGradients", "SparseGradients"}

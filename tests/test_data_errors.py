@@ -18,7 +18,7 @@ from conftest import make_views
 from vsplit.config import load_config
 from vsplit.data.preprocess import TablePreprocessor
 from vsplit.errors import ConfigError, DataError
-from vsplit.runtime.node import PartyNode
+from vsplit.node import PartyNode
 from vsplit.transport.memory import memory_pair
 
 

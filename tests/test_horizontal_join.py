@@ -13,9 +13,9 @@ from vsplit.config.horizontal import settings_of
 from vsplit.errors import AuthenticationError, ConfigError, ProtocolError
 from vsplit.horizontal.join import Join, JoinFederated, JoinServer, Roster
 from vsplit.horizontal.keysig import sign_key
+from vsplit.node.horizontal import HorizontalNode, run_in_process
 from vsplit.pilot.horizontal import prepare_horizontal
 from vsplit.protocol.abort import AbortCode
-from vsplit.runtime.horizontal_node import HorizontalNode, run_in_process
 
 
 def _join(rows: int, schema: str = "s", resume: int = -1) -> Join:

@@ -17,11 +17,11 @@ from tests._pilot_support import start, wait_all
 from vsplit.config import load_config, resolve
 from vsplit.errors import ConfigError, ProtocolError
 from vsplit.horizontal.predict import ForwardRequest, ScoreClient, ScoreServer, ScoringDone
+from vsplit.node import PartyNode
+from vsplit.node.horizontal import run_in_process
 from vsplit.pilot.horizontal import prepare_horizontal
 from vsplit.pilot.splitfed import score_bank
 from vsplit.runtime.checkpoint import load_checkpoint
-from vsplit.runtime.horizontal_node import HorizontalNode, run_in_process
-from vsplit.runtime.horizontal_predict import predict_bank, serve_predictions
 
 
 def test_the_server_refuses_a_request_out_of_order_of_another_width_or_a_wrong_count() -> None:
@@ -50,7 +50,7 @@ def test_a_bank_keeps_at_most_its_window_of_requests_in_flight() -> None:
 def _train(root: Path, **kwargs) -> dict[str, Path]:
     configs = prepare_horizontal(root, banks=3, run_id="score", rows=200, train={"epochs": 2, "batch_size": 50},
                                  **kwargs)
-    run_in_process([HorizontalNode(load_config(p)) for p in configs.values()])
+    run_in_process([PartyNode(load_config(p)) for p in configs.values()])
     return configs
 
 
@@ -59,7 +59,7 @@ def _expected(configs: dict[str, Path], bank: str) -> tuple[pd.Series, np.ndarra
     loaded = {p: load_config(c) for p, c in configs.items()}
     segments: dict = {}
     for party in (bank, "server"):
-        path = HorizontalNode(loaded[party], progress=False, train=False).folder / "model.npz"
+        path = PartyNode(loaded[party], progress=False).folder / "model.npz"
         if path.exists():  # in FedAvg the server owns no segment
             segments.update(load_checkpoint(path, run_id="score", party=party)["segments"])
     node, test, _, proba = score_bank(loaded[bank], loaded["server"], segments)
@@ -81,13 +81,13 @@ def test_banks_score_their_customers_with_the_server_as_processes_over_mutual_tl
                              "--job", "day1"], log=logs[bank])
     wait_all(procs, logs, timeout=120)
     for bank in tests:
-        node = HorizontalNode(tests[bank], progress=False, train=False)
+        node = PartyNode(tests[bank], progress=False)
         got = pd.read_csv(node.folder / "predictions" / "day1" / "predictions.csv",
                           dtype={node.config.data.id_column: str})
         ids, want = _expected(configs, bank)
         assert (got["status"] == "scored").all() and list(got[node.config.data.id_column]) == list(ids)
         assert np.allclose(got["probability"].to_numpy(), want, atol=1e-6), bank
-    served = HorizontalNode(load_config(configs["server"]), progress=False, train=False)
+    served = PartyNode(load_config(configs["server"]), progress=False)
     summary = (served.folder / "predictions" / "day1" / "predict.json").read_text()
     assert '"bank_1"' in summary and '"bank_3"' not in summary
 
@@ -95,16 +95,15 @@ def test_banks_score_their_customers_with_the_server_as_processes_over_mutual_tl
 def test_fedavg_banks_score_alone_and_sequential_scores_only_at_the_final_holder(tmp_path: Path) -> None:
     configs = _train(tmp_path / "fedavg", schedule={"kind": "fedavg", "secure_aggregation": "off"})
     config = load_config(configs["bank_2"])
-    path = predict_bank(HorizontalNode(config, progress=False, train=False),
-                        resolve(config, config.data.test_path))  # no server running: none needed
+    path = PartyNode(config, progress=False).predict(resolve(config, config.data.test_path))  # no server needed
     got = pd.read_csv(path)
     _, want = _expected(configs, "bank_2")
     assert np.allclose(got["probability"].to_numpy(), want, atol=1e-6)
     with pytest.raises(ConfigError, match="scores alone"):
-        serve_predictions(HorizontalNode(load_config(configs["server"]), progress=False, train=False))
+        PartyNode(load_config(configs["server"]), progress=False).predict(None)
     seq = _train(tmp_path / "seq", schedule={"kind": "sequential", "route": "direct"})
     with pytest.raises(ConfigError, match="final client segment is bank_3's"):
-        predict_bank(HorizontalNode(load_config(seq["bank_1"]), progress=False, train=False), Path("unused"))
+        PartyNode(load_config(seq["bank_1"]), progress=False).predict(Path("unused"))
 
 
 class _Tapped:
@@ -134,22 +133,22 @@ def test_what_crosses_in_scoring_no_raw_value_id_weight_or_u_shaped_score(tmp_pa
     from vsplit.transport.memory import memory_pair
 
     configs = _train(tmp_path, schedule={"kind": "splitfed_v1"}, segments=segments)
-    bank = HorizontalNode(load_config(configs["bank_1"]), progress=False, train=False)
-    server = HorizontalNode(load_config(configs["server"]), progress=False, train=False)
+    bank = PartyNode(load_config(configs["bank_1"]), progress=False)
+    server = PartyNode(load_config(configs["server"]), progress=False)
     sent: dict[str, list[bytes]] = {"bank_1": [], "server": []}
     at_bank, at_server = memory_pair()
     failure: list[BaseException] = []
 
     def serve() -> None:
         try:
-            serve_predictions(server, ["bank_1"], channels={"bank_1": _Tapped(at_server, sent["server"])})
+            server.predict(None, peers=["bank_1"], channels={"bank_1": _Tapped(at_server, sent["server"])})
         except BaseException as exc:  # surfaced below
             failure.append(exc)
 
     thread = threading.Thread(target=serve)
     thread.start()
     test_path = resolve(bank.config, bank.config.data.test_path)
-    path = predict_bank(bank, test_path, channels={"server": _Tapped(at_bank, sent["bank_1"])})
+    path = bank.predict(test_path, channels={"server": _Tapped(at_bank, sent["bank_1"])})
     thread.join(60)
     assert not failure and sent["bank_1"] and sent["server"]
     table = pd.read_parquet(test_path)

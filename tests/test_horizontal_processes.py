@@ -1,7 +1,7 @@
 """Horizontal schedules as OS processes over mutual TLS: three banks, a server and (SplitFed v1) a federated server.
 
 Each party runs `vsplit run` in its own process; every party's model.npz must equal, bit for bit, the parameters
-the same configs reach with every party in one process (vsplit.runtime.horizontal_node.run_in_process). In the
+the same configs reach with every party in one process (vsplit.node.horizontal.run_in_process). In the
 SplitFed v1 case bank_1 reaches the server through a link emulator that resets the connection mid-run: the channel
 redials (network.reconnect_timeout_s), nobody restarts or is dropped, and the parameters are still the same.
 """
@@ -17,9 +17,9 @@ import torch
 from tests._pilot_support import start, wait_all
 from tests._transport_support import LinkEmulator
 from vsplit.config import load_config
+from vsplit.node.horizontal import HorizontalNode, run_in_process
 from vsplit.pilot.horizontal import prepare_horizontal
 from vsplit.runtime.checkpoint import load_checkpoint
-from vsplit.runtime.horizontal_node import HorizontalNode, run_in_process
 
 CASES = {  # sequential relayed by the server: tests/test_horizontal_resume.py (uninterrupted after the resume)
     "splitfed_v1": ({"kind": "splitfed_v1"}, True, "vanilla"),

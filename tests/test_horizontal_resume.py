@@ -15,8 +15,8 @@ import torch
 from tests._pilot_support import start, wait_all
 from tests.test_horizontal_processes import _segments
 from vsplit.config import load_config
+from vsplit.node.horizontal import HorizontalNode, run_in_process
 from vsplit.pilot.horizontal import prepare_horizontal
-from vsplit.runtime.horizontal_node import HorizontalNode, run_in_process
 
 
 @pytest.mark.parametrize("schedule", ["sequential"])  # the other schedules: in one process, below

@@ -22,8 +22,8 @@ modules by name.
 8. application: one party's session, PSI then training then scoring (``app``, ``horizontal.session``), the party's
    data and models (``party``) and its config (``config``, which checks defense and schedule names).
 9. front doors, where an application runs: the notebook estimator (``estimator``), the in-process horizontal runner
-   (``horizontal.run``) and one organization's process over mutual TLS (``runtime.node``,
-   ``runtime.horizontal_node``, ``runtime.horizontal_predict``: above ``app``, so above the rest of ``runtime``).
+   (``horizontal.run``) and one organization's process over mutual TLS for every topology (``node``: one node, its
+   links, outputs and each topology family's program).
 10. tools, experiments that drive a front door: baseline comparisons (``evaluation``), the privacy studies
     (``privacy``: ``audit``, ``redteam``, ``cut_study``, ``u_shaped``, ``topology_audit`` train with
     ``SplitClassifier``; their reports, pictures and data), pilots (``pilot``) and party processes forked for
@@ -73,8 +73,7 @@ LAYERS: tuple[tuple[str, tuple[str, ...]], ...] = (
     ("runtime", ("vsplit.runtime",)),
     ("application", ("vsplit.app", "vsplit.horizontal.session", "vsplit.party", "vsplit.config")),
     ("front doors", (
-        "vsplit.estimator", "vsplit.horizontal.run", "vsplit.runtime.node", "vsplit.runtime.horizontal_node",
-        "vsplit.runtime.horizontal_predict",
+        "vsplit.estimator", "vsplit.horizontal.run", "vsplit.node",
     )),
     ("tools", ("vsplit.evaluation", "vsplit.privacy", "vsplit.pilot", "vsplit.horizontal.processes")),
     ("cli", ("vsplit.cli",)),

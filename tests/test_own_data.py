@@ -8,7 +8,7 @@ import numpy as np
 
 from vsplit.config import load_config
 from vsplit.datasets import load
-from vsplit.runtime.node import PartyNode
+from vsplit.node import PartyNode
 from vsplit.transport.memory import memory_pair
 
 GUEST = ["PAY_6", *(f"BILL_AMT{i}" for i in range(1, 7)), *(f"PAY_AMT{i}" for i in range(1, 7))]

@@ -131,7 +131,7 @@ def test_paths_on_the_command_line_are_from_the_current_folder_and_errors_name_t
     configs["bank"].write_text(bad)
     from vsplit.config import load_config
     from vsplit.errors import DataError
-    from vsplit.runtime.node import PartyNode
+    from vsplit.node import PartyNode
 
     with pytest.raises(DataError, match=r"data.test_path in the party config"):
         PartyNode(load_config(configs["bank"]), progress=False)._test_table()
@@ -143,9 +143,9 @@ def test_early_stopping_keeps_the_best_epoch_of_the_monitored_metric(tmp_path, m
 
     from vsplit.config import load_config
     from vsplit.datasets import preset
+    from vsplit.node import PartyNode
     from vsplit.pilot.configs import write_missing_configs
     from vsplit.pilot.prepare import export_tables
-    from vsplit.runtime.node import PartyNode
     from vsplit.transport.memory import memory_pair
 
     data = preset("secretflow_bank")
@@ -173,7 +173,7 @@ def test_early_stopping_keeps_the_best_epoch_of_the_monitored_metric(tmp_path, m
 
 
 def test_a_chosen_epoch_worse_than_the_bank_alone_is_a_warning_in_the_report():
-    from vsplit.runtime.node import training_warnings
+    from vsplit.node.aligned import training_warnings
 
     history = [{"epoch": 0, "val_loss": 0.70}, {"epoch": 1, "val_loss": 0.64}]
     assert training_warnings(history, 1, {"label_party_only": {"val_loss": 0.70}}) == []

@@ -10,8 +10,8 @@ from test_config import PARTNER, write
 from vsplit.app.session import psi_machine
 from vsplit.config import load_config
 from vsplit.errors import ConfigError
+from vsplit.node import PartyNode
 from vsplit.psi.parallel import ProcessBackend, SerialBackend
-from vsplit.runtime.node import PartyNode
 from vsplit.topology.graph import Topology
 
 

@@ -19,9 +19,9 @@ from vsplit.config import load_config
 from vsplit.datasets import preset
 from vsplit.errors import ConfigError
 from vsplit.estimator import SplitClassifier
+from vsplit.node import PartyNode
 from vsplit.pilot.prepare import prepare_preset
 from vsplit.runtime.checkpoint import load_checkpoint
-from vsplit.runtime.node import PartyNode
 from vsplit.transport.resume import ResumableChannel
 from vsplit.transport.tls import TlsChannel
 

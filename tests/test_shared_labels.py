@@ -13,8 +13,8 @@ from conftest import make_views
 from vsplit.config import load_config
 from vsplit.data.shared_labels import check_shared_labels
 from vsplit.errors import DataError, RemoteAbort
+from vsplit.node import PartyNode
 from vsplit.pilot.prepare import ensure_keys
-from vsplit.runtime.node import PartyNode
 from vsplit.transport.memory import memory_pair
 
 CLASSES = ["not 'yes'", "'yes'"]

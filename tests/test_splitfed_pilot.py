@@ -6,9 +6,9 @@ from __future__ import annotations
 from pathlib import Path
 
 from vsplit.config import load_config
+from vsplit.node.horizontal import HorizontalNode, run_in_process
 from vsplit.pilot.horizontal import prepare_horizontal
 from vsplit.pilot.splitfed import _report, render
-from vsplit.runtime.horizontal_node import HorizontalNode, run_in_process
 
 
 def test_report_has_every_banks_view_and_the_baselines(tmp_path: Path) -> None:

@@ -215,7 +215,7 @@ def test_partner_learns_the_hub_aborted_because_another_partner_dropped():
 
 def test_partner_failing_between_protocols_tells_the_hub_which_tells_the_other_partner(tmp_path):
     from vsplit.config import load_config
-    from vsplit.runtime.node import PartyNode
+    from vsplit.node import PartyNode
 
     prepare_three_parties(tmp_path, port=free_port(), run_id="early", extra=TRAIN.format(epochs=1, batch=256))
     common = ["network.read_timeout_s=20"]

@@ -3,7 +3,7 @@
 Theory of operation. A session is a generator. It yields ``(stage, machine)`` pairs, the sans-IO machines the party
 must run in turn, and is sent each machine's result back; when it returns, its value is the party's outcome. The
 in-process runner (:func:`vsplit.app.local.run_sessions`) advances every party's session together over memory
-channels (the estimator, notebooks, tests); a party process (:mod:`vsplit.runtime.node`) drives its own session
+channels (the estimator, notebooks, tests); a party process (:mod:`vsplit.node`) drives its own session
 over its mutual-TLS pump. So both runtimes run the same sequence, with the same seeds, and reach the same model.
 
 Stages: ``"psi"`` (only for the parties whose rows must be aligned: :meth:`Topology.alignment_groups`), then
@@ -94,13 +94,14 @@ def psi_machine(party: str, topology: Topology, ids: Any, psi: PsiSettings | Non
                    state_dir=psi.state_dir)
 
 
-def _align(party: AnyParty, topology: Topology, ids: Any, psi: PsiSettings | None) -> Session:
-    """Rows of this party in the agreed order (sorted IDs): by PSI where the topology needs it."""
+def _align(party: AnyParty, topology: Topology, ids: Any, psi: PsiSettings | None, stage: str = "psi") -> Session:
+    """Rows of this party in the agreed order (sorted IDs): by PSI (a ``stage`` of that name) where the topology
+    needs it."""
     if ids is None:
         return Outcome()
     if not topology.alignment_groups():
         return Outcome(rows=np.argsort(all_ids(ids), kind="stable"))
-    alignment = yield "psi", psi_machine(party.name, topology, ids, psi)
+    alignment = yield stage, psi_machine(party.name, topology, ids, psi)
     return Outcome(alignment=alignment, rows=canonical_rows(alignment))
 
 
@@ -174,14 +175,17 @@ def score_session(
     placed: Mapping[str, tuple[nn.Module, Any]] | None = None,
     chunk: int = 8192,
     rows: np.ndarray | None = None,
+    psi_stage: str = "psi",
 ) -> Session:
     """Align ``inputs`` (``(ids, model inputs)`` of a new table; ``None`` for a compute party), then score jointly.
 
     The coordinator's outcome ``result`` holds the predictions of its aligned rows, in ``rows`` order.
+    ``psi_stage`` names the alignment's stage (a party process scoring its test table after training, on the same
+    pump, calls it ``"test psi"``).
     """
     hooks = hooks or TrainingHooks()
     ids, tensors = inputs if inputs is not None else (None, None)
-    outcome = Outcome(rows=rows) if rows is not None else (yield from _align(party, topology, ids, psi))
+    outcome = Outcome(rows=rows) if rows is not None else (yield from _align(party, topology, ids, psi, psi_stage))
     rows = outcome.rows
     picked = None
     if tensors is not None and rows is not None:

@@ -44,45 +44,18 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
 def run(args: argparse.Namespace) -> int:
     from vsplit.cli.logs import log_to_run_folder
     from vsplit.config import load_config
+    from vsplit.node import PartyNode
     from vsplit.runtime.jobs import PredictJob
-    from vsplit.runtime.node import PartyNode
 
     config = load_config(args.config, overrides=args.overrides)
-    if config.topology.kind == "horizontal":
-        return _predict_horizontal(config, args)
     node = PartyNode(config, progress=False)
     table, ids = _given(args.input, "--input"), _given(args.ids, "--ids")
+    peers = [b.strip() for b in args.banks.split(",") if b.strip()] if args.banks else None
     job = PredictJob.open(node.folder, args.job, resume=args.resume)
     with log_to_run_folder(job.folder, max_mb=node.config.output.log_max_mb):
-        path = node.predict(table, ids_path=ids, job=job)
+        path = node.predict(table, ids_path=ids, job=job, peers=peers)
     if not args.quiet:
         print(f"{config.party.name}: wrote {path}")
-    return 0
-
-
-def _predict_horizontal(config: object, args: argparse.Namespace) -> int:
-    """A bank scores its customers with its segments and the server's; the server serves the banks."""
-    from vsplit.cli.logs import log_to_run_folder
-    from vsplit.runtime.horizontal_node import HorizontalNode
-    from vsplit.runtime.horizontal_predict import predict_bank, serve_predictions
-    from vsplit.runtime.jobs import PredictJob
-
-    node = HorizontalNode(config, progress=False, train=False)  # type: ignore[arg-type]
-    if node.is_client and not args.input:
-        from vsplit.errors import ConfigError
-
-        raise ConfigError(f"{node.name}: predict needs --input, this bank's table of the customers to score")
-    table, ids = _given(args.input, "--input"), _given(args.ids, "--ids")
-    job = PredictJob.open(node.folder, args.job, resume=args.resume)
-    with log_to_run_folder(job.folder, max_mb=node.config.output.log_max_mb):
-        if node.is_client:
-            assert table is not None
-            path = predict_bank(node, table, ids_path=ids, job=job)
-        else:
-            banks = [b.strip() for b in args.banks.split(",") if b.strip()] if args.banks else None
-            path = serve_predictions(node, banks, job=job)
-    if not args.quiet:
-        print(f"{node.name}: wrote {path}")
     return 0
 
 

@@ -34,8 +34,9 @@ def run(args: argparse.Namespace) -> int:
     from vsplit.atomic import write_atomic
     from vsplit.cli.logs import log_to_run_folder
     from vsplit.config import load_config
+    from vsplit.node import PartyNode, session_id
+    from vsplit.node.aligned import psi_summary
     from vsplit.psi.alignment import canonical_rows
-    from vsplit.runtime.node import PartyNode, psi_summary, session_id
     from vsplit.runtime.psi import run_party, save_rows
     from vsplit.runtime.pump import Pump
 

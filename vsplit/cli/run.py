@@ -31,31 +31,22 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
 def run(args: argparse.Namespace) -> int:
     from vsplit.cli.logs import log_to_run_folder
     from vsplit.config import load_config
-    from vsplit.runtime.node import PartyNode
+    from vsplit.node import PartyNode
 
     config = load_config(args.config, overrides=args.overrides)
-    if config.topology.kind == "horizontal":
-        return _run_horizontal(config, args)
-    node = PartyNode(config, resume=args.resume, progress=not args.quiet)
+    node = PartyNode(config, resume=args.resume, progress=not args.quiet)  # the node of the config's topology
     with log_to_run_folder(node.folder, max_mb=node.config.output.log_max_mb):
         result = node.run()
     if not args.quiet:
-        summary = {"party": result.party, "psi_intersection": result.psi.get("intersection"),
-                   "epochs": len(result.history) or None, "best_epoch": result.best_epoch,
-                   "seconds": result.seconds, "bytes_sent": result.comm.get("by_peer")}
-        print(json.dumps(summary, indent=2))
+        print(json.dumps(summary(result), indent=2))
     return 0
 
 
-def _run_horizontal(config: Any, args: argparse.Namespace) -> int:
-    from vsplit.cli.logs import log_to_run_folder
-    from vsplit.runtime.horizontal_node import HorizontalNode
-
-    node = HorizontalNode(config, resume=args.resume, progress=not args.quiet)
-    with log_to_run_folder(node.folder, max_mb=node.config.output.log_max_mb):
-        result = node.run()
-    if not args.quiet:
-        print(json.dumps({"party": result.party, "schedule": result.schedule, "seconds": result.seconds,
-                          "round_seconds": result.round_seconds, "lost": result.lost,
-                          "bytes_sent": result.comm.get("by_peer")}, indent=2))
-    return 0
+def summary(result: Any) -> dict[str, Any]:
+    """What ``vsplit train`` prints of a party's result."""
+    if hasattr(result, "schedule"):  # a horizontal split's rounds
+        return {"party": result.party, "schedule": result.schedule, "seconds": result.seconds,
+                "round_seconds": result.round_seconds, "lost": result.lost, "bytes_sent": result.comm.get("by_peer")}
+    return {"party": result.party, "psi_intersection": result.psi.get("intersection"),
+            "epochs": len(result.history) or None, "best_epoch": result.best_epoch, "seconds": result.seconds,
+            "bytes_sent": result.comm.get("by_peer")}

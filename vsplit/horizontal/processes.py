@@ -11,7 +11,7 @@ train, so timings and bytes are those of separate processes. Each child computes
 parallel region of OpenMP can hang); with ``torch.set_num_threads(1)`` in this process too, the parameters equal
 the in-process run's bit for bit.
 Benchmarks use it to time schedules with the models they build in Python (``benchmarks/clients.py``); between
-organizations use ``vsplit run`` (:mod:`vsplit.runtime.horizontal_node`).
+organizations use ``vsplit run`` (:mod:`vsplit.node.horizontal`).
 
 Example (not run here: it forks):
     >>> out, sent, seconds = train_horizontal_processes(h, settings, clients, server)  # doctest: +SKIP
@@ -100,8 +100,8 @@ def train_horizontal_processes(
 def _child(party: str, h: Horizontal, settings: Settings, clients: Mapping[str, ClientSide],
            server: ServerSide | None, rows: Mapping[str, int], files: Mapping[str, Any], ports: Mapping[str, int],
            fed: str | None, run_id: str, size: int, keys: HandoffKeys | None, out: Path) -> None:
+    from vsplit.node import session_id
     from vsplit.runtime.drive import drive
-    from vsplit.runtime.node import session_id
     from vsplit.runtime.pump import Pump
 
     torch.set_num_threads(1)

@@ -9,7 +9,7 @@ bytes sent and received per peer, seconds per round, clients lost) and the test 
 The metrics are computed here, by the pilot, which can read every party's ``model.npz`` only because all five
 run on this one machine: each bank's own test rows through its saved client segment and the server's saved
 segment. Between organizations each bank scores its own customers with the server instead (``vsplit predict``,
-:mod:`vsplit.runtime.horizontal_predict`); the two give the same probabilities (``tests/test_horizontal_predict.py``).
+:mod:`vsplit.node.horizontal`); the two give the same probabilities (``tests/test_horizontal_predict.py``).
 """
 
 from __future__ import annotations
@@ -106,7 +106,7 @@ def score_bank(config: Any, server: Any, segments: dict[str, Any]) -> tuple[Any,
     node, its test table, the labels and the probabilities."""
     from vsplit.config import resolve
     from vsplit.data.sources import read_table
-    from vsplit.runtime.horizontal_node import HorizontalNode
+    from vsplit.node.horizontal import HorizontalNode
 
     node = HorizontalNode(config, progress=False)
     modules = dict(node.modules)
@@ -157,8 +157,8 @@ def _train_in_one_place(config: Any, table: Any, test: Any) -> Any:
     """The split's network (same segments, optimizer, epochs, batches) trained on ``table`` in one process."""
     import torch
 
+    from vsplit.node.horizontal import HorizontalNode
     from vsplit.party import LabelParty
-    from vsplit.runtime.horizontal_node import HorizontalNode
 
     node = HorizontalNode(config, progress=False)  # its settings and segment builders
     d, t = config.data, config.train

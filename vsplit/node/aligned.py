@@ -1,50 +1,44 @@
-"""One organization's process: its config, its data, its channels, and the protocols it runs in turn.
+"""A party of a split whose parties train on the same aligned rows in every step: vertical, vanilla, U-shaped.
 
-Theory of operation. :class:`PartyNode` reads the party's own table, builds its :class:`~vsplit.party.LabelParty`
-or :class:`~vsplit.party.FeatureParty`, and runs, over one :class:`~vsplit.runtime.pump.Pump`, the same sans-IO
-machines the in-process runtime uses: PSI to align the customers, then split training (with a checkpoint at every
-epoch end), then, if a test table is configured, PSI and scoring on it. The channels come from
-:func:`vsplit.transport.connect.open_channels` (mutual TLS) unless a test hands in others.
+Theory of operation. :class:`AlignedNode` reads the party's own table, builds its :class:`~vsplit.party.LabelParty`,
+:class:`~vsplit.party.FeatureParty` or :class:`~vsplit.party.ComputeParty`, and its session (driven by
+:class:`~vsplit.node.node.PartyNode` over one pump) runs the same sans-IO machines the in-process runtime uses: PSI to
+align the customers, then split training (with a checkpoint at every epoch end), then, if a test table is configured,
+PSI and scoring on it. The label party then scores the baselines it can compute alone and writes its report.
 
-The session id is derived from ``output.run_id``, which both organizations set to the same value: frames of another
+The session id is derived from ``output.run_id``, which every organization sets to the same value: frames of another
 run are refused. Same seeds give the same model here as in one process (``tests/test_run_tls.py``).
 """
 
 from __future__ import annotations
 
-import functools
 import hashlib
 import logging
 import sys
 import time
-from collections.abc import Mapping
+from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
 import numpy as np
 import pandas as pd
-import torch
 
-from vsplit import strict_json
 from vsplit.app.local import run_sessions
 from vsplit.app.session import PsiSettings, Schedule, score_session, train_session
-from vsplit.atomic import write_atomic
 from vsplit.config import PartyConfig, resolve
-from vsplit.config.names import run_folder
 from vsplit.config.topology import topology_of
 from vsplit.data.parquet_table import open_table
 from vsplit.data.sources import about_file, read_table
 from vsplit.data.tables import all_ids
 from vsplit.errors import CheckpointError, ConfigError, UnreadableCheckpoint
 from vsplit.models.seeds import derive_seed
+from vsplit.node.node import PartyNode, session_id
+from vsplit.node.outputs import Scores, jsonable
 from vsplit.party import ComputeParty, FeatureParty, LabelParty, ModelSettings
 from vsplit.protocol.training.hooks import TrainingHooks
 from vsplit.runtime.checkpoint import load_checkpoint, save_checkpoint
-from vsplit.runtime.jobs import PredictJob
 from vsplit.runtime.progress import EpochClock, TqdmProgress
-from vsplit.runtime.psi import run_party
-from vsplit.runtime.pump import Pump
 from vsplit.topology.graph import Topology
 from vsplit.transport.channel import Channel
 
@@ -61,19 +55,6 @@ def model_settings(config: PartyConfig) -> ModelSettings:
         max_abs_activation=t.max_abs_activation, max_abs_gradient=t.max_abs_gradient,
         coerce_numbers=d.coerce_numbers,
     )
-
-
-def admission_policy(config: PartyConfig) -> Any:
-    """The listener's limits before the TLS handshake (``network.allow_from``, ``network.first_record_timeout_s``)."""
-    from vsplit.transport.admission import AdmissionPolicy
-
-    net = config.network
-    return AdmissionPolicy(allow=tuple(net.allow_from), first_record_s=net.first_record_timeout_s)
-
-
-def session_id(run_id: str) -> bytes:
-    """The 16-byte session id both parties derive from the shared run id."""
-    return hashlib.sha256(f"vsplit-session:{run_id}".encode()).digest()[:16]
 
 
 @dataclass
@@ -103,17 +84,11 @@ class NodeResult:
     comm: dict[str, Any] = field(default_factory=dict)
 
 
-class PartyNode:
-    """Runs one party of a split-learning session, as configured by ``config``."""
+class AlignedNode(PartyNode, kinds=("vertical", "vanilla", "u_shaped")):
+    """Runs one party of a vertical, vanilla or U-shaped split, as configured by ``config``."""
 
     def __init__(self, config: PartyConfig, *, resume: bool = False, progress: bool = True) -> None:
-        self.config = config
-        self.name = config.party.name
-        self.role = config.party.role
-        self.resume = resume
-        self.progress = progress
-        self.folder = run_folder(resolve(config, config.output.dir), config.output.run_id, self.name)
-        torch.set_num_threads(max(1, config.train.threads))
+        super().__init__(config, resume=resume, progress=progress)
         d = config.data
         reader = open_table if d.stream else read_table  # stream: the table stays in Parquet, read by batches
         self.table = None if self.role == "compute" else reader(
@@ -123,7 +98,8 @@ class PartyNode:
             self.party = self._build_party(self.table)
         self.topology: Topology = topology_of(config, label_has_features=getattr(self.party, "has_features", True))
         self._hooks: Any = None
-        self._psi_backend: Any = None  # opened for the run by run(), from [psi] backend and workers
+        self._psi_backend: Any = None  # opened for the run by the session, from [psi] backend and workers
+        self._checkpoints: tuple[int, Any, Any] = (-1, None, None)
 
     # -- building ----------------------------------------------------------------------------------------------------
     def _detector_columns(self) -> dict[str, np.ndarray]:
@@ -181,77 +157,43 @@ class PartyNode:
         return list(self.config.network.peers)
 
     @property
-    def is_hub(self) -> bool:
-        """The hub listens; the others dial it: the label party, or the U-shaped compute server."""
-        return self.role == ("compute" if self.topology.kind == "u_shaped" else "label")
-
-    # -- channels ----------------------------------------------------------------------------------------------------
-    def open_channels(self) -> dict[str, Channel]:
-        """Mutual-TLS channels to the peers: the hub listens, the others dial. With ``network.reconnect_timeout_s``
-        above 0 they survive dropped connections (:mod:`vsplit.transport.resume`)."""
-        from vsplit.transport.connect import open_channels
-        from vsplit.transport.stream import ChannelOptions
-
-        net = self.config.network
-        address = net.listen if self.is_hub else net.dial
-        assert address is not None
-        host, _, port = address.rpartition(":")
-        if not host or not port.isdigit():
-            key = "network.listen" if self.is_hub else "network.dial"
-            raise ConfigError(f"{key}: {address!r} is not HOST:PORT")
-        opener: Any = open_channels
-        if net.reconnect_timeout_s > 0:
-            from vsplit.transport.reconnect import open_resumable_channels
-            from vsplit.transport.resume import ResumeOptions
-
-            opener = functools.partial(open_resumable_channels, resume=ResumeOptions(timeout_s=net.reconnect_timeout_s))
-        return dict(opener(
-            self.name,
-            role="listen" if self.is_hub else "dial",
-            address=(host, int(port)),
-            own_cert=resolve(self.config, net.cert),
-            own_key=resolve(self.config, net.key),
-            peers={peer: resolve(self.config, path) for peer, path in net.peers.items()},
-            deadline_s=net.connect_timeout_s,
-            options=ChannelOptions(max_frame=net.max_frame_mb << 20),
-            **({"admission": admission_policy(self.config)} if self.is_hub else {}),
-        ))
+    def feature_columns(self) -> list[str] | None:
+        return None if isinstance(self.party, ComputeParty) else self.party.feature_columns
 
     # -- the run -----------------------------------------------------------------------------------------------------
-    def run(self, channels: Mapping[str, Channel] | None = None) -> NodeResult:
-        """PSI, training and (if configured) test scoring, as one party; returns what this party learned."""
-        started = time.perf_counter()
-        checkpointing = self._checkpointing()  # before connecting: a bad --resume fails at once
-        channels = dict(channels) if channels is not None else self.open_channels()
-        seconds = {"connect": time.perf_counter() - started}
-        pump = Pump(self.name, channels, session=session_id(self.config.output.run_id),
-                    timeout=self.config.network.read_timeout_s)
-        scored = None
+    def before_connect(self) -> None:
+        self._checkpoints = self._checkpointing()  # a bad --resume fails before any peer is reached
+
+    def session(self) -> Any:
+        """PSI, training and (if configured) the test table's PSI and scoring, as one session; its outcome is
+        ``(training outcome, scored test table or None)``."""
+        self._psi_backend = self.open_psi_backend()
         try:
-            self._psi_backend = self.open_psi_backend()
-            outcome = self._train(pump, checkpointing, seconds)
-            result = NodeResult(party=self.name, role=self.role, psi={})
-            if isinstance(self.party, LabelParty):
-                training = outcome.result
-                result.history, result.best_epoch = training.history, training.best_epoch
-                result.epoch_seconds = [round(x, 4) for x in outcome.extra["clock"].seconds]
+            outcome = yield from self._train_session()
             self.save_model()
             test = self._test_table()
+            scored = None
             if test is not None or (self.role == "compute" and outcome.extra["machine"].plan.then_score):
-                phase = time.perf_counter()
-                scored = self.score(pump, test, source=resolve(self.config, self.config.data.test_path or ""))
-                seconds["score"] = time.perf_counter() - phase
-        except BaseException as exc:  # a failure between protocols (e.g. an unreadable test table) is told too
-            pump.fail(exc)
-            raise
+                source = resolve(self.config, self.config.data.test_path or "")
+                scored = yield from self.score_session(test, source=source, psi_stage="test psi")
+            return outcome, scored
         finally:
-            for channel in channels.values():
-                channel.close()
             if self._psi_backend is not None:
                 self._psi_backend.close()
                 self._psi_backend = None
-        result.psi = {"train": psi_summary(outcome.alignment)} if outcome.alignment is not None else {}
-        result.comm = pump.stats.as_dict()
+
+    def finish(self, outcome: Any, comm: dict[str, Any], seconds: Mapping[str, float], *,
+               lost: Iterable[str] = ()) -> NodeResult:
+        """This party's result (and, at the label party, its test metrics and baselines), report and result.json."""
+        training, scored = outcome
+        seconds = dict(seconds)
+        if "score" in seconds or "test psi" in seconds:  # the test table's alignment and scoring
+            seconds["score"] = seconds.pop("test psi", 0.0) + seconds.pop("score", 0.0)
+        result = NodeResult(party=self.name, role=self.role, psi={}, comm=comm)
+        if isinstance(self.party, LabelParty):
+            result.history, result.best_epoch = training.result.history, training.result.best_epoch
+            result.epoch_seconds = [round(x, 4) for x in training.extra["clock"].seconds]
+        result.psi = {"train": psi_summary(training.alignment)} if training.alignment is not None else {}
         if scored is not None:
             if scored.psi:
                 result.psi["test"] = scored.psi
@@ -265,7 +207,7 @@ class PartyNode:
                         result.baselines = {"label_party_only": alone}
                     seconds["baseline"] = time.perf_counter() - phase
         result.seconds = {k: round(v, 3) for k, v in seconds.items()}
-        self._write_json("result.json", result.__dict__)
+        self.write_json("result.json", result.__dict__)
         self.write_report(result, scored)
         self.forget_psi_progress()
         return result
@@ -276,18 +218,6 @@ class PartyNode:
             return None
         return read_table(resolve(self.config, data.test_path), id_column=data.id_column, features=data.features,
                           label=data.label, option="data.test_path")
-
-    def _drive(self, session: Any, pump: Pump, seconds: dict[str, float]) -> Any:
-        """Run this party's session over ``pump``: each stage's machine in turn (the same session as in-process)."""
-        try:
-            stage, machine = next(session)
-            while True:
-                began = time.perf_counter()
-                value = run_party(pump, machine) if stage == "psi" else pump.run(machine)
-                seconds[stage] = seconds.get(stage, 0.0) + time.perf_counter() - began
-                stage, machine = session.send(value)
-        except StopIteration as stop:
-            return stop.value
 
     def psi_settings(self, stage: str = "train", *, state_dir: Path | None = None) -> PsiSettings:
         """This party's PSI settings for ``stage`` (``train``, ``test`` or ``psi``), as configured (run id bound into
@@ -330,18 +260,18 @@ class PartyNode:
                         window=t.pipeline_window, local_steps=t.local_steps, min_class_rows=t.min_class_rows)
 
     # -- scoring -----------------------------------------------------------------------------------------------------
-    def score(self, pump: Pump, table: pd.DataFrame | None, *, psi_state: Path | None = None,
-              source: Path | None = None) -> Scored:
-        """Align ``table``'s customers with the peers by PSI (where the split needs it) and score them jointly;
-        only the label party gets scores. A compute party has no table (``None``). ``psi_state``: where the
+    def score_session(self, table: pd.DataFrame | None, *, psi_state: Path | None = None,
+                      source: Path | None = None, psi_stage: str = "psi") -> Any:
+        """Align ``table``'s customers with the peers by PSI (where the split needs it) and score them jointly, as a
+        session; only the label party gets scores. A compute party has no table (``None``). ``psi_state``: where the
         alignment keeps its resumable progress (default: the run's ``psi-state/test``); ``source``: the file the
         table came from, named in data errors."""
         with about_file(source):
             prepared = self.party.prepare(table) if table is not None else None
         hooks = self._hooks if self._hooks is not None else self.defense_hooks()
         psi = self.psi_settings("test", state_dir=psi_state)
-        session = score_session(self.party, self.topology, prepared, psi=psi, hooks=hooks)
-        outcome = self._drive(session, pump, {})
+        outcome = yield from score_session(self.party, self.topology, prepared, psi=psi, hooks=hooks,
+                                           psi_stage=psi_stage)
         ids = prepared[0] if prepared is not None else np.zeros(0, dtype=object)
         rows = outcome.rows if outcome.rows is not None else np.zeros(0, dtype=np.int64)
         proba = outcome.result if isinstance(self.party, LabelParty) else None
@@ -389,7 +319,7 @@ class PartyNode:
         partners = self.peers if self.role == "label" else [self.name]
         return defense.hooks(feature_parties=partners, seed=derive_seed(self.config.train.seed, "defense"))
 
-    def _train(self, pump: Pump, checkpointing: tuple[int, Any, Any], seconds: dict[str, float]) -> Any:
+    def _train_session(self) -> Any:
         clock = EpochClock()
         callbacks = [TqdmProgress(desc=f"{self.name} epoch", disable=not self.progress), clock]
         hooks = self._hooks = self.defense_hooks()
@@ -399,10 +329,9 @@ class PartyNode:
 
             hooks = merge_hooks(hooks, detectors.hooks())
         then_score = self.role == "label" and bool(self.config.data.test_path)
-        session = train_session(self.party, self.topology, schedule=self.schedule(then_score=then_score),
-                                psi=self.psi_settings(), hooks=hooks, callbacks=callbacks,
-                                checkpointing=checkpointing, prepare=detectors and detectors.prepare)
-        outcome = self._drive(session, pump, seconds)
+        outcome = yield from train_session(self.party, self.topology, schedule=self.schedule(then_score=then_score),
+                                           psi=self.psi_settings(), hooks=hooks, callbacks=callbacks,
+                                           checkpointing=self._checkpoints, prepare=detectors and detectors.prepare)
         outcome.extra["clock"] = clock
         return outcome
 
@@ -425,66 +354,21 @@ class PartyNode:
         for seg, module in party.modules_for(self.topology, task_width=width).items():
             module.load_state_dict(state["segments"][seg])
 
-    def predict(self, table_path: Path | None, *, ids_path: Path | None = None,
-                channels: Mapping[str, Channel] | None = None, job: PredictJob | None = None) -> Path:
-        """Score customers jointly with the saved model parts; the label party writes ``predictions.csv``.
-
-        The label party scores the IDs in ``ids_path`` (default: every row of its ``table_path``) using its own
-        columns from ``table_path``; each partner contributes the customers of its ``table_path`` it knows. IDs
-        that some party does not know are listed with a status, never silently dropped. Everything goes to the
-        folder of ``job`` (default: a new job, :mod:`vsplit.runtime.jobs`), which also keeps its PSI progress.
-        """
-        job = job if job is not None else PredictJob.open(self.folder)
-        self.load_model()
-        d = self.config.data
-        table = None
-        if not isinstance(self.party, ComputeParty):
-            if table_path is None:
-                raise ConfigError(f"{self.name}: predict needs --input, this party's table of the customers to score")
-            table = read_table(table_path, id_column=d.id_column, features=self.party.feature_columns or None,
-                               option="--input")
-        requested: list[str] | None = None
-        if ids_path is not None and isinstance(self.party, LabelParty) and table is not None:
-            id_table = read_table(ids_path, id_column=d.id_column, features=[], option="--ids")
-            requested = [str(v).strip() for v in id_table[d.id_column]]
-            table = table[table[d.id_column].isin(set(requested))].reset_index(drop=True)
-        channels = dict(channels) if channels is not None else self.open_channels()
-        pump = Pump(self.name, channels, session=session_id(self.config.output.run_id + ":predict"),
-                    timeout=self.config.network.read_timeout_s)
+    def score_table(self, table: pd.DataFrame | None, *, channels: Mapping[str, Channel] | None = None,
+                    peers: list[str] | None = None, psi_state: Path | None = None,
+                    source: Path | None = None) -> Scores:
+        """Align ``table``'s customers with the peers by PSI and score them with the saved model parts; the label
+        party gets each shared customer's score (customers a partner does not know are marked so)."""
         started = time.perf_counter()
-        try:
-            scored = self.score(pump, table, psi_state=job.psi_state, source=table_path)
-        except BaseException as exc:
-            pump.fail(exc)
-            raise
-        finally:
-            for channel in channels.values():
-                channel.close()
-        seconds = {"predict": round(time.perf_counter() - started, 3)}
-        summary = {"run_id": self.config.output.run_id, "party": self.name, "job": job.id, "resumed": job.resumed,
-                   "psi": scored.psi, "seconds": seconds, "communication": pump.stats.as_dict()}
-        if not isinstance(self.party, LabelParty):
-            job.finish()
-            return self._write_json("predict.json", summary, folder=job.folder)
-        assert scored.proba is not None
-        ids = [str(v) for v in scored.ids]
-        proba = dict(zip([ids[r] for r in scored.rows], scored.proba.tolist(), strict=True))
-        own = set(ids)
-        wanted = requested if requested is not None else ids
-        out = pd.DataFrame({
-            d.id_column: wanted,
-            "probability": [proba.get(i) for i in wanted],
-            "status": ["scored" if i in proba else ("unknown to a partner" if i in own else f"unknown to {self.name}")
-                       for i in wanted],
-        })
-        path = job.folder / "predictions.csv"
-        write_atomic(path, out.to_csv(index=False).encode())
-        counts = out["status"].value_counts().to_dict()
-        summary["counts"] = {k: int(v) for k, v in counts.items()}
-        job.finish()
-        self._write_json("predict.json", summary, folder=job.folder)  # written last: the job is done
-        log.info("predictions: %s", summary["counts"])
-        return path
+        session = self.score_session(table, psi_state=psi_state, source=source)
+        scored, communication = self.exchange(session, channels=channels, peers=peers)
+        out = Scores(seconds={"predict": round(time.perf_counter() - started, 3)}, communication=communication,
+                     summary={"psi": scored.psi})
+        if isinstance(self.party, LabelParty):
+            assert scored.proba is not None
+            out.ids = [str(v) for v in scored.ids]
+            out.by_id = dict(zip([out.ids[r] for r in scored.rows], scored.proba.tolist(), strict=True))
+        return out
 
     # -- checkpoints and outputs -------------------------------------------------------------------------------------
     def _checkpointing(self) -> tuple[int, Any, Any]:
@@ -550,7 +434,7 @@ class PartyNode:
         if isinstance(party, LabelParty):
             state["label"] = party.label
             state["task"] = party.task.name
-            state["label_info"] = {k: _jsonable(v) for k, v in party.label_info.items()}
+            state["label_info"] = {k: jsonable(v) for k, v in party.label_info.items()}
         path = self.folder / "model.npz"
         save_checkpoint(path, state, run_id=self.config.output.run_id, party=self.name)
         return path
@@ -584,11 +468,6 @@ class PartyNode:
                   "communication": {self.name: {"sent": result.comm["sent"], "received": result.comm["received"]}},
                   "plots": plots}
         return write_label_report(self.folder, report)
-
-    def _write_json(self, name: str, payload: Any, *, folder: Path | None = None) -> Path:
-        path = (folder or self.folder) / name
-        write_atomic(path, (strict_json.dumps(payload, indent=2, default=_jsonable) + "\n").encode())
-        return path
 
 
 def chosen_record(history: list[dict[str, Any]], best_epoch: int | None) -> dict[str, Any] | None:
@@ -624,15 +503,3 @@ def psi_summary(alignment: Any) -> dict[str, Any]:
     return {"rows": stats.rows, "size": stats.size, "peer_sizes": dict(stats.peer_sizes),
             "intersection": stats.intersection, "seconds": stats.seconds, "bytes_sent": stats.bytes_sent,
             "points_sent": stats.points_sent, "resumed_buckets": dict(stats.resumed)}
-
-
-def _jsonable(value: Any) -> Any:
-    if isinstance(value, (np.integer,)):
-        return int(value)
-    if isinstance(value, (np.floating,)):
-        return float(value)
-    if isinstance(value, (tuple, list)):
-        return [_jsonable(v) for v in value]
-    if isinstance(value, (str, int, float, bool)) or value is None:
-        return value
-    return str(value)

@@ -1,7 +1,8 @@
 """One organization's process in a horizontal split: a client (its rows), the server, or a federated server.
 
 Theory of operation. :class:`HorizontalNode` reads the party's config (``topology.kind = "horizontal"``, see
-:mod:`vsplit.config.horizontal`), builds its side of the split and runs one session over one pump: first the
+:mod:`vsplit.config.horizontal`), builds its side of the split, and its session (driven by
+:class:`~vsplit.node.node.PartyNode` over one pump, as every topology's) runs: first the
 ``join`` stage (:mod:`vsplit.horizontal.join`: rows, segment digests, public keys, in a vanilla split the labels),
 then the schedule's stages (:mod:`vsplit.horizontal.session`), the same generator the in-process runner drives. The
 pump holds each peer's frames until the stage they belong to (``Pump(hold=True)``), so one set of mutual-TLS
@@ -14,8 +15,14 @@ preprocessing), ``result.json`` (schedule, losses where it holds labels, seconds
 sent and received per peer, clients lost). Same seeds give the same parameters here as in one process
 (``tests/test_horizontal_processes.py``).
 
-Between organizations each party runs ``vsplit run --config party.toml``; :func:`run_in_process` runs every party's
-node in one process over memory channels (the reference the process tests compare with).
+Between organizations each party runs ``vsplit train --config party.toml``; :func:`run_in_process` runs every
+party's node in one process over memory channels (the reference the process tests compare with).
+
+Scoring (``vsplit predict``): a bank scores its own customers with its segments and the server's; the server serves
+the banks (``--banks bank_1,bank_2``: only those). Each loads only its own ``model.npz``. A bank runs its bottom
+segment and sends the cut activations to the server in batches (:mod:`vsplit.horizontal.predict`); in FedAvg every
+bank holds the whole model and scores alone, without the server. In sequential training the final client segment is
+the last bank's (its last turn): that bank scores, another is refused with an error naming it.
 """
 
 from __future__ import annotations
@@ -27,31 +34,33 @@ import logging
 import os
 import sys
 import time
-from collections.abc import Iterable, Mapping
+from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
+from pathlib import Path
 from typing import Any
 
 import numpy as np
 import torch
 
-from vsplit import strict_json
 from vsplit.atomic import write_atomic
 from vsplit.config import PartyConfig, resolve
-from vsplit.config.horizontal import horizontal_of, links, settings_of
-from vsplit.config.names import run_folder
+from vsplit.config.horizontal import horizontal_of, settings_of
 from vsplit.data.sources import read_table
+from vsplit.errors import CheckpointError, ConfigError
 from vsplit.horizontal.join import Join, JoinClient, JoinFederated, JoinServer
 from vsplit.horizontal.schedule import AVERAGE, HANDOFF, TRAIN, compile_schedule, stage_order
 from vsplit.models.tasks import make_task
+from vsplit.node.aligned import model_settings
+from vsplit.node.node import PartyNode, session_id
+from vsplit.node.outputs import Scores
 from vsplit.party import ComputeParty, LabelParty, ModelSettings
 from vsplit.runtime.checkpoint import load_checkpoint, save_checkpoint
-from vsplit.runtime.drive import drive
-from vsplit.runtime.node import admission_policy, model_settings, session_id
-from vsplit.runtime.pump import Pump
 from vsplit.transport.channel import Channel
 
 log = logging.getLogger(__name__)
 JOIN = "join"
+#: Rows a bank sends per request.
+BATCH_ROWS = 4096
 
 
 def order(stage: str) -> int:
@@ -81,24 +90,16 @@ class HorizontalResult:
     readmitted: dict[str, int] = field(default_factory=dict)
 
 
-class HorizontalNode:
+class HorizontalNode(PartyNode, kinds=("horizontal",)):
     """Runs one party of a horizontal split, as configured by ``config``."""
 
-    def __init__(self, config: PartyConfig, *, resume: bool = False, progress: bool = True,
-                 train: bool = True) -> None:
-        """``train=False``: for scoring with the saved model (:mod:`vsplit.runtime.horizontal_predict`); the round
-        checkpoints are neither read nor removed."""
-        self.config, self.name = config, config.party.name
-        self.resume = resume
-        self.progress = progress
-        self.role = config.party.role
+    def __init__(self, config: PartyConfig, *, resume: bool = False, progress: bool = True) -> None:
+        super().__init__(config, resume=resume, progress=progress)
         self.h = horizontal_of(config)
         self.settings = settings_of(config)
         t = config.topology
         self.is_client = self.name in t.clients
         self.is_server = self.name == t.server
-        self.folder = run_folder(resolve(config, config.output.dir), config.output.run_id, self.name)
-        torch.set_num_threads(max(1, config.train.threads))
         self.task = make_task(t.task)
         self.party: LabelParty | None = None
         if self.is_client:
@@ -113,9 +114,26 @@ class HorizontalNode:
         self.modules = self._modules()
         self.outcome: Any = None
         self.result: HorizontalResult | None = None
-        self.standing: Any = None  # the listener, which hands over the channels of clients that come back
         self.rejoined_at: int | None = None
-        self.latest = self._checkpoints() if train else -1  # before connecting: a bad checkpoint fails at once
+        #: the last round this party can resume from (-1: none), read by :meth:`before_connect` for a training run
+        self.latest = -1
+
+    def before_connect(self) -> None:
+        self.latest = self._checkpoints()  # a bad checkpoint fails before any peer is reached
+
+    @property
+    def readmits(self) -> bool:  # type: ignore[override]
+        """The server and a federated server take back a client that was lost (SplitFed, FedAvg)."""
+        return self.settings.kind != "sequential" and not self.is_client
+
+    @property
+    def patient(self) -> bool:
+        """A client restarted with --resume waits until the server has given its earlier process up."""
+        return self.resume and self.settings.kind != "sequential"
+
+    @property
+    def feature_columns(self) -> list[str] | None:
+        return self.party.feature_columns if self.party is not None else None
 
     # -- round checkpoints -------------------------------------------------------------------------------------------
     def _checkpoint_path(self, round_: int) -> Any:
@@ -152,8 +170,6 @@ class HorizontalNode:
 
     def restore(self, round_: int) -> dict[str, np.ndarray]:
         """This party's snapshot at the end of ``round_``, checked to belong to this run, party and set-up."""
-        from vsplit.errors import CheckpointError
-
         path = self._checkpoint_path(round_)
         if not path.is_file():
             raise CheckpointError(f"{self.name}: the run resumes at round {round_ + 1}, but {path} is missing; "
@@ -188,8 +204,6 @@ class HorizontalNode:
         if self.resume and path.is_file():
             raw = path.read_bytes()
             if len(raw) != 32:
-                from vsplit.errors import CheckpointError
-
                 raise CheckpointError(f"{self.name}: {path} is not a 32-byte X25519 key; restart without --resume")
             return X25519PrivateKey.from_private_bytes(raw)
         key = new_key()
@@ -360,70 +374,12 @@ class HorizontalNode:
                        public=publics[client])
 
     # -- running -----------------------------------------------------------------------------------------------------
-    def open_channels(self) -> dict[str, Channel]:
-        """Mutual-TLS channels to every peer (:func:`vsplit.config.horizontal.links`): dial first, then listen.
-        With ``network.reconnect_timeout_s`` above 0 (the default) they survive dropped connections as a vertical
-        run's do (:mod:`vsplit.transport.reconnect`): a dialer redials, a listener keeps its socket open; a peer
-        gone for longer is lost (in SplitFed and FedAvg, dropped)."""
-        from vsplit.transport.connect import Listener, dial
-        from vsplit.transport.pinning import Credentials
-        from vsplit.transport.reconnect import StandingListener, dial_resumable
-        from vsplit.transport.resume import ResumeOptions
-        from vsplit.transport.stream import ChannelOptions
-
-        net = self.config.network
-        resume = ResumeOptions(timeout_s=net.reconnect_timeout_s) if net.reconnect_timeout_s > 0 else None
-        options = ChannelOptions(max_frame=net.max_frame_mb << 20)
-        plan = links(self.config)
-        pins = {p: resolve(self.config, path) for p, path in net.peers.items()}
-        own = {"own_cert": resolve(self.config, net.cert), "own_key": resolve(self.config, net.key)}
-        channels: dict[str, Channel] = {}
-        try:
-            for peer, (how, address) in plan.items():
-                if how == "dial":
-                    creds = Credentials.load(self.name, peers={peer: pins[peer]}, **own)
-                    where = {"peer": peer, "address": _address(address), "deadline_s": net.connect_timeout_s,
-                             "options": options}
-                    # a client restarted with --resume waits until the server has given its earlier process up
-                    patient = self.resume and self.settings.kind != "sequential"
-                    channels[peer] = (dial_resumable(creds, **where, resume=resume, patient=patient) if resume
-                                      else dial(creds, **where))
-            listen = [p for p, (how, _) in plan.items() if how == "listen"]
-            if listen:
-                creds = Credentials.load(self.name, peers={p: pins[p] for p in listen}, **own)
-                address = _address(plan[listen[0]][1])
-                if resume is not None:  # open until every channel is closed: a dropped peer may come back
-                    standing = StandingListener(creds, address=address, options=options, resume=resume,
-                                                readmit=self.settings.kind != "sequential" and not self.is_client,
-                                                admission=admission_policy(self.config))
-                    channels.update(standing.accept_all(deadline_s=net.connect_timeout_s))
-                    self.standing = standing
-                else:
-                    with Listener(creds, address=address, options=options,
-                                  admission=admission_policy(self.config)) as listener:
-                        channels.update(listener.accept_all(deadline_s=net.connect_timeout_s))
-        except BaseException:
-            for channel in channels.values():
-                channel.close()
-            raise
-        return channels
-
-    def run(self, channels: Mapping[str, Channel] | None = None) -> HorizontalResult:
-        """The whole run over mutual TLS (or the ``channels`` given); writes model.npz and result.json."""
-        started = time.perf_counter()
-        channels = dict(channels) if channels is not None else self.open_channels()
-        seconds = {"connect": time.perf_counter() - started}
-        drops = self.settings.kind in ("splitfed_v1", "splitfed_v2", "fedavg")
+    def pump_options(self) -> dict[str, Any]:
+        """Each peer's frames wait for the stage they belong to; in SplitFed and FedAvg a lost client is dropped
+        (and may come back through the standing listener)."""
         returns = self.standing.take_returned if self.standing is not None and self.standing.readmit else None
-        pump = Pump(self.name, channels, session=session_id(self.config.output.run_id),
-                    timeout=self.config.network.read_timeout_s, hold=True, drops=drops, returns=returns)
-        stage_seconds: dict[str, float] = {}
-        try:
-            outcome = drive(self.session(), pump, stage_seconds)  # tells the peers a code if anything fails
-        finally:
-            for channel in {id(c): c for c in (*channels.values(), *pump.channels.values())}.values():
-                channel.close()  # a client that came back has a new channel in the pump
-        return self.finish(outcome, pump.stats.as_dict(), {**seconds, **stage_seconds}, lost=pump.lost)
+        return {"hold": True, "drops": self.settings.kind in ("splitfed_v1", "splitfed_v2", "fedavg"),
+                "returns": returns}
 
     def finish(self, outcome: Any, comm: dict[str, Any], stage_seconds: Mapping[str, float], *,
                lost: Iterable[str] = ()) -> HorizontalResult:
@@ -452,8 +408,7 @@ class HorizontalNode:
             self.save_model(outcome.modules)
         self.result = result
         os.makedirs(self.folder, exist_ok=True)
-        text = strict_json.dumps(result.__dict__, indent=2, default=_jsonable) + "\n"
-        write_atomic(self.folder / "result.json", text.encode())
+        self.write_json("result.json", result.__dict__)
         return result
 
     def save_model(self, modules: Mapping[str, torch.nn.Module]) -> None:
@@ -469,12 +424,124 @@ class HorizontalNode:
                 state["preprocessor"] = self.party.preprocessor.state()
         save_checkpoint(self.folder / "model.npz", state, run_id=self.config.output.run_id, party=self.name)
 
+    # -- scoring with the saved model --------------------------------------------------------------------------------
+    def load_model(self) -> None:
+        """Load this party's ``model.npz`` (its own segments, a bank's preprocessing) into :attr:`modules`; in
+        sequential training only the final holder's client segment scores."""
+        from vsplit.data.preprocess import TablePreprocessor
+
+        self._check_scores()
+        path = self.folder / "model.npz"
+        if not path.is_file():
+            raise CheckpointError(f"{self.name}: no trained model at {path}; train first (vsplit train --config ...)")
+        state = load_checkpoint(path, run_id=self.config.output.run_id, party=self.name)
+        if state["horizontal"] != self.h.fingerprint() or state["schedule"] != self.settings.describe():
+            raise CheckpointError(f"{path} was trained with other clients, server or schedule ({state['schedule']}); "
+                                  "predict with the config it was trained with")
+        if self.party is not None and "preprocessor" in state:
+            self.party.preprocessor = TablePreprocessor.from_state(state["preprocessor"])
+        for name, module in self.modules.items():
+            module.load_state_dict({k: torch.as_tensor(v) for k, v in state["segments"][name].items()})
+            module.eval()
+
+    def _check_scores(self) -> None:
+        """Refuse, naming why, a party that has no part in scoring: a bank that does not hold the final client
+        segment (sequential), the server in FedAvg, the federated server."""
+        holder = self.final_holder()
+        if self.party is not None and holder is not None and holder != self.name:
+            raise ConfigError(f"{self.name}: in sequential training the final client segment is {holder}'s (the last "
+                              f"turn); score at {holder}, or train with a SplitFed schedule so that every bank holds "
+                              "it")
+        if self.party is None and not self.is_server:
+            raise ConfigError(f"{self.name}: the federated server holds no segment; only the server and the banks "
+                              "run `vsplit predict`")
+        if self.is_server and self.settings.kind == "fedavg":
+            raise ConfigError(f"{self.name}: in FedAvg every bank holds the whole model and scores alone; the server "
+                              "has nothing to serve")
+
+    def final_holder(self) -> str | None:
+        """Sequential training: the bank whose client segment is the final one (the last turn); None otherwise."""
+        from vsplit.horizontal.schedule import turns
+
+        s = self.settings
+        return turns(s, self.h.clients, s.rounds - 1)[-1] if s.kind == "sequential" else None
+
+    def parts(self) -> tuple[str, list[str], list[str]]:
+        """The bank's source segment, the server's segments and the bank's segments after them, in order."""
+        base, client = self.h.base, self.h.client
+        source = next(s.name for s in base.sources_of(client))
+        server = [s.name for s in base.segments if s.owner == self.h.server]
+        after = [s.name for s in base.segments if s.owner == client and s.name != source]
+        return source, server, after
+
+    def score_table(self, table: Any, *, channels: Mapping[str, Channel] | None = None,
+                    peers: list[str] | None = None, psi_state: Path | None = None,
+                    source: Path | None = None) -> Scores:
+        """A bank scores ``table``'s customers with its segments and the server's; the server (``table`` None)
+        serves ``peers`` (default: every client) until each has scored its rows."""
+        if self.party is None:
+            return self._serve(peers, channels=channels)
+        from vsplit.horizontal.predict import ScoreClient
+
+        began = time.perf_counter()
+        ids, inputs = self.party.prepare(table)
+        first, server, after = self.parts()
+        started = time.perf_counter()
+        stats: dict[str, Any] = {}
+        with torch.no_grad():
+            cut = [self.modules[first](*(t[i:i + BATCH_ROWS] for t in inputs)).numpy()
+                   for i in range(0, len(ids), BATCH_ROWS)]
+            if self.settings.kind == "fedavg":  # the whole model is here
+                outputs = [_run(self.modules, server + after, torch.from_numpy(x)) for x in cut]
+            else:
+                replies, stats = self.exchange(ScoreClient(self.h.server, cut), channels=channels,
+                                               peers=[self.h.server])
+                outputs = [_run(self.modules, after, torch.from_numpy(np.asarray(y))) for y in replies]
+        proba = self.task.predict(torch.cat(outputs)) if outputs else np.zeros(0)
+        own = [str(i) for i in ids]
+        return Scores(ids=own, by_id=dict(zip(own, np.asarray(proba).tolist(), strict=True)),
+                      missing=f"unknown to {self.name}", communication=stats,
+                      seconds={"load_and_prepare": round(started - began, 4),
+                               "score": round(time.perf_counter() - started, 4)},
+                      summary={"schedule": self.settings.describe()})
+
+    def _serve(self, banks: Sequence[str] | None, *, channels: Mapping[str, Channel] | None) -> Scores:
+        from vsplit.horizontal.machines import Hub
+        from vsplit.horizontal.predict import ScoreServer
+
+        banks = list(banks) if banks else list(self.h.clients)
+        unknown = [b for b in banks if b not in self.h.clients]
+        if unknown:
+            raise ConfigError(f"--banks: {unknown} are not clients of this split; its clients are "
+                              f"{list(self.h.clients)}")
+        _, server, _ = self.parts()
+        width = self.config.model.embedding_width
+
+        def forward(values: np.ndarray) -> np.ndarray:
+            with torch.no_grad():
+                return _run(self.modules, server, torch.from_numpy(values)).numpy()
+
+        started = time.perf_counter()
+        rows, stats = self.exchange(Hub({b: ScoreServer(forward, width=width) for b in banks}), channels=channels,
+                                    peers=banks)
+        return Scores(communication=stats, seconds={"score": round(time.perf_counter() - started, 3)},
+                      summary={"schedule": self.settings.describe(),
+                               "rows_scored": {b: int(n) for b, n in rows.items()}})
+
+
+def _run(modules: Any, names: Sequence[str], x: torch.Tensor) -> torch.Tensor:
+    for name in names:
+        x = modules[name](x)
+    return x
+
 
 def run_in_process(nodes: Iterable[HorizontalNode], *, taps: Iterable[Any] = ()) -> dict[str, HorizontalResult]:
     """Every node's run in this one process, over memory channels and the real codec (tests, notebooks)."""
     from vsplit.app.local import run_sessions
 
     nodes = list(nodes)
+    for node in nodes:
+        node.before_connect()
     pumps: dict[str, Any] = {}
     run_id = nodes[0].config.output.run_id
     outcomes = run_sessions({n.name: n.session() for n in nodes}, session=session_id(run_id), taps=taps,
@@ -489,18 +556,3 @@ def run_in_process(nodes: Iterable[HorizontalNode], *, taps: Iterable[Any] = ())
                 stats.merge(stage[node.name].stats)
         out[node.name] = node.finish(outcomes[node.name], stats.as_dict(), {})
     return out
-
-
-def _address(text: str) -> tuple[str, int]:
-    host, _, port = text.rpartition(":")
-    if not host or not port.isdigit():
-        from vsplit.errors import ConfigError
-
-        raise ConfigError(f"network: {text!r} is not HOST:PORT")
-    return host, int(port)
-
-
-def _jsonable(value: Any) -> Any:
-    if isinstance(value, (np.integer, np.floating)):
-        return value.item()
-    return str(value)

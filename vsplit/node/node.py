@@ -1,0 +1,225 @@
+"""One organization's process, for every topology: its config, its channels, the session it drives, its outputs.
+
+Theory of operation. Each organization runs ``vsplit train --config party.toml`` (and later ``vsplit predict``);
+both build a :class:`PartyNode`, which picks the program of the config's topology: :class:`~vsplit.node.aligned.
+AlignedNode` where every party trains on the same aligned rows in every step (vertical, vanilla, U-shaped: PSI,
+training, scoring) and :class:`~vsplit.node.horizontal.HorizontalNode` where clients with the same columns take turns
+or rounds (sequential, SplitFed, FedAvg: a join, then the schedule's stages). What they share lives here, written once:
+the party's run folder, its links to the peers (:mod:`vsplit.node.links`), one pump over mutual TLS driving the
+program's session (the same generator the in-process runner drives, so same seeds give the same model in one
+process and over TLS), closing every channel on the way out, and the outputs: ``result.json`` and, per scoring job,
+``predictions.csv`` and ``predict.json`` (:mod:`vsplit.node.outputs`).
+
+A program supplies :meth:`PartyNode.session` (its training run as ``(stage, machine)`` pairs), :meth:`finish` (its
+result and model), and for prediction :meth:`load_model` and :meth:`score_table`.
+
+Example:
+    >>> session_id("pilot-1").hex()[:12]
+    '65e9b8515fe4'
+"""
+
+from __future__ import annotations
+
+import hashlib
+import time
+from collections.abc import Iterable, Mapping
+from pathlib import Path
+from typing import Any, ClassVar
+
+from vsplit.config import PartyConfig, resolve
+from vsplit.config.names import run_folder
+from vsplit.errors import ConfigError
+from vsplit.node.links import open_links, plan_links
+from vsplit.node.outputs import Scores, write_json, write_predictions
+from vsplit.runtime.drive import drive
+from vsplit.runtime.jobs import PredictJob
+from vsplit.runtime.pump import Pump
+from vsplit.transport.channel import Channel
+
+
+def session_id(run_id: str) -> bytes:
+    """The 16-byte session id every party derives from the shared run id: frames of another run are refused."""
+    return hashlib.sha256(f"vsplit-session:{run_id}".encode()).digest()[:16]
+
+
+class PartyNode:
+    """Runs one party of a split, as configured by ``config``: ``PartyNode(config)`` is the node of its topology."""
+
+    #: a listener hands over the channels of peers that were lost and come back (horizontal rounds)
+    readmits = False
+    #: topology kind -> the program that runs it (each program names its kinds when it subclasses this one)
+    programs: ClassVar[dict[str, type[PartyNode]]] = {}
+
+    def __init_subclass__(cls, *, kinds: tuple[str, ...] = (), **kwargs: Any) -> None:
+        super().__init_subclass__(**kwargs)
+        for kind in kinds:
+            PartyNode.programs[kind] = cls
+
+    def __new__(cls, config: PartyConfig, *args: Any, **kwargs: Any) -> PartyNode:
+        if cls is PartyNode:  # the program of the config's topology (vsplit.node imports every program)
+            kind = config.topology.kind
+            if kind not in PartyNode.programs:
+                raise ConfigError(f"topology.kind: no party program runs {kind!r}; choose one of "
+                                  f"{', '.join(sorted(PartyNode.programs))}")
+            cls = PartyNode.programs[kind]
+        return super().__new__(cls)
+
+    def __init__(self, config: PartyConfig, *, resume: bool = False, progress: bool = True) -> None:
+        import torch
+
+        self.config = config
+        self.name = config.party.name
+        self.role = config.party.role
+        self.resume = resume
+        self.progress = progress
+        self.folder = run_folder(resolve(config, config.output.dir), config.output.run_id, self.name)
+        self.standing: Any = None  # a listener kept open for peers that reconnect (resumable channels)
+        torch.set_num_threads(max(1, config.train.threads))
+
+    # -- what a program supplies -------------------------------------------------------------------------------------
+    def session(self) -> Any:
+        """This party's training run as a generator of ``(stage, machine)`` pairs (:mod:`vsplit.app.session`)."""
+        raise NotImplementedError
+
+    def finish(self, outcome: Any, comm: dict[str, Any], seconds: Mapping[str, float], *,
+               lost: Iterable[str] = ()) -> Any:
+        """Save this party's model and write its result from the session's ``outcome`` (``comm``: the traffic,
+        ``seconds``: per stage, ``lost``: peers dropped on the way); the result."""
+        raise NotImplementedError
+
+    def load_model(self) -> None:
+        """Load this party's own saved model parts (and preprocessing) from ``model.npz``."""
+        raise NotImplementedError
+
+    def score_table(self, table: Any, *, channels: Mapping[str, Channel] | None, peers: list[str] | None,
+                    psi_state: Path | None = None, source: Path | None = None) -> Scores:
+        """Score ``table``'s customers (``None``: a party without rows; ``source``: its file, named in data errors)
+        with the saved model, with the peers; ``psi_state``: the job's folder for resumable PSI progress."""
+        raise NotImplementedError
+
+    def before_connect(self) -> None:
+        """Checks that must fail before any peer is reached (e.g. an unreadable checkpoint with ``--resume``)."""
+
+    def pump_options(self) -> dict[str, Any]:
+        """Extra :class:`~vsplit.runtime.pump.Pump` options of this program's training run."""
+        return {}
+
+    @property
+    def patient(self) -> bool:
+        """A dialer waits while its peer still holds this party's earlier session (a restarted client)."""
+        return False
+
+    @property
+    def feature_columns(self) -> list[str] | None:
+        """The columns this party's model reads from an input table (``None``: a party without rows)."""
+        return None
+
+    # -- channels ----------------------------------------------------------------------------------------------------
+    def open_channels(self, peers: list[str] | None = None) -> dict[str, Channel]:
+        """Mutual-TLS channels to the peers (``peers``: only those), as :func:`~vsplit.node.links.plan_links`
+        plans them: dial first, then listen."""
+        channels, self.standing = open_links(self.config, plan_links(self.config, peers), readmit=self.readmits,
+                                             patient=self.patient)
+        return channels
+
+    def pump(self, channels: Mapping[str, Channel], *, purpose: str = "", **options: Any) -> Pump:
+        """A pump over ``channels`` in this run's session (``purpose``: a separate session, e.g. ``":predict"``)."""
+        return Pump(self.name, dict(channels), session=session_id(self.config.output.run_id + purpose),
+                    timeout=self.config.network.read_timeout_s, **options)
+
+    # -- the run -----------------------------------------------------------------------------------------------------
+    def run(self, channels: Mapping[str, Channel] | None = None) -> Any:
+        """The whole training run over mutual TLS (or the ``channels`` given); returns what this party learned."""
+        started = time.perf_counter()
+        self.before_connect()
+        channels = dict(channels) if channels is not None else self.open_channels()
+        seconds = {"connect": time.perf_counter() - started}
+        pump = self.pump(channels, **self.pump_options())
+        try:
+            outcome = drive(self.session(), pump, seconds, run=_run_stage)  # tells the peers a code on a failure
+        finally:
+            close_all(channels, pump)
+        return self.finish(outcome, pump.stats.as_dict(), seconds, lost=pump.lost)
+
+    def exchange(self, session: Any, *, channels: Mapping[str, Channel] | None = None,
+                 peers: list[str] | None = None) -> tuple[Any, dict[str, Any]]:
+        """Run a scoring ``session`` (or one machine) with the peers, in the run's prediction session (channels
+        opened unless given, closed after; the peers told a code on a failure); its outcome and the traffic."""
+        session = session if hasattr(session, "send") else iter_one(session)
+        channels = dict(channels) if channels is not None else self.open_channels(peers)
+        pump = self.pump(channels, purpose=":predict")
+        try:
+            result = drive(session, pump, run=_run_stage)
+        finally:
+            close_all(channels, pump)
+        return result, pump.stats.as_dict()
+
+    # -- prediction --------------------------------------------------------------------------------------------------
+    def predict(self, table_path: Path | None, *, ids_path: Path | None = None,
+                channels: Mapping[str, Channel] | None = None, job: PredictJob | None = None,
+                peers: list[str] | None = None) -> Path:
+        """Score customers with the saved model parts; a party that scores writes ``predictions.csv``.
+
+        The party scores the IDs in ``ids_path`` (default: every row of its ``table_path``) with its own columns from
+        ``table_path``; a party that only contributes (a partner, a server) scores nothing itself. IDs a party does
+        not know are listed with a status, never silently dropped. Everything goes to the folder of ``job``
+        (default: a new job, :mod:`vsplit.runtime.jobs`); ``peers``: the peers to serve (default: all).
+        """
+        job = job if job is not None else PredictJob.open(self.folder)
+        began = time.perf_counter()
+        self.load_model()
+        table, requested = self.read_input(table_path, ids_path)
+        scores = self.score_table(table, channels=channels, peers=peers, psi_state=job.psi_state, source=table_path)
+        summary: dict[str, Any] = {"run_id": self.config.output.run_id, "party": self.name, "job": job.id,
+                                   "resumed": job.resumed, **scores.summary,
+                                   "seconds": {**scores.seconds, "total": round(time.perf_counter() - began, 4)},
+                                   "communication": scores.communication}
+        path = job.folder / "predict.json"
+        if scores.by_id is not None:
+            path, summary["counts"] = write_predictions(job.folder, id_column=self.config.data.id_column,
+                                                        own=scores.ids, wanted=requested, by_id=scores.by_id,
+                                                        missing=scores.missing, me=self.name)
+        job.finish()
+        write_json(job.folder / "predict.json", summary)  # written last: the job is done
+        return path
+
+    def read_input(self, table_path: Path | None, ids_path: Path | None) -> tuple[Any, list[str] | None]:
+        """This party's table of the customers to score (``--input``) and the IDs asked for (``--ids``), if any."""
+        columns = self.feature_columns
+        if columns is None:
+            return None, None
+        if table_path is None:
+            raise ConfigError(f"{self.name}: predict needs --input, this party's table of the customers to score")
+        from vsplit.data.sources import read_table
+
+        d = self.config.data
+        table = read_table(table_path, id_column=d.id_column, features=columns or None, option="--input")
+        if ids_path is None:
+            return table, None
+        id_table = read_table(ids_path, id_column=d.id_column, features=[], option="--ids")
+        requested = [str(v).strip() for v in id_table[d.id_column]]
+        table = table[table[d.id_column].astype(str).isin(set(requested))].reset_index(drop=True)
+        return table, requested
+
+    def write_json(self, name: str, payload: Any) -> Path:
+        """Write ``payload`` as ``name`` in this party's run folder, atomically."""
+        return write_json(self.folder / name, payload)
+
+
+def close_all(channels: Mapping[str, Channel], pump: Pump) -> None:
+    """Close every channel of a run, those handed over since (a client that came back) too."""
+    for channel in {id(c): c for c in (*channels.values(), *pump.channels.values())}.values():
+        channel.close()
+
+
+def iter_one(machine: Any) -> Any:
+    """A session of one stage: ``machine``, then its result."""
+    return (yield "score", machine)
+
+
+def _run_stage(pump: Pump, stage: str, machine: Any) -> Any:
+    if stage.endswith("psi"):  # an alignment: its stats get the wall time and the bytes sent
+        from vsplit.runtime.psi import run_party
+
+        return run_party(pump, machine)
+    return pump.run(machine)

@@ -1,0 +1,85 @@
+"""What a party's process writes, the same for every topology: JSON records, and a scoring job's predictions.
+
+``predictions.csv`` has the ID column, ``probability`` (a binary task, a regression's ``prediction`` is named so too)
+or ``probability_<k>`` per class, and ``status``: ``scored``, or why a customer has no score (``unknown to <party>``,
+``unknown to a partner``). Files are written atomically.
+
+Example:
+    >>> import tempfile, pathlib, pandas as pd
+    >>> folder = pathlib.Path(tempfile.mkdtemp())
+    >>> path, counts = write_predictions(folder, id_column="id", own=["a", "b"], wanted=["a", "b", "z"],
+    ...                                  by_id={"a": 0.25}, missing="unknown to a partner", me="bank")
+    >>> pd.read_csv(path)["status"].tolist()
+    ['scored', 'unknown to a partner', 'unknown to bank']
+    >>> counts["scored"], counts["unknown to bank"]
+    (1, 1)
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+from vsplit import strict_json
+from vsplit.atomic import write_atomic
+
+
+@dataclass
+class Scores:
+    """What a party's scoring gave: its table's IDs and, where it scores, each known customer's prediction."""
+
+    ids: list[str] = field(default_factory=list)
+    #: ID -> prediction (a float, or one per class) for the customers scored; ``None``: this party scores nothing
+    by_id: dict[str, Any] | None = None
+    #: the status of a customer of this party's table that got no score
+    missing: str = "unknown to a partner"
+    seconds: dict[str, float] = field(default_factory=dict)
+    communication: dict[str, Any] = field(default_factory=dict)
+    #: the program's own lines of predict.json (e.g. the PSI summary, the schedule, rows served per peer)
+    summary: dict[str, Any] = field(default_factory=dict)
+
+
+def write_predictions(folder: Path, *, id_column: str, own: Sequence[str], wanted: Sequence[str] | None,
+                      by_id: Mapping[str, Any], missing: str, me: str) -> tuple[Path, dict[str, int]]:
+    """``predictions.csv`` in ``folder`` for the IDs ``wanted`` (default: ``own``, this party's table); the path and
+    the count of each status."""
+    import numpy as np
+    import pandas as pd
+
+    known = set(own)
+    wanted = list(wanted) if wanted is not None else list(own)
+    columns: dict[str, Any] = {id_column: wanted}
+    widths = {np.size(v) for v in by_id.values()}
+    if any(np.ndim(v) == 1 for v in by_id.values()):  # one probability per class
+        for k in range(max(widths)):
+            columns[f"probability_{k}"] = [float(np.asarray(by_id[i])[k]) if i in by_id else None for i in wanted]
+    else:
+        columns["probability"] = [float(by_id[i]) if i in by_id else None for i in wanted]
+    columns["status"] = ["scored" if i in by_id else (missing if i in known else f"unknown to {me}") for i in wanted]
+    out = pd.DataFrame(columns)
+    path = folder / "predictions.csv"
+    write_atomic(path, out.to_csv(index=False).encode())
+    return path, {str(k): int(v) for k, v in out["status"].value_counts().items()}
+
+
+def write_json(path: Path, payload: Any) -> Path:
+    """``payload`` as indented strict JSON at ``path``, atomically (NumPy scalars as numbers, tuples as lists)."""
+    write_atomic(path, (strict_json.dumps(payload, indent=2, default=jsonable) + "\n").encode())
+    return path
+
+
+def jsonable(value: Any) -> Any:
+    """``value`` as plain JSON: NumPy scalars as numbers, tuples and lists item by item, anything else as text."""
+    import numpy as np
+
+    if isinstance(value, np.integer):
+        return int(value)
+    if isinstance(value, np.floating):
+        return float(value)
+    if isinstance(value, (tuple, list)):
+        return [jsonable(v) for v in value]
+    if isinstance(value, (str, int, float, bool)) or value is None:
+        return value
+    return str(value)
