@@ -31,13 +31,13 @@ from vsplit.config.topology import topology_of
 from vsplit.data.parquet_table import open_table
 from vsplit.data.sources import about_file, read_table
 from vsplit.data.tables import all_ids
-from vsplit.errors import CheckpointError, ConfigError, UnreadableCheckpoint
+from vsplit.errors import CheckpointError, ConfigError
 from vsplit.models.seeds import derive_seed
 from vsplit.node.node import PartyNode, session_id
 from vsplit.node.outputs import Scores, jsonable
 from vsplit.party import ComputeParty, FeatureParty, LabelParty, ModelSettings
 from vsplit.protocol.training.hooks import TrainingHooks
-from vsplit.runtime.checkpoint import load_checkpoint, save_checkpoint
+from vsplit.runtime.checkpoint import load_checkpoint, newest_readable, save_checkpoint
 from vsplit.runtime.progress import EpochClock, TqdmProgress
 from vsplit.topology.graph import Topology
 from vsplit.transport.channel import Channel
@@ -397,25 +397,18 @@ class AlignedNode(PartyNode, kinds=("vertical", "vanilla", "u_shaped")):
     def _resume_epoch(self, folder: Path, restore: Any) -> int:
         """The newest checkpoint here that is readable (an unreadable one, e.g. truncated by a crash, is passed over
         and said so); the coordinator then resumes from the newest epoch every party holds (the oldest of theirs)."""
-        found = sorted(folder.glob("epoch-*.npz"), reverse=True)
+        found = sorted(folder.glob("epoch-*.npz"))
         if not found:
             raise CheckpointError(f"{self.name}: --resume given but no checkpoint in {folder}; start without it")
-        skipped: list[str] = []
-        for path in found:
-            epoch = int(path.stem.split("-")[1])
-            try:
-                restore(epoch)  # fails early on a checkpoint of another run or party
-            except UnreadableCheckpoint as exc:
-                skipped.append(f"{path.name} ({exc})")
-                continue
-            if skipped:
-                note = (f"{self.name}: --resume passes over the unreadable {'; '.join(skipped)} and resumes from "
-                        f"{path.name} (after epoch {epoch}), unless a partner holds only an earlier one")
-                log.warning("%s", note)
-                print(f"vsplit: warning: {note}", file=sys.stderr)
-            return epoch
-        raise CheckpointError(f"{self.name}: --resume given but no checkpoint in {folder} is readable: "
-                              f"{'; '.join(skipped)}; start without --resume")
+        path, skipped = newest_readable(found, lambda p: restore(int(p.stem.split("-")[1])), party=self.name)
+        if path is None:
+            raise CheckpointError(f"{self.name}: --resume given but no checkpoint in {folder} is readable: "
+                                  f"{'; '.join(skipped)}; start without --resume")
+        if skipped:
+            note = (f"{self.name}: --resume resumes from {path.name}, unless a partner holds only an earlier one")
+            log.warning("%s", note)
+            print(f"vsplit: warning: {note}", file=sys.stderr)
+        return int(path.stem.split("-")[1])
 
     def save_model(self) -> Path:
         """Write this party's own model parts (and its preprocessing) to ``model.npz``; nothing of a peer's."""

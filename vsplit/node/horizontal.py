@@ -32,7 +32,6 @@ import hashlib
 import json
 import logging
 import os
-import sys
 import time
 from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
@@ -54,7 +53,7 @@ from vsplit.node.aligned import model_settings
 from vsplit.node.node import PartyNode, session_id
 from vsplit.node.outputs import Scores
 from vsplit.party import ComputeParty, LabelParty, ModelSettings
-from vsplit.runtime.checkpoint import load_checkpoint, save_checkpoint
+from vsplit.runtime.checkpoint import load_checkpoint, newest_readable, save_checkpoint
 from vsplit.transport.channel import Channel
 
 log = logging.getLogger(__name__)
@@ -146,20 +145,9 @@ class HorizontalNode(PartyNode, kinds=("horizontal",)):
             for stale in found:
                 stale.unlink()
             return -1
-        if not found:
-            return -1  # killed before its first round ended: this party starts afresh (and so the run does)
-        from vsplit.errors import UnreadableCheckpoint
-
-        for path in reversed(found):  # the newest readable one: a crash may have truncated the last
-            latest = int(path.stem.split("-")[1])
-            try:
-                self.restore(latest)
-            except UnreadableCheckpoint as exc:
-                log.warning("%s: --resume passes over the unreadable %s (%s)", self.name, path.name, exc)
-                print(f"vsplit: warning: {self.name}: --resume passes over the unreadable {path.name}", file=sys.stderr)
-                continue
-            return latest
-        return -1
+        # none readable (or killed before its first round ended): this party starts afresh, and so the run does
+        path, _ = newest_readable(found, lambda p: self.restore(_round_of(p)), party=self.name)
+        return _round_of(path) if path is not None else -1
 
     def save_round(self, round_: int, snapshot: Mapping[str, np.ndarray]) -> None:
         """Write this party's state at the end of ``round_`` (atomically; all rounds are kept: a client that sat
@@ -527,6 +515,10 @@ class HorizontalNode(PartyNode, kinds=("horizontal",)):
         return Scores(communication=stats, seconds={"score": round(time.perf_counter() - started, 3)},
                       summary={"schedule": self.settings.describe(),
                                "rows_scored": {b: int(n) for b, n in rows.items()}})
+
+
+def _round_of(path: Path) -> int:
+    return int(path.stem.split("-")[1])
 
 
 def _run(modules: Any, names: Sequence[str], x: torch.Tensor) -> torch.Tensor:

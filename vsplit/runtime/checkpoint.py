@@ -99,3 +99,25 @@ def _unflatten(node: Any, arrays: dict[str, np.ndarray]) -> Any:
             items = [_unflatten(v, arrays) for v in node["__list__"]]
             return tuple(items) if node["tuple"] else items
     return node
+
+
+def newest_readable(found: list[Path], restore: Any, *, party: str) -> tuple[Path | None, list[str]]:
+    """The newest of ``found`` (named so that they sort oldest first) that ``restore(path)`` reads, and the unreadable
+    ones passed over on the way (e.g. truncated by a crash), each said as a warning on stderr and in the log;
+    ``None`` if none is readable. Any other error of ``restore`` (another run's checkpoint) is raised."""
+    import logging
+    import sys
+
+    from vsplit.errors import UnreadableCheckpoint
+
+    skipped: list[str] = []
+    for path in sorted(found, reverse=True):
+        try:
+            restore(path)
+        except UnreadableCheckpoint as exc:
+            skipped.append(f"{path.name} ({exc})")
+            logging.getLogger(__name__).warning("%s: --resume passes over the unreadable %s", party, skipped[-1])
+            print(f"vsplit: warning: {party}: --resume passes over the unreadable {path.name}", file=sys.stderr)
+            continue
+        return path, skipped
+    return None, skipped

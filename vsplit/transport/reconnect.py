@@ -28,13 +28,13 @@ Example (a partner and a hub in one process; ``reconnect_timeout_s`` would come 
     >>> bank, insurer = (write_identity(create_identity(p), out) for p in ("bank", "insurer"))
     >>> hub = StandingListener(Credentials.load("bank", own_cert=bank.cert_path, own_key=bank.key_path,
     ...                        peers={"insurer": insurer.cert_path}), address=("127.0.0.1", 0))
-    >>> partner = open_resumable_channels("insurer", role="dial", address=hub.address, own_cert=insurer.cert_path,
-    ...                                   own_key=insurer.key_path, peers={"bank": bank.cert_path}, deadline_s=10)
+    >>> partner = dial_resumable(Credentials.load("insurer", own_cert=insurer.cert_path, own_key=insurer.key_path,
+    ...                          peers={"bank": bank.cert_path}), peer="bank", address=hub.address, deadline_s=10)
     >>> accepted = hub.accept_all(deadline_s=10)
-    >>> partner["bank"].send(b"hello bank")
+    >>> partner.send(b"hello bank")
     >>> bytes(accepted["insurer"].recv(timeout=5))
     b'hello bank'
-    >>> for channel in (*partner.values(), *accepted.values()):
+    >>> for channel in (partner, *accepted.values()):
     ...     channel.close()
 """
 
@@ -45,14 +45,11 @@ import os
 import socket
 import threading
 import time
-from collections.abc import Mapping
-from pathlib import Path
-from typing import Literal
 
-from vsplit.errors import AuthenticationError, ConfigError, ProtocolError, TransportError
+from vsplit.errors import AuthenticationError, ProtocolError, TransportError
 from vsplit.transport import admission, numbered
 from vsplit.transport.admission import AdmissionPolicy
-from vsplit.transport.connect import DEFAULT_DEADLINE_S, Listener, dial, the_hub
+from vsplit.transport.connect import DEFAULT_DEADLINE_S, Listener, dial
 from vsplit.transport.pinning import Credentials
 from vsplit.transport.resume import ResumableChannel, ResumeOptions, link_options, read_resume
 from vsplit.transport.stream import ChannelOptions
@@ -62,31 +59,6 @@ log = logging.getLogger(__name__)
 
 #: Connections a listener authenticates at the same time (besides the reserved slots); more are refused at once.
 MAX_HANDSHAKES = admission.MAX_HANDSHAKES
-
-
-def open_resumable_channels(
-    me: str,
-    *,
-    role: Literal["listen", "dial"],
-    address: tuple[str, int],
-    own_cert: str | Path,
-    own_key: str | Path,
-    peers: Mapping[str, str | Path],
-    deadline_s: float = DEFAULT_DEADLINE_S,
-    options: ChannelOptions | None = None,
-    resume: ResumeOptions | None = None,
-    admission: AdmissionPolicy | None = None,
-) -> dict[str, ResumableChannel]:
-    """:func:`vsplit.transport.connect.open_channels`, with channels that survive dropped connections."""
-    credentials = Credentials.load(me, own_cert=own_cert, own_key=own_key, peers=peers)
-    if role == "listen":
-        return StandingListener(credentials, address=address, options=options, resume=resume,
-                                admission=admission).accept_all(deadline_s=deadline_s)
-    if role == "dial":
-        hub = the_hub(credentials)
-        return {hub: dial_resumable(credentials, peer=hub, address=address, deadline_s=deadline_s, options=options,
-                                    resume=resume)}
-    raise ConfigError(f"{me}: role must be 'listen' or 'dial', got {role!r}")
 
 
 class EarlierSession(TransportError):
@@ -270,4 +242,4 @@ class StandingListener(Listener):
             self.close()
 
 
-__all__ = ["MAX_HANDSHAKES", "EarlierSession", "StandingListener", "dial_resumable", "open_resumable_channels"]
+__all__ = ["MAX_HANDSHAKES", "EarlierSession", "StandingListener", "dial_resumable"]
