@@ -9,7 +9,7 @@ import sys
 import torch
 
 from vsplit.cli.main import main
-from vsplit.node import PartyNode
+from vsplit.node.aligned import AlignedNode
 from vsplit.protocol.training.hooks import StepInfo, TrainingHooks
 
 HUGE = 3e38
@@ -20,10 +20,10 @@ def huge(values: torch.Tensor, info: StepInfo) -> torch.Tensor:
     return values * 0 + HUGE if info.training else values
 
 
-def hostile_hooks(self: PartyNode) -> TrainingHooks:
+def hostile_hooks(self: AlignedNode) -> TrainingHooks:
     return TrainingHooks(embedding_hooks={self.name: [huge]})
 
 
 if __name__ == "__main__":
-    PartyNode.defense_hooks = hostile_hooks  # type: ignore[method-assign]
+    AlignedNode.defense_hooks = hostile_hooks  # type: ignore[method-assign]
     sys.exit(main(sys.argv[1:]))

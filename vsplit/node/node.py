@@ -135,24 +135,27 @@ class PartyNode:
         channels = dict(channels) if channels is not None else self.open_channels()
         seconds = {"connect": time.perf_counter() - started}
         pump = self.pump(channels, **self.pump_options())
-        try:
-            outcome = drive(self.session(), pump, seconds, run=_run_stage)  # tells the peers a code on a failure
-        finally:
-            close_all(channels, pump)
+        outcome = self.drive(self.session(), channels, pump, seconds)
         return self.finish(outcome, pump.stats.as_dict(), seconds, lost=pump.lost)
 
     def exchange(self, session: Any, *, channels: Mapping[str, Channel] | None = None,
                  peers: list[str] | None = None) -> tuple[Any, dict[str, Any]]:
         """Run a scoring ``session`` (or one machine) with the peers, in the run's prediction session (channels
-        opened unless given, closed after; the peers told a code on a failure); its outcome and the traffic."""
-        session = session if hasattr(session, "send") else iter_one(session)
+        opened unless given); its outcome and the traffic."""
         channels = dict(channels) if channels is not None else self.open_channels(peers)
         pump = self.pump(channels, purpose=":predict")
+        outcome = self.drive(session if hasattr(session, "send") else iter_one(session), channels, pump)
+        return outcome, pump.stats.as_dict()
+
+    @staticmethod
+    def drive(session: Any, channels: Mapping[str, Channel], pump: Pump,
+              seconds: dict[str, float] | None = None) -> Any:
+        """Drive ``session`` over ``pump`` (the peers told a code on a failure), then close every channel."""
         try:
-            result = drive(session, pump, run=_run_stage)
+            return drive(session, pump, seconds, run=_run_stage)
         finally:
-            close_all(channels, pump)
-        return result, pump.stats.as_dict()
+            for channel in {id(c): c for c in (*channels.values(), *pump.channels.values())}.values():
+                channel.close()  # those handed over since (a client that came back) too
 
     # -- prediction --------------------------------------------------------------------------------------------------
     def predict(self, table_path: Path | None, *, ids_path: Path | None = None,
@@ -204,12 +207,6 @@ class PartyNode:
     def write_json(self, name: str, payload: Any) -> Path:
         """Write ``payload`` as ``name`` in this party's run folder, atomically."""
         return write_json(self.folder / name, payload)
-
-
-def close_all(channels: Mapping[str, Channel], pump: Pump) -> None:
-    """Close every channel of a run, those handed over since (a client that came back) too."""
-    for channel in {id(c): c for c in (*channels.values(), *pump.channels.values())}.values():
-        channel.close()
 
 
 def iter_one(machine: Any) -> Any:
