@@ -51,8 +51,14 @@ def run(args: argparse.Namespace) -> int:
     rows += [(k.replace("_", " "), v) for k, v in report["baselines"].items()]
     print(f"\n{args.preset}: test AUC on the {report['metrics']['n_scored']} customers the parties share")
     for name, metrics in rows:
-        print(f"  {name:<24} AUC {metrics['auc']:.4f}   KS {metrics['ks']:.4f}   F1 {metrics['f1']:.4f}")
-    print(f"report: {result.run_dir / 'bank' / 'report.md'}   ({result.seconds:.0f} s)")
+        print(f"  {name:<24} AUC {metrics['auc']:.4f}   Gini {2 * metrics['auc'] - 1:.4f}   KS {metrics['ks']:.4f}")
+    from vsplit.cli.summary import coverage_summary, leak_note
+
+    print(*coverage_summary(report), sep="\n")
+    print(*leak_note(args.preset), sep="\n")
+    bank = result.run_dir / "bank"
+    print(f"report: {bank / 'report.md'} (and report.html)   predictions: {result.predictions}   "
+          f"({result.seconds:.0f} s)")
     return 0
 
 

@@ -1,4 +1,5 @@
-"""Run one party of a split-learning session: PSI, training, checkpoints, its own model part.
+"""`vsplit run` is an alias of `vsplit train`: one party of a split-learning session (PSI, training, checkpoints,
+its own model part). Prefer `vsplit train`; `run` stays for scripts written before.
 
 Example:
     vsplit run --config parties/bank/party.toml          # on the bank's machine (listens)
@@ -17,7 +18,7 @@ import json
 from typing import Any
 
 NAME = "run"
-HELP = "run one party (PSI + training) over mutual TLS, as configured"
+HELP = "alias of `vsplit train`"
 
 
 def add_arguments(parser: argparse.ArgumentParser) -> None:
@@ -26,6 +27,7 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
                         help="override a config value, e.g. --set train.epochs=5 (repeatable)")
     parser.add_argument("--resume", action="store_true", help="continue from this party's last checkpoint")
     parser.add_argument("--quiet", action="store_true", help="no progress bars (logs still go to the run folder)")
+    parser.add_argument("--json", action="store_true", help="end with one JSON object instead of the summary")
 
 
 def run(args: argparse.Namespace) -> int:
@@ -39,11 +41,12 @@ def run(args: argparse.Namespace) -> int:
     node = PartyNode(config, resume=args.resume, progress=not args.quiet)
     with log_to_run_folder(node.folder, max_mb=node.config.output.log_max_mb):
         result = node.run()
-    if not args.quiet:
-        summary = {"party": result.party, "psi_intersection": result.psi.get("intersection"),
-                   "epochs": len(result.history) or None, "best_epoch": result.best_epoch,
-                   "seconds": result.seconds, "bytes_sent": result.comm.get("by_peer")}
-        print(json.dumps(summary, indent=2))
+    from vsplit.cli.summary import train_record, train_summary
+
+    report = node.folder / "report.md"
+    report = report if report.is_file() else None
+    print(json.dumps(train_record(result, report=report), indent=2) if args.json
+          else train_summary(result, report=report))
     return 0
 
 
@@ -54,8 +57,11 @@ def _run_horizontal(config: Any, args: argparse.Namespace) -> int:
     node = HorizontalNode(config, resume=args.resume, progress=not args.quiet)
     with log_to_run_folder(node.folder, max_mb=node.config.output.log_max_mb):
         result = node.run()
-    if not args.quiet:
+    if args.json:
         print(json.dumps({"party": result.party, "schedule": result.schedule, "seconds": result.seconds,
                           "round_seconds": result.round_seconds, "lost": result.lost,
                           "bytes_sent": result.comm.get("by_peer")}, indent=2))
+    else:
+        print(f"{result.party}: {result.schedule} done in {sum(result.seconds.values()):.0f} s; outputs in "
+              f"{node.folder}")
     return 0

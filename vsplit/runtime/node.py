@@ -124,6 +124,8 @@ class PartyNode:
         self.topology: Topology = topology_of(config, label_has_features=getattr(self.party, "has_features", True))
         self._hooks: Any = None
         self._psi_backend: Any = None  # opened for the run by run(), from [psi] backend and workers
+        self.bank_only: Any = None  # the label party's own model, for customers a partner does not know
+        self.coverage: Any = None  # the bank-only model on the test table (vsplit.app.fallback.cover_test)
 
     # -- building ----------------------------------------------------------------------------------------------------
     def _detector_columns(self) -> dict[str, np.ndarray]:
@@ -236,6 +238,7 @@ class PartyNode:
                 result.history, result.best_epoch = training.history, training.best_epoch
                 result.epoch_seconds = [round(x, 4) for x in outcome.extra["clock"].seconds]
             self.save_model()
+            self.bank_only = self.train_fallback()
             test = self._test_table()
             if test is not None or (self.role == "compute" and outcome.extra["machine"].plan.then_score):
                 phase = time.perf_counter()
@@ -258,6 +261,10 @@ class PartyNode:
             if isinstance(self.party, LabelParty):
                 result.test = evaluate_labels(self.party, scored.table, scored.rows, scored.proba)
                 result.test["n_scored"] = len(scored.rows)
+                if self.bank_only is not None:
+                    from vsplit.app.fallback import cover_test
+
+                    self.coverage = cover_test(self.bank_only, scored.table, scored.rows, scored.proba)
                 if self.config.output.baselines:
                     phase = time.perf_counter()
                     alone = self.label_party_only(scored.table, scored.rows)
@@ -352,6 +359,11 @@ class PartyNode:
         """The baseline the label party can compute alone, scored on the same rows: its own columns alone
         (vertical), or the same network trained without the server (U-shaped); none where it has no features."""
         assert isinstance(self.party, LabelParty)
+        if self.coverage is not None:  # vertical: the bank-only fallback is this baseline, already trained and scored
+            metrics = evaluate_labels(self.party, test, rows, self.coverage.proba[rows])
+            chosen = chosen_record(self.bank_only.history, self.bank_only.best_epoch)
+            return {**metrics, "n_scored": len(rows), **({"val_loss": chosen["val_loss"]}
+                                                          if chosen is not None and "val_loss" in chosen else {})}
         alone = self._build_party(self.table)
         assert isinstance(alone, LabelParty)
         if not alone.has_features:
@@ -378,6 +390,21 @@ class PartyNode:
             metrics["val_loss"] = chosen["val_loss"]  # at its chosen epoch, on its own validation rows
         return metrics
 
+    def train_fallback(self) -> Any:
+        """Train and save (``fallback.npz``) the label party's own model on its own columns, for the customers a
+        partner does not know; ``None`` for a feature party, another topology or a label party without columns."""
+        if self.role != "label" or self.topology.kind != "vertical" or self.table is None:
+            return None
+        from vsplit.app.fallback import FILE, save_bank_only, train_bank_only
+
+        alone = self._build_party(self.table)
+        if not isinstance(alone, LabelParty) or not alone.has_features or alone.task.name != "binary":
+            return None
+        sid = session_id(self.config.output.run_id + ":alone")
+        model = train_bank_only(alone, schedule=self.schedule(), session=sid)
+        save_bank_only(model, self.folder / FILE, run_id=self.config.output.run_id)
+        return model
+
     def defense_hooks(self) -> Any:
         """The training hooks of this party's configured defenses (``privacy.defenses``)."""
         texts = self.config.privacy.defenses
@@ -391,7 +418,8 @@ class PartyNode:
 
     def _train(self, pump: Pump, checkpointing: tuple[int, Any, Any], seconds: dict[str, float]) -> Any:
         clock = EpochClock()
-        callbacks = [TqdmProgress(desc=f"{self.name} epoch", disable=not self.progress), clock]
+        bar = TqdmProgress(desc=f"{self.name} training", disable=not self.progress)
+        callbacks = [bar, clock]
         hooks = self._hooks = self.defense_hooks()
         detectors = self.detectors()
         if detectors is not None:
@@ -403,6 +431,7 @@ class PartyNode:
                                 psi=self.psi_settings(), hooks=hooks, callbacks=callbacks,
                                 checkpointing=checkpointing, prepare=detectors and detectors.prepare)
         outcome = self._drive(session, pump, seconds)
+        bar.close()
         outcome.extra["clock"] = clock
         return outcome
 
@@ -471,9 +500,15 @@ class PartyNode:
         proba = dict(zip([ids[r] for r in scored.rows], scored.proba.tolist(), strict=True))
         own = set(ids)
         wanted = requested if requested is not None else ids
+        from vsplit.app.fallback import FILE, load_bank_only, score_unknown, which_model
+
+        alone = load_bank_only(self.folder / FILE, self._build_party(self.table), run_id=self.config.output.run_id) \
+            if self.role == "label" and self.table is not None else None
+        fallback = score_unknown(alone, scored.table, id_column=d.id_column, scored=proba)
         out = pd.DataFrame({
             d.id_column: wanted,
-            "probability": [proba.get(i) for i in wanted],
+            "probability": [proba.get(i, fallback.get(i)) for i in wanted],
+            "model": [which_model(i, split=proba, bank_only=fallback) for i in wanted],
             "status": ["scored" if i in proba else ("unknown to a partner" if i in own else f"unknown to {self.name}")
                        for i in wanted],
         })
@@ -481,6 +516,7 @@ class PartyNode:
         write_atomic(path, out.to_csv(index=False).encode())
         counts = out["status"].value_counts().to_dict()
         summary["counts"] = {k: int(v) for k, v in counts.items()}
+        summary["models"] = {k or "none": int(v) for k, v in out["model"].value_counts().to_dict().items()}
         job.finish()
         self._write_json("predict.json", summary, folder=job.folder)  # written last: the job is done
         log.info("predictions: %s", summary["counts"])
@@ -572,17 +608,25 @@ class PartyNode:
         binary = isinstance(self.party, LabelParty) and self.party.task.name == "binary"
         if not binary or scored is None or result.test is None:
             extra = {"metrics": result.test, "history": result.history} if result.test is not None else {}
+            if result.test is None and result.history:  # no test set: the validation history is the quality section
+                extra = {"history": result.history, "best_epoch": result.best_epoch,
+                         "monitor": self.config.train.monitor}
             return write_partner_report(self.folder, {**common, "communication": result.comm, "psi": result.psi,
                                                       **extra})
         assert isinstance(self.party, LabelParty) and scored.proba is not None
         y = self.party.task.encode_with(scored.table[self.party.label], self.party.label_info).numpy()[scored.rows]
         aucs = {"split": result.test["auc"], **{k: v["auc"] for k, v in result.baselines.items()}}
         plots = write_plots(self.folder, y=y, proba=scored.proba, history=result.history, aucs=aucs)
+        from vsplit.report.credit_view import credit_section
+
+        credit = credit_section(self.folder, y=y, proba=scored.proba, coverage=self.coverage, rows=scored.rows,
+                                seed=self.config.train.seed)
+        plots.update(credit.pop("plots"))
         report = {**common, "metrics": result.test, "baselines": result.baselines, "history": result.history,
                   "best_epoch": result.best_epoch, "monitor": self.config.train.monitor,
                   "warnings": training_warnings(result.history, result.best_epoch, result.baselines), "psi": result.psi,
                   "communication": {self.name: {"sent": result.comm["sent"], "received": result.comm["received"]}},
-                  "plots": plots}
+                  "plots": plots, **credit}
         return write_label_report(self.folder, report)
 
     def _write_json(self, name: str, payload: Any, *, folder: Path | None = None) -> Path:
