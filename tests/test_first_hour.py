@@ -65,6 +65,25 @@ def test_a_label_partys_report_without_a_test_set_shows_its_validation_history(t
     assert "| 2 | 0.4000 | 0.4100 | 0.7400 |" in text and (tmp_path / "report.html").is_file()
 
 
+def test_estimator_with_fallback_scores_every_customer_and_says_which_model_did():
+    import pandas as pd
+
+    from vsplit.estimator import SplitClassifier
+
+    rng = np.random.default_rng(0)
+    ids = [f"c{i}" for i in range(400)]
+    a, b = rng.normal(size=400), rng.normal(size=400)
+    bank = pd.DataFrame({"customer_id": ids, "a": a, "y": np.where(a + b > 0, "yes", "no")})
+    partner = pd.DataFrame({"customer_id": ids[:320], "b": b[:320]})  # the partner does not know the last 80
+    views = {"bank": bank, "partner": partner}
+    clf = SplitClassifier(epochs=2, batch_size=64, fallback=True, random_state=0).fit(views)
+    p = clf.predict_proba(views)[:, 1]
+    assert not np.isnan(p).any()
+    by = clf.scored_by(views)
+    assert (by[:320] == "split").all() and (by[320:] == "bank_only").all()
+    assert roc_auc((a[320:] + b[320:] > 0).astype(int), p[320:]) > 0.6  # the bank's own column still ranks
+
+
 def test_version_prints_the_package_version(capsys):
     with pytest.raises(SystemExit) as done:
         main(["--version"])
