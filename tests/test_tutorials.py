@@ -165,5 +165,8 @@ def test_notebook_runs_and_draws_its_plots(notebook):
 def test_notebook_figures_match_its_claims(notebook):
     figures = notebook["figures"]
     assert figures["intersection"] == figures["expected_intersection"] == bank_customers_the_partner_knows("train")
-    assert figures["split_auc"] - figures["bank_alone_auc"] >= 0.15
-    assert figures["unscored"] == 9043 - bank_customers_the_partner_knows("test")
+    # bank_marketing_no_duration: no leaking column, a smaller gain that is still there
+    assert figures["split_auc"] - figures["bank_alone_auc"] >= 0.05
+    # every test customer scored: the ones the partner does not know by the bank's own model
+    assert figures["unscored"] == 0
+    assert figures["bank_only"] == 9043 - bank_customers_the_partner_knows("test")
