@@ -1,7 +1,8 @@
 """Run a whole cross-organization pilot on this machine: every party as its own process over mutual TLS.
 
 Example:
-    vsplit pilot bank-marketing
+    vsplit pilot bank-marketing-no-duration     # what `make demo` runs: no `duration`, which leaks the label
+    vsplit pilot bank-marketing                 # with `duration`: a benchmark setting only
     vsplit pilot secretflow-bank --set train.epochs=5
     vsplit pilot bank-marketing --run-id my-first-pilot --quiet
     vsplit pilot u-shaped-credit     # the bank keeps columns, labels, head and tail; a compute party runs the middle
