@@ -502,8 +502,9 @@ class PartyNode:
         wanted = requested if requested is not None else ids
         from vsplit.app.fallback import FILE, load_bank_only, score_unknown, which_model
 
-        alone = load_bank_only(self.folder / FILE, self._build_party(self.table), run_id=self.config.output.run_id) \
-            if self.role == "label" and self.table is not None else None
+        saved = self.folder / FILE  # the label party's own model, if the run trained one (a vertical split)
+        alone = load_bank_only(saved, self._build_party(self.table), run_id=self.config.output.run_id) \
+            if saved.is_file() and self.table is not None else None
         fallback = score_unknown(alone, scored.table, id_column=d.id_column, scored=proba)
         out = pd.DataFrame({
             d.id_column: wanted,
