@@ -44,7 +44,7 @@ SECRETFLOW_QUOTED = {
     "(noise_multiplier 0.5) and label DP (eps 64); quoted, not re-run here",
 }
 LABELS = {"split": "split (bank + partner)", "label_party_only": "bank alone",
-          "centralized": "pooled data (centralized)", "split_with_duration": "split with duration (leaky)"}
+          "centralized": "pooled data (centralized)", "split_with_duration": "split, with the leaky duration"}
 
 
 def section(title: str) -> None:
