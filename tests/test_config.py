@@ -124,7 +124,7 @@ def test_example_party_configs_are_valid():
         assert config.party.name == party
 
 
-@pytest.mark.parametrize("command", ["keys", "psi", "train", "run", "predict", "report", "pilot", "demo"])
+@pytest.mark.parametrize("command", ["keys", "psi", "train", "run", "predict", "report", "pilot", "compare"])
 def test_every_command_has_help_with_an_example(command, capsys):
     with pytest.raises(SystemExit) as exit_:
         main([command, "--help"])

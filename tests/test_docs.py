@@ -13,9 +13,12 @@ Each block is its own test, named ``page:line``:
 
 A block that cannot run here (``make demo``, a pilot on two machines, a 30-minute benchmark) is preceded by
 ``<!-- docs-test: skip — the reason -->``; a ``[party]`` TOML block that shows only the keys its section is about
-by ``<!-- docs-test: fragment — the reason -->``. A block with no language tag, an unknown tag, or a marker without
-a reason fails, and so does a marker that precedes no block. The API reference (``docs/api.md``) must cover every
-name of ``vsplit.__all__``.
+by ``<!-- docs-test: fragment — the reason -->``. ``<!-- docs-test: file — bank/party.toml -->`` writes the block
+to that path (from the section's folder) before it runs or loads: the blocks of a ``## `` section holding such a
+marker all run, in page order, in one folder of their own, so a later block uses the files of the earlier ones
+(docs/pilot.md's own-data section: the tables, both configs, then the commands). A block with no language tag, an
+unknown tag, or a marker without a reason fails, and so does a marker that precedes no block. The API reference
+(``docs/api.md``) must cover every name of ``vsplit.__all__``.
 """
 
 from __future__ import annotations
@@ -46,7 +49,9 @@ DATA = {"text", "csv", "json", "toml", "ini", "yaml", "output"}
 CONTEXT = ("parties",)
 FENCE = re.compile(r"^(?P<indent>\s*)(?P<fence>```+|~~~+)\s*(?P<lang>[\w+-]*)\s*$")
 MARKER = re.compile(r"^\s*<!--\s*docs-test:\s*(?P<kind>\w+)\s*(?:[—–:-]+\s*(?P<reason>.*?))?\s*-->\s*$")
-KINDS = ("skip", "fragment")
+KINDS = ("skip", "fragment", "file")
+#: the working folder of each page section that holds a ``file`` block, shared by its blocks in page order
+_SECTION_FOLDERS: dict[str, Path] = {}
 
 
 @dataclass(frozen=True)
@@ -57,6 +62,7 @@ class Block:
     code: str
     marker: str | None = None
     reason: str | None = None
+    section: str = ""
 
     @property
     def id(self) -> str:
@@ -67,10 +73,12 @@ def blocks_of(path: Path) -> tuple[list[Block], list[str]]:
     """The fenced blocks of a Markdown page, and the problems of its markers (``page:line: what``)."""
     lines = path.read_text().splitlines()
     page = path.relative_to(REPO).as_posix()
-    found, problems, pending = [], [], None
+    found, problems, pending, section = [], [], None, ""
     i = 0
     while i < len(lines):
         marker, fence = MARKER.match(lines[i]), FENCE.match(lines[i])
+        if lines[i].startswith("## "):
+            section = lines[i][3:].strip()
         if marker:
             if pending is not None:
                 problems.append(f"{page}:{pending[0]}: docs-test marker precedes no code block")
@@ -83,7 +91,8 @@ def blocks_of(path: Path) -> tuple[list[Block], list[str]]:
                 body.append(lines[i][indent:] if lines[i][:indent].strip() == "" else lines[i])
                 i += 1
             kind, reason = (pending[1], pending[2]) if pending else (None, None)
-            found.append(Block(page, start, fence.group("lang").lower(), "\n".join(body) + "\n", kind, reason))
+            found.append(Block(page, start, fence.group("lang").lower(), "\n".join(body) + "\n", kind, reason,
+                               f"{page}#{section}"))
             pending = None
         elif lines[i].strip() and pending is not None:
             problems.append(f"{page}:{pending[0]}: docs-test marker precedes no code block")
@@ -146,7 +155,8 @@ def shell_script(block: Block) -> str:
 
 def run_shell(block: Block, where: Path) -> None:
     for name in CONTEXT:
-        shutil.copytree(REPO / name, where / name, ignore=shutil.ignore_patterns("data", "keys", "__pycache__"))
+        shutil.copytree(REPO / name, where / name, ignore=shutil.ignore_patterns("data", "keys", "__pycache__"),
+                        dirs_exist_ok=True)
     env = {**os.environ, "PATH": f"{Path(sys.executable).parent}{os.pathsep}{os.environ.get('PATH', '')}",
            "MPLBACKEND": "Agg"}
     done = subprocess.run(["bash", "-eo", "pipefail", "-c", shell_script(block)], cwd=where, env=env,
@@ -162,18 +172,38 @@ def check_toml(block: Block, where: Path) -> None:
     except tomllib.TOMLDecodeError as exc:
         pytest.fail(f"{block.id}: not valid TOML: {exc}")
     if "party" in tree and block.marker != "fragment":
-        config = where / "party.toml"
+        config = where / block.reason if block.marker == "file" else where / "party.toml"
         config.write_text(block.code)
         load_config(config, check_files=False)
 
 
+#: the sections whose blocks share a folder: those holding a ``file`` block
+SHARED = {b.section for b in BLOCKS if b.marker == "file"}
+
+
+def block_folder(block: Block, tmp_path: Path, factory: pytest.TempPathFactory) -> Path:
+    """Where ``block`` runs: its section's shared folder (writing a ``file`` block there first), or its own."""
+    if block.section not in SHARED:
+        return tmp_path
+    if block.section not in _SECTION_FOLDERS:
+        _SECTION_FOLDERS[block.section] = factory.mktemp("section")
+    where = _SECTION_FOLDERS[block.section]
+    if block.marker == "file":
+        target = (where / block.reason).resolve()
+        assert target.is_relative_to(where.resolve()), f"{block.id}: a file block's path stays in its folder"
+        target.parent.mkdir(parents=True, exist_ok=True)
+        target.write_text(block.code)
+    return where
+
+
 @pytest.mark.parametrize("block", BLOCKS, ids=[b.id for b in BLOCKS])
-def test_code_block_runs(block: Block, tmp_path, monkeypatch):
+def test_code_block_runs(block: Block, tmp_path, monkeypatch, tmp_path_factory):
     if block.marker is not None:
         assert block.marker in KINDS, f"{block.id}: unknown docs-test marker {block.marker!r}; use one of {KINDS}"
         assert block.reason, f"{block.id}: a docs-test marker must say why (<!-- docs-test: {block.marker} — ... -->)"
     if block.marker == "skip":
         pytest.skip(block.reason)
+    tmp_path = block_folder(block, tmp_path, tmp_path_factory)
     if not block.lang:
         pytest.fail(f"{block.id}: a code block without a language tag: tag it (python, sh, toml, text, ...)")
     if block.lang in PYTHON:

@@ -66,6 +66,9 @@ def test_predict_jobs_in_a_row_and_a_killed_job_resumed_never_touch_each_other(t
     trained = json.loads((run / "bank" / "result.json").read_text())  # early stopping watched the loss
     losses = [h["val_loss"] for h in trained["history"]]
     assert len(losses) == 5 and trained["best_epoch"] == losses.index(min(losses))
+    report = (run / "bank" / "report.md").read_text()  # no test set: the validation history is the quality section
+    assert "## Training (validation history)" in report and "No test set was configured" in report
+    assert f"Chosen epoch: {trained['best_epoch'] + 1} (of 5 run)" in report and "| 5 |" in report
     tables = _grown(tmp_path, configs)
     every = pd.read_parquet(tables["bank"])["customer_id"].astype(str).tolist()
 

@@ -16,6 +16,7 @@ from dataclasses import dataclass
 
 import pandas as pd
 import pytest
+from _first_hour_support import check_coverage, check_credit_report, check_every_customer_scored, check_train_output
 from _pilot_support import free_port, start, wait_all
 from _three_party_support import COLUMNS, PARTNERS, prepare_three_parties
 
@@ -49,14 +50,20 @@ def _launch(root, configs, command: list[str], tag: str, extra: dict[str, list[s
 def test_bank_and_two_partners_train_score_and_predict_though_partners_finish_first(tmp_path):
     configs = prepare_three_parties(tmp_path, port=free_port(), run_id="trio", extra=TRAIN.format(epochs=1, batch=256))
     stream = ["--set", "data.stream=true"]  # bank and telco train from their Parquet files without reading them whole
-    procs, logs = _launch(tmp_path, configs, ["train"], "train", extra={"bank": stream, "telco": stream})
+    procs, logs = _launch(tmp_path, configs, ["train"], "train", extra={"bank": stream, "telco": [*stream, "--json"]})
     wait_all(procs, logs, timeout=180)  # exit 0 for all three: the partners that closed first are no error
+    check_train_output(logs["bank"].read_text(), logs["telco"].read_text(), party="telco")
 
     run = tmp_path / "runs" / "trio"
     report = json.loads((run / "bank" / "report.json").read_text())
     assert 0.5 < report["metrics"]["auc"] <= 1.0
     assert report["metrics"]["n_scored"] == report["psi"]["test"]["intersection"] > 0
     assert set(report["psi"]["train"]["peer_sizes"]) == set(PARTNERS)
+    bank_test = pd.read_parquet(tmp_path / "bank" / "data" / "test.parquet")
+    markdown = (run / "bank" / "report.md").read_text()
+    check_coverage(report, markdown)
+    page = (run / "bank" / "report.html").read_text()
+    check_credit_report(report, int((bank_test["y"] == "yes").sum()), markdown, page)
     own = (run / "bank" / "report.json").read_bytes()
     assert main(["report", "--run", str(run), "--check"]) == 0  # merges each partner's own report.json
     assert (run / "bank" / "report.json").read_bytes() == own  # the bank's own record is never rewritten
@@ -74,6 +81,8 @@ def test_bank_and_two_partners_train_score_and_predict_though_partners_finish_fi
     inputs["bank"] += ["--ids", str(ids)]
     procs, logs = _launch(tmp_path, configs, ["predict", "--job", "first"], "predict", inputs)
     wait_all(procs, logs, timeout=60)
+    check_every_customer_scored(run / "bank" / "predictions" / "first" / "predictions.csv", 300,
+                                logs["bank"].read_text())
     predictions = pd.read_csv(run / "bank" / "predictions" / "first" / "predictions.csv")
     assert len(predictions) == 300
     scored = predictions[predictions["status"] == "scored"]

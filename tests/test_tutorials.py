@@ -29,7 +29,7 @@ pytestmark = pytest.mark.timeout(900)
 @functools.cache
 def bank_customers_the_partner_knows(split: str) -> int:
     """Counted from the preset's tables, which only a test holding both parties' data can do."""
-    tables = getattr(preset("bank_marketing", seed=0), split)
+    tables = getattr(preset("bank_marketing_no_duration", seed=0), split)
     return len(set(tables["bank"].customer_id) & set(tables["partner"].customer_id))
 
 
@@ -43,12 +43,13 @@ def script(tmp_path_factory):
     return {"figures": json.loads((out / "figures.json").read_text()), "stdout": done.stdout, "out": out}
 
 
-def test_split_model_beats_the_bank_alone_by_a_wide_margin(script):
+def test_split_model_beats_the_bank_alone(script):
     metrics = script["figures"]["metrics"]
-    assert metrics["split"]["auc"] - metrics["label_party_only"]["auc"] >= 0.15
-    # without the leaking column the gain is smaller but still there
-    assert metrics["split_no_duration"]["auc"] - metrics["label_party_only"]["auc"] >= 0.05
-    assert metrics["split_no_duration"]["auc"] < metrics["split"]["auc"]
+    # bank_marketing_no_duration: without the leaking column, a clear gain
+    assert metrics["split"]["auc"] - metrics["label_party_only"]["auc"] >= 0.05
+    # with it (the benchmark setting) a much larger one, which a model used before the call cannot have
+    assert metrics["split_with_duration"]["auc"] - metrics["label_party_only"]["auc"] >= 0.15
+    assert metrics["split_with_duration"]["auc"] > metrics["split"]["auc"]
 
 
 def test_split_model_is_the_model_trained_on_pooled_data(script):
@@ -58,7 +59,7 @@ def test_split_model_is_the_model_trained_on_pooled_data(script):
 
 def test_duration_alone_ranks_subscribers_better_than_the_realistic_model(script):
     figures = script["figures"]
-    assert figures["data"]["duration_auc"] > figures["metrics"]["split_no_duration"]["auc"]
+    assert figures["data"]["duration_auc"] > figures["metrics"]["split"]["auc"]
 
 
 def test_psi_finds_exactly_the_customers_both_parties_know(script):
@@ -165,5 +166,8 @@ def test_notebook_runs_and_draws_its_plots(notebook):
 def test_notebook_figures_match_its_claims(notebook):
     figures = notebook["figures"]
     assert figures["intersection"] == figures["expected_intersection"] == bank_customers_the_partner_knows("train")
-    assert figures["split_auc"] - figures["bank_alone_auc"] >= 0.15
-    assert figures["unscored"] == 9043 - bank_customers_the_partner_knows("test")
+    # bank_marketing_no_duration: no leaking column, a smaller gain that is still there
+    assert figures["split_auc"] - figures["bank_alone_auc"] >= 0.05
+    # every test customer scored: the ones the partner does not know by the bank's own model
+    assert figures["unscored"] == 0
+    assert figures["bank_only"] == 9043 - bank_customers_the_partner_knows("test")

@@ -114,7 +114,9 @@ class _SplitEstimator(BaseEstimator):
         pipeline_window: int = 1,
         local_steps: int = 1,
         reset_modules: bool = True,
+        fallback: bool = False,
     ) -> None:
+        self.fallback = fallback
         self.pipeline_window = pipeline_window
         self.local_steps = local_steps
         self.topology = topology
@@ -229,7 +231,25 @@ class _SplitEstimator(BaseEstimator):
         self._fitted_labels(views[self.label_party])
         self.fit_seconds_ = time.perf_counter() - started
         self.n_aligned_ = len(self.rows_[self.label_party])
+        self.fallback_ = self._fit_fallback(views[self.label_party])
         return self
+
+    def _fit_fallback(self, table: pd.DataFrame) -> Any:
+        """With ``fallback=True``: the label party's own model on its own columns (:mod:`vsplit.app.fallback`)."""
+        if not self.fallback:
+            return None
+        if self.mode != "split" or _task_name(self._task()) != "binary" or not self.label_party_.has_features:
+            raise ConfigError("fallback=True needs mode='split', a binary task and a label party with feature "
+                              "columns of its own (it trains the label party's own model); set fallback=False")
+        from vsplit.app.fallback import train_bank_only
+
+        alone = LabelParty(self.label_party, table, label=self.label, id_column=self.id_column,
+                           positive_label=self.positive_label, settings=self._settings(),
+                           categorical=dict(self.categorical or {}).get(self.label_party), seed=self.random_state)
+        schedule = Schedule(epochs=self.epochs, batch_size=self.batch_size,
+                            validation_fraction=self.validation_fraction, patience=self.patience,
+                            monitor=self.monitor, seed=self.random_state)
+        return train_bank_only(alone, schedule=schedule, session=self._session("fallback"))
 
     def _task(self) -> Any:
         """The task to train (``task=None``: the estimator's own, binary or regression)."""
@@ -485,7 +505,7 @@ class SplitClassifier(ClassifierMixin, _SplitEstimator):
         random_state: the one seed every random choice derives from.
         alignment: ``"psi"`` (default: private set intersection, even in one process) or ``"join"`` (a plain join
             of the raw IDs, for data that already sits together).
-        progress: show a progress bar per epoch.
+        progress: show one progress bar for training.
         hooks: defenses, attacks and monitors plugged into training (see :class:`TrainingHooks`).
         callbacks: objects with ``on_step(epoch, step, steps, loss)`` and/or ``on_epoch(record)``, told about
             training progress at the label party (e.g. :class:`~vsplit.runtime.progress.EpochClock`).
@@ -510,6 +530,9 @@ class SplitClassifier(ClassifierMixin, _SplitEstimator):
             a seed derived from ``random_state`` and the segment's name (the seed its default module would get); a
             parameter of a submodule without ``reset_parameters`` keeps its value. ``False`` keeps your weights
             (pre-trained or seeded by you).
+        fallback: (binary, vertical) also train the label party's own model on its own columns; customers a partner
+            does not know are then scored by it in :meth:`predict_proba` instead of NaN, and :meth:`scored_by`
+            says which model scored each row (``"split"`` or ``"bank_only"``).
 
     Modules of your own. ``fit`` trains the very modules you pass (as PyTorch would); a clone trains copies. With a
     built-in topology (``"vertical"``, ``"vanilla"``, ``"u_shaped"``) the output width of each of your source
@@ -559,10 +582,17 @@ class SplitClassifier(ClassifierMixin, _SplitEstimator):
     def predict_proba(self, views: Mapping[str, pd.DataFrame]) -> np.ndarray:
         """Class probabilities for the label party's rows, in its order: ``(n, len(classes_))``.
 
-        Rows that some partner does not know cannot be scored: their probabilities are NaN and a warning says how
-        many (they are reported, not silently dropped).
+        Rows that some partner does not know cannot be scored by the split: with ``fallback=True`` the label
+        party's own model scores them (:meth:`scored_by` says which rows); otherwise their probabilities are NaN
+        and a warning says how many (they are reported, not silently dropped).
         """
         p, known = self._score(views)
+        if not known.all() and getattr(self, "fallback_", None) is not None:
+            from vsplit.app.fallback import score_bank_only
+
+            p = p.copy()
+            p[~known] = score_bank_only(self.fallback_, views[self.label_party], rows=np.flatnonzero(~known))
+            known = np.ones(len(p), dtype=bool)
         if not known.all():
             warnings.warn(
                 f"{int((~known).sum())} of {len(known)} customers of {self.label_party!r} are unknown to a partner "
@@ -570,6 +600,13 @@ class SplitClassifier(ClassifierMixin, _SplitEstimator):
                 stacklevel=2,
             )
         return p if p.ndim == 2 else np.column_stack([1 - p, p])
+
+    def scored_by(self, views: Mapping[str, pd.DataFrame]) -> np.ndarray:
+        """Which model scores each of the label party's rows in :meth:`predict_proba`: ``"split"``, ``"bank_only"``
+        (a partner does not know the customer, ``fallback=True``) or ``""`` (not scored)."""
+        _, known = self._score(views)
+        other = "bank_only" if getattr(self, "fallback_", None) is not None else ""
+        return np.where(known, "split", other)
 
     def predict(self, views: Mapping[str, pd.DataFrame], *, threshold: float = 0.5) -> np.ndarray:
         """The predicted class (a value of ``classes_``) of each of the label party's rows, in its order.

@@ -1,7 +1,8 @@
 """Run a whole cross-organization pilot on this machine: every party as its own process over mutual TLS.
 
 Example:
-    vsplit pilot bank-marketing
+    vsplit pilot bank-marketing-no-duration     # what `make demo` runs: no `duration`, which leaks the label
+    vsplit pilot bank-marketing                 # with `duration`: a benchmark setting only
     vsplit pilot secretflow-bank --set train.epochs=5
     vsplit pilot bank-marketing --run-id my-first-pilot --quiet
     vsplit pilot u-shaped-credit     # the bank keeps columns, labels, head and tail; a compute party runs the middle
@@ -51,8 +52,14 @@ def run(args: argparse.Namespace) -> int:
     rows += [(k.replace("_", " "), v) for k, v in report["baselines"].items()]
     print(f"\n{args.preset}: test AUC on the {report['metrics']['n_scored']} customers the parties share")
     for name, metrics in rows:
-        print(f"  {name:<24} AUC {metrics['auc']:.4f}   KS {metrics['ks']:.4f}   F1 {metrics['f1']:.4f}")
-    print(f"report: {result.run_dir / 'bank' / 'report.md'}   ({result.seconds:.0f} s)")
+        print(f"  {name:<24} AUC {metrics['auc']:.4f}   Gini {2 * metrics['auc'] - 1:.4f}   KS {metrics['ks']:.4f}")
+    from vsplit.cli.summary import coverage_summary, leak_note
+
+    print(*coverage_summary(report), sep="\n")
+    print(*leak_note(args.preset), sep="\n")
+    bank = result.run_dir / "bank"
+    print(f"report: {bank / 'report.md'} (and report.html)   predictions: {result.predictions}   "
+          f"({result.seconds:.0f} s)")
     return 0
 
 

@@ -54,8 +54,9 @@ def run(args: argparse.Namespace) -> int:
     job = PredictJob.open(node.folder, args.job, resume=args.resume)
     with log_to_run_folder(job.folder, max_mb=node.config.output.log_max_mb):
         path = node.predict(table, ids_path=ids, job=job, peers=peers)
-    if not args.quiet:
-        print(f"{config.party.name}: wrote {path}")
+    from vsplit.cli.summary import predict_summary
+
+    print(predict_summary(path))
     return 0
 
 

@@ -1,4 +1,5 @@
-"""Run one party of a split-learning session: PSI, training, checkpoints, its own model part.
+"""`vsplit run` is an alias of `vsplit train`: one party of a split-learning session (PSI, training, checkpoints,
+its own model part). Prefer `vsplit train`; `run` stays for scripts written before.
 
 Example:
     vsplit run --config parties/bank/party.toml          # on the bank's machine (listens)
@@ -14,10 +15,9 @@ from __future__ import annotations
 
 import argparse
 import json
-from typing import Any
 
 NAME = "run"
-HELP = "run one party (PSI + training) over mutual TLS, as configured"
+HELP = "alias of `vsplit train`"
 
 
 def add_arguments(parser: argparse.ArgumentParser) -> None:
@@ -26,6 +26,7 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
                         help="override a config value, e.g. --set train.epochs=5 (repeatable)")
     parser.add_argument("--resume", action="store_true", help="continue from this party's last checkpoint")
     parser.add_argument("--quiet", action="store_true", help="no progress bars (logs still go to the run folder)")
+    parser.add_argument("--json", action="store_true", help="end with one JSON object instead of the summary")
 
 
 def run(args: argparse.Namespace) -> int:
@@ -37,16 +38,11 @@ def run(args: argparse.Namespace) -> int:
     node = PartyNode(config, resume=args.resume, progress=not args.quiet)  # the node of the config's topology
     with log_to_run_folder(node.folder, max_mb=node.config.output.log_max_mb):
         result = node.run()
-    if not args.quiet:
-        print(json.dumps(summary(result), indent=2))
+    from vsplit.cli.summary import train_record, train_summary
+
+    report = node.folder / "report.md"
+    report = report if report.is_file() else None
+    print(json.dumps(train_record(result, report=report), indent=2) if args.json
+          else train_summary(result, report=report))
     return 0
 
-
-def summary(result: Any) -> dict[str, Any]:
-    """What ``vsplit train`` prints of a party's result."""
-    if hasattr(result, "schedule"):  # a horizontal split's rounds
-        return {"party": result.party, "schedule": result.schedule, "seconds": result.seconds,
-                "round_seconds": result.round_seconds, "lost": result.lost, "bytes_sent": result.comm.get("by_peer")}
-    return {"party": result.party, "psi_intersection": result.psi.get("intersection"),
-            "epochs": len(result.history) or None, "best_epoch": result.best_epoch, "seconds": result.seconds,
-            "bytes_sent": result.comm.get("by_peer")}

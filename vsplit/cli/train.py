@@ -5,7 +5,9 @@ Example:
     vsplit train --config parties/partner/party.toml --set train.lr=0.0005
     vsplit train --config parties/bank/party.toml --resume       # after a crash: continue from checkpoints
 
-The same as `vsplit run`. Outputs go to <output.dir>/<run_id>/<party>/.
+Ends with a short summary (PSI, epochs, test AUC and Gini, the report's path); --json prints one JSON object
+instead. `vsplit run` is an alias. Outputs go to <output.dir>/<run_id>/<party>/: model.npz, fallback.npz (the label
+party's own model, for customers a partner does not know), result.json, report.md and report.html.
 """
 
 from __future__ import annotations
@@ -13,6 +15,6 @@ from __future__ import annotations
 from vsplit.cli.run import add_arguments, run
 
 NAME = "train"
-HELP = "PSI + split training + test scoring for one party (same as `vsplit run`)"
+HELP = "PSI + split training + test scoring + report for one party (alias: `vsplit run`)"
 
 __all__ = ["HELP", "NAME", "add_arguments", "run"]

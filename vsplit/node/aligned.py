@@ -100,6 +100,8 @@ class AlignedNode(PartyNode, kinds=("vertical", "vanilla", "u_shaped")):
         self._hooks: Any = None
         self._psi_backend: Any = None  # opened for the run by the session, from [psi] backend and workers
         self._checkpoints: tuple[int, Any, Any] = (-1, None, None)
+        self.bank_only: Any = None  # the label party's own model, for customers a partner does not know
+        self.coverage: Any = None  # the bank-only model on the test table (vsplit.app.fallback.cover_test)
 
     # -- building ----------------------------------------------------------------------------------------------------
     def _detector_columns(self) -> dict[str, np.ndarray]:
@@ -187,6 +189,7 @@ class AlignedNode(PartyNode, kinds=("vertical", "vanilla", "u_shaped")):
         """This party's result (and, at the label party, its test metrics and baselines), report and result.json."""
         training, scored = outcome
         seconds = dict(seconds)
+        self.bank_only = self.train_fallback()  # after the session, so that no partner waits for it
         if "score" in seconds or "test psi" in seconds:  # the test table's alignment and scoring
             seconds["score"] = seconds.pop("test psi", 0.0) + seconds.pop("score", 0.0)
         result = NodeResult(party=self.name, role=self.role, psi={}, comm=comm)
@@ -200,6 +203,10 @@ class AlignedNode(PartyNode, kinds=("vertical", "vanilla", "u_shaped")):
             if isinstance(self.party, LabelParty):
                 result.test = evaluate_labels(self.party, scored.table, scored.rows, scored.proba)
                 result.test["n_scored"] = len(scored.rows)
+                if self.bank_only is not None:
+                    from vsplit.app.fallback import cover_test
+
+                    self.coverage = cover_test(self.bank_only, scored.table, scored.rows, scored.proba)
                 if self.config.output.baselines:
                     phase = time.perf_counter()
                     alone = self.label_party_only(scored.table, scored.rows)
@@ -282,6 +289,11 @@ class AlignedNode(PartyNode, kinds=("vertical", "vanilla", "u_shaped")):
         """The baseline the label party can compute alone, scored on the same rows: its own columns alone
         (vertical), or the same network trained without the server (U-shaped); none where it has no features."""
         assert isinstance(self.party, LabelParty)
+        if self.coverage is not None:  # vertical: the bank-only fallback is this baseline, already trained and scored
+            metrics = evaluate_labels(self.party, test, rows, self.coverage.proba[rows])
+            chosen = chosen_record(self.bank_only.history, self.bank_only.best_epoch)
+            return {**metrics, "n_scored": len(rows), **({"val_loss": chosen["val_loss"]}
+                                                          if chosen is not None and "val_loss" in chosen else {})}
         alone = self._build_party(self.table)
         assert isinstance(alone, LabelParty)
         if not alone.has_features:
@@ -308,6 +320,21 @@ class AlignedNode(PartyNode, kinds=("vertical", "vanilla", "u_shaped")):
             metrics["val_loss"] = chosen["val_loss"]  # at its chosen epoch, on its own validation rows
         return metrics
 
+    def train_fallback(self) -> Any:
+        """Train and save (``fallback.npz``) the label party's own model on its own columns, for the customers a
+        partner does not know; ``None`` for a feature party, another topology or a label party without columns."""
+        if self.role != "label" or self.topology.kind != "vertical" or self.table is None:
+            return None
+        from vsplit.app.fallback import FILE, save_bank_only, train_bank_only
+
+        alone = self._build_party(self.table)
+        if not isinstance(alone, LabelParty) or not alone.has_features or alone.task.name != "binary":
+            return None
+        sid = session_id(self.config.output.run_id + ":alone")
+        model = train_bank_only(alone, schedule=self.schedule(), session=sid)
+        save_bank_only(model, self.folder / FILE, run_id=self.config.output.run_id)
+        return model
+
     def defense_hooks(self) -> Any:
         """The training hooks of this party's configured defenses (``privacy.defenses``)."""
         texts = self.config.privacy.defenses
@@ -321,7 +348,8 @@ class AlignedNode(PartyNode, kinds=("vertical", "vanilla", "u_shaped")):
 
     def _train_session(self) -> Any:
         clock = EpochClock()
-        callbacks = [TqdmProgress(desc=f"{self.name} epoch", disable=not self.progress), clock]
+        bar = TqdmProgress(desc=f"{self.name} training", disable=not self.progress)
+        callbacks = [bar, clock]
         hooks = self._hooks = self.defense_hooks()
         detectors = self.detectors()
         if detectors is not None:
@@ -332,6 +360,7 @@ class AlignedNode(PartyNode, kinds=("vertical", "vanilla", "u_shaped")):
         outcome = yield from train_session(self.party, self.topology, schedule=self.schedule(then_score=then_score),
                                            psi=self.psi_settings(), hooks=hooks, callbacks=callbacks,
                                            checkpointing=self._checkpoints, prepare=detectors and detectors.prepare)
+        bar.close()
         outcome.extra["clock"] = clock
         return outcome
 
@@ -368,6 +397,12 @@ class AlignedNode(PartyNode, kinds=("vertical", "vanilla", "u_shaped")):
             assert scored.proba is not None
             out.ids = [str(v) for v in scored.ids]
             out.by_id = dict(zip([out.ids[r] for r in scored.rows], scored.proba.tolist(), strict=True))
+            from vsplit.app.fallback import FILE, load_bank_only, score_unknown
+
+            saved = self.folder / FILE  # the label party's own model, if the run trained one (a vertical split)
+            alone = load_bank_only(saved, self._build_party(self.table), run_id=self.config.output.run_id) \
+                if saved.is_file() and self.table is not None else None
+            out.fallback = score_unknown(alone, scored.table, id_column=self.config.data.id_column, scored=out.by_id)
         return out
 
     # -- checkpoints and outputs -------------------------------------------------------------------------------------
@@ -449,17 +484,25 @@ class AlignedNode(PartyNode, kinds=("vertical", "vanilla", "u_shaped")):
         binary = isinstance(self.party, LabelParty) and self.party.task.name == "binary"
         if not binary or scored is None or result.test is None:
             extra = {"metrics": result.test, "history": result.history} if result.test is not None else {}
+            if result.test is None and result.history:  # no test set: the validation history is the quality section
+                extra = {"history": result.history, "best_epoch": result.best_epoch,
+                         "monitor": self.config.train.monitor}
             return write_partner_report(self.folder, {**common, "communication": result.comm, "psi": result.psi,
                                                       **extra})
         assert isinstance(self.party, LabelParty) and scored.proba is not None
         y = self.party.task.encode_with(scored.table[self.party.label], self.party.label_info).numpy()[scored.rows]
         aucs = {"split": result.test["auc"], **{k: v["auc"] for k, v in result.baselines.items()}}
         plots = write_plots(self.folder, y=y, proba=scored.proba, history=result.history, aucs=aucs)
+        from vsplit.report.credit_view import credit_section
+
+        credit = credit_section(self.folder, y=y, proba=scored.proba, coverage=self.coverage, rows=scored.rows,
+                                seed=self.config.train.seed)
+        plots.update(credit.pop("plots"))
         report = {**common, "metrics": result.test, "baselines": result.baselines, "history": result.history,
                   "best_epoch": result.best_epoch, "monitor": self.config.train.monitor,
                   "warnings": training_warnings(result.history, result.best_epoch, result.baselines), "psi": result.psi,
                   "communication": {self.name: {"sent": result.comm["sent"], "received": result.comm["received"]}},
-                  "plots": plots}
+                  "plots": plots, **credit}
         return write_label_report(self.folder, report)
 
 

@@ -179,9 +179,9 @@ class PartyNode:
                                    "communication": scores.communication}
         path = job.folder / "predict.json"
         if scores.by_id is not None:
-            path, summary["counts"] = write_predictions(job.folder, id_column=self.config.data.id_column,
-                                                        own=scores.ids, wanted=requested, by_id=scores.by_id,
-                                                        missing=scores.missing, me=self.name)
+            path, summary["counts"], summary["models"] = write_predictions(
+                job.folder, id_column=self.config.data.id_column, own=scores.ids, wanted=requested,
+                by_id=scores.by_id, fallback=scores.fallback, missing=scores.missing, me=self.name)
         job.finish()
         write_json(job.folder / "predict.json", summary)  # written last: the job is done
         return path

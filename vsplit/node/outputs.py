@@ -1,18 +1,20 @@
 """What a party's process writes, the same for every topology: JSON records, and a scoring job's predictions.
 
 ``predictions.csv`` has the ID column, ``probability`` (a binary task, a regression's ``prediction`` is named so too)
-or ``probability_<k>`` per class, and ``status``: ``scored``, or why a customer has no score (``unknown to <party>``,
-``unknown to a partner``). Files are written atomically.
+or ``probability_<k>`` per class, ``model``: which model scored the row (``split``, ``bank_only`` for a customer a
+partner does not know, scored by the label party's own model, or empty), and ``status``: ``scored``, or why the split
+has no score (``unknown to <party>``, ``unknown to a partner``). Files are written atomically.
 
 Example:
     >>> import tempfile, pathlib, pandas as pd
     >>> folder = pathlib.Path(tempfile.mkdtemp())
-    >>> path, counts = write_predictions(folder, id_column="id", own=["a", "b"], wanted=["a", "b", "z"],
-    ...                                  by_id={"a": 0.25}, missing="unknown to a partner", me="bank")
+    >>> path, counts, models = write_predictions(folder, id_column="id", own=["a", "b"], wanted=["a", "b", "z"],
+    ...                                          by_id={"a": 0.25}, fallback={"b": 0.5}, missing="unknown to a partner",
+    ...                                          me="bank")
     >>> pd.read_csv(path)["status"].tolist()
     ['scored', 'unknown to a partner', 'unknown to bank']
-    >>> counts["scored"], counts["unknown to bank"]
-    (1, 1)
+    >>> pd.read_csv(path)["model"].fillna("").tolist(), models
+    (['split', 'bank_only', ''], {'split': 1, 'bank_only': 1, 'none': 1})
 """
 
 from __future__ import annotations
@@ -33,6 +35,8 @@ class Scores:
     ids: list[str] = field(default_factory=list)
     #: ID -> prediction (a float, or one per class) for the customers scored; ``None``: this party scores nothing
     by_id: dict[str, Any] | None = None
+    #: ID -> the label party's own model's prediction, for customers of its table the split did not score
+    fallback: dict[str, Any] = field(default_factory=dict)
     #: the status of a customer of this party's table that got no score
     missing: str = "unknown to a partner"
     seconds: dict[str, float] = field(default_factory=dict)
@@ -42,26 +46,31 @@ class Scores:
 
 
 def write_predictions(folder: Path, *, id_column: str, own: Sequence[str], wanted: Sequence[str] | None,
-                      by_id: Mapping[str, Any], missing: str, me: str) -> tuple[Path, dict[str, int]]:
-    """``predictions.csv`` in ``folder`` for the IDs ``wanted`` (default: ``own``, this party's table); the path and
-    the count of each status."""
+                      by_id: Mapping[str, Any], missing: str, me: str, fallback: Mapping[str, Any] | None = None,
+                      ) -> tuple[Path, dict[str, int], dict[str, int]]:
+    """``predictions.csv`` in ``folder`` for the IDs ``wanted`` (default: ``own``, this party's table), scored by the
+    split (``by_id``) or else by the label party's own model (``fallback``); the path, the count of each status and
+    of each model."""
     import numpy as np
     import pandas as pd
 
     known = set(own)
     wanted = list(wanted) if wanted is not None else list(own)
+    fallback = fallback or {}
+    scores = {i: by_id[i] if i in by_id else fallback.get(i) for i in wanted}
     columns: dict[str, Any] = {id_column: wanted}
-    widths = {np.size(v) for v in by_id.values()}
     if any(np.ndim(v) == 1 for v in by_id.values()):  # one probability per class
-        for k in range(max(widths)):
-            columns[f"probability_{k}"] = [float(np.asarray(by_id[i])[k]) if i in by_id else None for i in wanted]
+        for k in range(max(np.size(v) for v in by_id.values())):
+            columns[f"probability_{k}"] = [None if v is None else float(np.asarray(v)[k]) for v in scores.values()]
     else:
-        columns["probability"] = [float(by_id[i]) if i in by_id else None for i in wanted]
+        columns["probability"] = [None if v is None else float(v) for v in scores.values()]
+    columns["model"] = ["split" if i in by_id else ("bank_only" if i in fallback else "") for i in wanted]
     columns["status"] = ["scored" if i in by_id else (missing if i in known else f"unknown to {me}") for i in wanted]
     out = pd.DataFrame(columns)
     path = folder / "predictions.csv"
     write_atomic(path, out.to_csv(index=False).encode())
-    return path, {str(k): int(v) for k, v in out["status"].value_counts().items()}
+    models = {k or "none": int(n) for k, n in out["model"].value_counts(sort=False).items()}
+    return path, {str(k): int(v) for k, v in out["status"].value_counts().items()}, models
 
 
 def write_json(path: Path, payload: Any) -> Path:

@@ -21,6 +21,8 @@ from typing import Any
 
 from vsplit import strict_json
 from vsplit.atomic import write_atomic
+from vsplit.report.credit_text import coverage_lines, credit_lines, history_lines
+from vsplit.report.html import write_html_report
 
 SCHEMA = "vsplit-report-1"
 METRICS = ("auc", "ks", "accuracy", "f1", "log_loss")
@@ -89,16 +91,11 @@ def write_label_report(folder: Path, report: dict[str, Any], *, json_name: str =
     if "test" in report["psi"]:
         t = report["psi"]["test"]
         lines.append(f"Test: {t['size']:,} customers here, {t['intersection']:,} shared with every partner.")
-    best = report.get("best_epoch")
-    chosen = f"Chosen epoch: {best + 1} (of {len(report['history'])} run)" if best is not None else "No epoch chosen"
-    watched = f", by {report['monitor']}" if report.get("monitor") else ""
-    lines += ["", "## Training", ""]
+    lines += credit_lines(report["credit"]) if report.get("credit") else []
+    lines += coverage_lines(report["coverage"]) if report.get("coverage") else []
+    lines += ["", "## Training (validation history)", ""]
     lines += [f"> **Warning.** {text}" for text in report.get("warnings", [])]
-    lines += ["", f"{chosen}{watched}; its weights are the model's.", "",
-              "| epoch | train loss | validation loss | validation AUC |", "| ---: | ---: | ---: | ---: |"]
-    for h in report["history"]:
-        lines.append(f"| {h['epoch'] + 1} | {_number(h['train_loss'])} | {_number(h.get('val_loss'))} | "
-                     f"{_number(h.get('val_auc'))} |")
+    lines += history_lines(report["history"], report.get("best_epoch"), report.get("monitor"))
     lines += _columns_table(report.get("columns"))
     lines += ["", "## What crossed the wire", ""]
     for party, comm in report["communication"].items():
@@ -112,6 +109,7 @@ def write_label_report(folder: Path, report: dict[str, Any], *, json_name: str =
     lines += ["", f"Config hashes (SHA-256): {hashes}"]
     path = folder / "report.md"
     write_atomic(path, ("\n".join(lines) + "\n").encode())
+    write_html_report(path)
     return path
 
 
@@ -130,9 +128,14 @@ def write_partner_report(folder: Path, report: dict[str, Any]) -> Path:
     if report.get("metrics"):
         lines += ["| test metric | value |", "| --- | ---: |"]
         lines += [f"| {k} | {v:.4f} |" for k, v in report["metrics"].items() if isinstance(v, float)] + [""]
+    if report.get("history"):  # a label party without a test set: its validation history is its quality figure
+        lines += ["## Training (validation history)", "", "No test set was configured (data.test_path): the validation "
+                  "rows, held out of training, are the only quality figure.",
+                  *history_lines(report["history"], report.get("best_epoch"), report.get("monitor")), ""]
     lines += [*_traffic_table("sent", comm["sent"]), "", *_traffic_table("received", comm["received"]), ""]
     lines += [*_columns_table(report.get("columns"))[1:], ""] if report.get("columns") else []
     lines += ["| phase | seconds |", "| --- | ---: |"] + [f"| {k} | {v:.2f} |" for k, v in report["seconds"].items()]
     path = folder / "report.md"
     write_atomic(path, ("\n".join(lines) + "\n").encode())
+    write_html_report(path)
     return path

@@ -1,8 +1,12 @@
-"""Progress bars for training, with tqdm: one bar per epoch with the loss, and the validation AUC after it.
+"""Progress bars for training, with tqdm: one bar for the whole training phase (its total grows by an epoch's steps
+as each epoch starts), showing the epoch (from 1), the loss and the last validation AUC.
 
 Example:
     >>> bar = TqdmProgress(disable=True)
     >>> bar.on_step(0, 0, 2, 0.7); bar.on_step(0, 1, 2, 0.6); bar.on_epoch({"epoch": 0, "val_auc": 0.8})
+    >>> bar.on_step(1, 0, 2, 0.5); bar._bar.total
+    4
+    >>> bar.close()
 """
 
 from __future__ import annotations
@@ -14,27 +18,31 @@ from tqdm.auto import tqdm
 
 
 class TqdmProgress:
-    """A training callback that draws a tqdm bar per epoch on the label party."""
+    """A training callback that draws one tqdm bar for the training phase on the label party; :meth:`close` it
+    when training ends."""
 
-    def __init__(self, *, disable: bool = False, desc: str = "epoch", leave: bool = True) -> None:
+    def __init__(self, *, disable: bool = False, desc: str = "training", leave: bool = True) -> None:
         self.disable, self.desc, self.leave = disable, desc, leave
         self._bar: Any = None
         self._epoch = -1
+        self._postfix: dict[str, str] = {}
 
     def on_step(self, epoch: int, step: int, steps: int, loss: float) -> None:
+        if self._bar is None:
+            self._bar = tqdm(total=0, desc=self.desc, unit="step", disable=self.disable, leave=self.leave)
         if epoch != self._epoch:
-            self.close()
-            self._bar = tqdm(total=steps, desc=f"{self.desc} {epoch + 1}", disable=self.disable, leave=self.leave)
+            self._bar.total += steps
             self._epoch = epoch
+            self._postfix["epoch"] = str(epoch + 1)
         self._bar.update(1)
         if step % 10 == 0 or step + 1 == steps:
-            self._bar.set_postfix(loss=f"{loss:.4f}", refresh=False)
+            self._postfix["loss"] = f"{loss:.4f}"
+            self._bar.set_postfix(self._postfix, refresh=False)
 
     def on_epoch(self, record: dict[str, Any]) -> None:
         if self._bar is not None and record.get("val_auc") is not None:
-            self._bar.set_postfix(loss=f"{record['train_loss']:.4f}" if "train_loss" in record else None,
-                                  val_auc=f"{record['val_auc']:.4f}")
-        self.close()
+            self._postfix["val_auc"] = f"{record['val_auc']:.4f}"
+            self._bar.set_postfix(self._postfix)
 
     def close(self) -> None:
         if self._bar is not None:
