@@ -71,12 +71,13 @@ LAYERS: tuple[tuple[str, tuple[str, ...]], ...] = (
         "vsplit.privacy.detectors", "vsplit.privacy.hooks", "vsplit.privacy.accounting", "vsplit.privacy.images",
     )),
     ("runtime", ("vsplit.runtime",)),
-    ("application", ("vsplit.app", "vsplit.horizontal.session", "vsplit.party", "vsplit.config")),
+    ("application", ("vsplit.app", "vsplit.horizontal.session", "vsplit.party", "vsplit.config", "vsplit.tune")),
     ("front doors", (
         "vsplit.estimator", "vsplit.horizontal.run", "vsplit.runtime.node", "vsplit.runtime.horizontal_node",
         "vsplit.runtime.horizontal_predict",
     )),
-    ("tools", ("vsplit.evaluation", "vsplit.privacy", "vsplit.pilot", "vsplit.horizontal.processes")),
+    ("tools", ("vsplit.evaluation", "vsplit.boosting", "vsplit.privacy", "vsplit.pilot",
+               "vsplit.horizontal.processes")),
     ("cli", ("vsplit.cli",)),
     ("package", ("vsplit",)),
 )
