@@ -6,8 +6,9 @@ and ``"none"`` for a horizontal one: there the clients' bottoms are averaged, an
 own fitted state, which averaging would mix and send to the server.
 
 Example:
-    >>> from vsplit.config.schema import ModelSection, NetworkSection, PartyConfig, PartySection, TopologySection
-    >>> cfg = PartyConfig(party=PartySection(name="bank", role="label"), network=NetworkSection(key="", cert="", peers={}))
+    >>> from vsplit.config.schema import NetworkSection, PartyConfig, PartySection, TopologySection
+    >>> net = NetworkSection(key="", cert="", peers={})
+    >>> cfg = PartyConfig(party=PartySection(name="bank", role="label"), network=net)
     >>> recipe_settings(cfg)["numeric_embedding"]
     'auto'
     >>> horizontal = PartyConfig(party=cfg.party, network=cfg.network, topology=TopologySection(kind="horizontal"))
