@@ -71,11 +71,12 @@ LAYERS: tuple[tuple[str, tuple[str, ...]], ...] = (
         "vsplit.privacy.detectors", "vsplit.privacy.hooks", "vsplit.privacy.accounting", "vsplit.privacy.images",
     )),
     ("runtime", ("vsplit.runtime",)),
-    ("application", ("vsplit.app", "vsplit.horizontal.session", "vsplit.party", "vsplit.config")),
+    ("application", ("vsplit.app", "vsplit.horizontal.session", "vsplit.party", "vsplit.config", "vsplit.tune")),
     ("front doors", (
         "vsplit.estimator", "vsplit.horizontal.run", "vsplit.node",
     )),
-    ("tools", ("vsplit.evaluation", "vsplit.privacy", "vsplit.pilot", "vsplit.horizontal.processes")),
+    ("tools", ("vsplit.evaluation", "vsplit.boosting", "vsplit.privacy", "vsplit.pilot",
+               "vsplit.horizontal.processes")),
     ("cli", ("vsplit.cli",)),
     ("package", ("vsplit",)),
 )

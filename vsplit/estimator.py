@@ -88,6 +88,10 @@ class _SplitEstimator(BaseEstimator):
         top_hidden: Sequence[int] = (32,),
         merge: str = "concat",
         dropout: float = 0.0,
+        numeric_embedding: str = "auto",
+        numeric_width: int = 8,
+        numeric_bins: int = 16,
+        members: int = 1,
         optimizer: str = "adam",
         lr: float = 1e-3,
         weight_decay: float = 0.0,
@@ -135,6 +139,10 @@ class _SplitEstimator(BaseEstimator):
         self.top_hidden = top_hidden
         self.merge = merge
         self.dropout = dropout
+        self.numeric_embedding = numeric_embedding
+        self.numeric_width = numeric_width
+        self.numeric_bins = numeric_bins
+        self.members = members
         self.optimizer = optimizer
         self.lr = lr
         self.weight_decay = weight_decay
@@ -410,6 +418,10 @@ class _SplitEstimator(BaseEstimator):
             top_hidden=tuple(self.top_hidden),
             merge=self.merge,
             dropout=self.dropout,
+            numeric_embedding=self.numeric_embedding,
+            numeric_width=self.numeric_width,
+            numeric_bins=self.numeric_bins,
+            members=self.members,
             optimizer=self.optimizer,
             lr=self.lr,
             weight_decay=self.weight_decay,
@@ -495,6 +507,9 @@ class SplitClassifier(ClassifierMixin, _SplitEstimator):
         embedding_width, bottom_hidden, top_hidden, merge, dropout: architecture of the default modules.
             ``embedding_width`` is the output width of the default bottoms and of the default U-shaped middle;
             a module of your own declares its own width (below).
+        numeric_embedding, numeric_width, numeric_bins: how the default bottoms embed numeric columns
+            (``"auto"``: piecewise-linear, bins fitted on each party's own rows; see :mod:`vsplit.models.numeric`).
+        members: heads of the default top; more than 1 is an ensemble sharing the one cut exchange.
         optimizer, lr, weight_decay: every party's optimizer.
         epochs, batch_size, validation_fraction, patience: training schedule and early stopping.
         monitor: what early stopping watches, and whose best epoch is kept: ``"val_loss"`` (default) or the
@@ -620,6 +635,37 @@ class SplitClassifier(ClassifierMixin, _SplitEstimator):
         out = np.full(len(codes), None, dtype=object)
         out[known] = self.classes_[codes[known]]
         return out
+
+    def tune(self, views: Mapping[str, pd.DataFrame], *, n_trials: int = 20,
+             bounds: Mapping[str, Mapping[str, tuple[float, float]]] | None = None,
+             space: Mapping[str, Any] | None = None, storage: str | None = None, validation_fraction: float = 0.2,
+             progress: bool = False) -> Any:
+        """Search this estimator's recipe on ``views`` (training rows only) and return a
+        :class:`~vsplit.tune.study.TuneResult` (``pip install 'vsplit[tune]'``; docs/tuning.md).
+
+        Each trial trains a clone on a stratified ``1 - validation_fraction`` of the label party's rows and is scored
+        by its AUC on the rest; ``bounds`` maps a partner to its bounds (knob -> (low, high)), and a trial outside
+        them is refused and recorded, not fatal. ``storage`` is a journal file: a second call with it resumes the
+        study. Fit the winner with ``clf.clone(**estimator_params(result.best_values)).fit(views)``.
+
+        Example:
+            >>> bounds = {"partner": {"numeric_bins": (8, 24)}}
+            >>> result = clf.tune(train_views, n_trials=20, bounds=bounds)  # doctest: +SKIP
+        """
+        from vsplit.tune.rows import validation_views
+        from vsplit.tune.space import check_trial, estimator_params
+        from vsplit.tune.study import run_study
+
+        fit, valid = validation_views(views, label_party=self.label_party, label=self.label,
+                                      fraction=validation_fraction, seed=self.random_state)
+
+        def score(values: dict[str, Any]) -> float:
+            for party, limits in (bounds or {}).items():
+                check_trial(party, values, limits)
+            return self.clone(**estimator_params(values)).fit(fit).evaluate(valid)["auc"]
+
+        return run_study(score, n_trials=n_trials, seed=self.random_state, space=space, storage=storage,
+                         progress=progress)
 
     def score(self, views: Mapping[str, pd.DataFrame], y: None = None) -> float:
         """Accuracy on the label party's rows that every party knows (the rows that can be scored); the labels

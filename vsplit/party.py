@@ -29,6 +29,7 @@ from vsplit.data.preprocess import TablePreprocessor
 from vsplit.data.tables import check_table, normalise_ids
 from vsplit.errors import ConfigError, DataError
 from vsplit.models.build import default_segment
+from vsplit.models.numeric import numeric_embedding
 from vsplit.models.optim import make_optimizer
 from vsplit.models.rng import PartyRng
 from vsplit.models.seeds import derive_seed
@@ -50,6 +51,14 @@ class ModelSettings:
     sends across a cut (``compression``, ``error_feedback``: see :mod:`vsplit.protocol.training.compression`)."""
 
     embedding_width: int = 16
+    #: how the default bottom sees numeric columns: "piecewise" (bins fitted on the party's own rows), "periodic"
+    #: or "none" (the scaled values as they are); "auto": piecewise, or none for a party that streams its table
+    #: from Parquet (bins need the rows in memory); see :mod:`vsplit.models.numeric`
+    numeric_embedding: str = "auto"
+    numeric_width: int = 8
+    numeric_bins: int = 16
+    #: heads of the default top (an ensemble sharing the one cut exchange; :mod:`vsplit.models.ensemble`)
+    members: int = 1
     bottom_hidden: tuple[int, ...] = (64,)
     top_hidden: tuple[int, ...] = (32,)
     merge: str = "concat"
@@ -97,7 +106,7 @@ class _Segments:
                 s = self.settings
                 out[seg.name] = self.segment_models[seg.name] = default_segment(
                     topology, seg, hidden=s.top_hidden, merge=s.merge, task_width=task_width, seed=self.seed,
-                    dropout=s.dropout)
+                    dropout=s.dropout, members=s.members)
         return out
 
     def optimizer(self, params: Sequence[nn.Parameter]) -> torch.optim.Optimizer:
@@ -184,13 +193,26 @@ class _Party(_Segments):
         else:
             self.preprocessor.fit(features)
             self.inputs = self.preprocessor.transform(features)
+        if model is not None:
+            self.model = model
+            return
+        kind = settings.numeric_embedding
+        if kind == "auto":
+            kind = "none" if streamed else "piecewise"
+        if streamed and kind != "none":
+            raise ConfigError(f"{name}: numeric embeddings fit bins on the rows in memory, but this party streams "
+                              "its table from Parquet; set model.numeric_embedding = \"none\" (or numeric_embedding="
+                              "\"none\") to stream")
         with PartyRng(derive_seed(seed, name, "init")):
-            self.model = model or TabularMLP(
+            numeric = numeric_embedding(kind, self.inputs[1], width=settings.numeric_width,
+                                        n_bins=settings.numeric_bins)
+            self.model = TabularMLP(
                 cardinalities=self.preprocessor.cardinalities,
                 n_numeric=self.preprocessor.n_numeric,
                 hidden=settings.bottom_hidden,
                 out_dim=settings.embedding_width,
                 dropout=settings.dropout,
+                numeric=numeric,
             )
 
     @property

@@ -31,6 +31,7 @@ from pathlib import Path
 from typing import Any, Union, get_args, get_origin, get_type_hints
 
 from vsplit.config.names import name_problem
+from vsplit.config.recipe import recipe_checks
 from vsplit.config.schema import PartyConfig
 from vsplit.errors import ConfigError
 from vsplit.protocol.training.messages import MAX_AHEAD
@@ -193,8 +194,9 @@ def _cross_checks(config: PartyConfig, folder: Path, *, check_files: bool) -> li
     if kind == "horizontal":
         from vsplit.config.horizontal import horizontal_checks
 
-        return errors + horizontal_checks(config) + _limit_checks(config) + \
+        return errors + recipe_checks(config) + horizontal_checks(config) + _limit_checks(config) + \
             (file_checks(config, folder) if check_files else [])
+    errors += recipe_checks(config)
     if party.role not in ROLES:
         errors.append(f"party.role: must be 'label', 'feature' or 'compute', got {party.role!r}")
     if kind not in KINDS:

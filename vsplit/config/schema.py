@@ -120,6 +120,14 @@ class ModelSection:
     top_hidden: tuple[int, ...] = (32,)
     merge: str = "concat"
     dropout: float = 0.0
+    #: numeric columns in the default bottom: "auto" (piecewise-linear, none in a horizontal run), "piecewise"
+    #: (bins fitted on this party's own rows, never sent), "periodic" or "none" (docs/models.md)
+    numeric_embedding: str = "auto"
+    #: numbers per numeric column after the embedding, and (piecewise) bins per column
+    numeric_width: int = 8
+    numeric_bins: int = 16
+    #: label party: heads of the top model's ensemble; they share the one cut exchange (docs/models.md)
+    members: int = 1
     #: embedding widths of the partners (label party only); default: this party's embedding_width for each
     peer_widths: dict[str, int] = field(default_factory=dict)
 

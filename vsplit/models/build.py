@@ -18,6 +18,7 @@ from collections.abc import Sequence
 from torch import nn
 
 from vsplit.errors import ConfigError
+from vsplit.models.ensemble import EnsembleTop
 from vsplit.models.rng import PartyRng
 from vsplit.models.seeds import derive_seed
 from vsplit.models.segments import MLP
@@ -57,18 +58,22 @@ def default_segment(
     task_width: int,
     seed: int,
     dropout: float = 0.0,
+    members: int = 1,
 ) -> nn.Module:
     """A default module for a non-source segment.
 
     The loss segment of a vertical or vanilla split is a :class:`TopModel` (merge, then an MLP); a segment whose
     output crosses a cut is an :class:`MLP` ending in a ReLU (the U-shaped middle); the U-shaped tail is a linear
-    layer after a ReLU.
+    layer after a ReLU. ``members`` > 1 makes that top an :class:`~vsplit.models.ensemble.EnsembleTop`.
     """
     if segment.is_source:
         raise ConfigError(f"segment {segment.name!r} is fed with rows: its module comes from the party's table")
     widths = input_widths(topology, segment)
     with PartyRng(segment_seed(topology, segment, seed)):
         if segment.loss and (len(widths) > 1 or segment.name == "top"):
+            if members > 1:
+                return EnsembleTop(widths=widths, members=members, merge=merge, hidden=hidden, dropout=dropout,
+                                   out_dim=task_width)
             return TopModel(widths=widths, merge=merge, hidden=hidden, dropout=dropout, out_dim=task_width)
         (width,) = widths.values() if len(widths) == 1 else (sum(widths.values()),)
         if segment.loss:

@@ -30,7 +30,11 @@ _TORCH = (
     nn.BatchNorm1d, nn.BatchNorm2d, nn.LayerNorm, nn.GroupNorm,
 )
 #: vsplit's own module classes: their forward adds nothing random (their children are checked too).
-_VSPLIT = ("TabularMLP", "TopModel", "MLP", "ImageHead", "Concat", "Sum", "Mean", "Attention")
+_VSPLIT = ("TabularMLP", "TopModel", "MLP", "ImageHead", "Concat", "Sum", "Mean", "Attention", "NumericEmbedding",
+           "EnsembleTop")
+#: the numeric embeddings of rtdl-num-embeddings (vsplit.models.numeric): fixed encodings and linear maps
+_RTDL = ("PiecewiseLinearEmbeddings", "_PiecewiseLinearEncodingImpl", "LinearEmbeddings", "PeriodicEmbeddings",
+         "_Periodic", "_NLinear")
 
 
 def draws_random_numbers(module: nn.Module) -> bool:
@@ -39,6 +43,8 @@ def draws_random_numbers(module: nn.Module) -> bool:
         if type(m) in _TORCH:
             continue
         if type(m).__module__.startswith("vsplit.models.") and type(m).__name__ in _VSPLIT:
+            continue
+        if type(m).__module__ == "rtdl_num_embeddings" and type(m).__name__ in _RTDL:
             continue
         return True
     return False

@@ -33,6 +33,8 @@ class TabularMLP(nn.Module):
         hidden: widths of the hidden layers.
         out_dim: width of the embedding the party sends.
         dropout: dropout after each hidden layer.
+        numeric: a module mapping the numeric columns ``(n, n_numeric)`` to ``(n, numeric.out_width)`` before the
+            MLP (a fitted :class:`~vsplit.models.numeric.NumericEmbedding`); default: the columns as they are.
     """
 
     def __init__(
@@ -43,10 +45,13 @@ class TabularMLP(nn.Module):
         hidden: Sequence[int] = (64,),
         out_dim: int = 16,
         dropout: float = 0.0,
+        numeric: nn.Module | None = None,
     ) -> None:
         super().__init__()
         self.embeddings = nn.ModuleList(nn.Embedding(c, embedding_width(c)) for c in cardinalities)
-        width = sum(e.embedding_dim for e in self.embeddings) + n_numeric
+        self.numeric = numeric
+        n_numeric_out = numeric.out_width if numeric is not None and n_numeric else n_numeric
+        width = sum(e.embedding_dim for e in self.embeddings) + n_numeric_out
         layers: list[nn.Module] = []
         for size in hidden:
             layers += [nn.Linear(width, size), nn.ReLU()]
@@ -60,5 +65,5 @@ class TabularMLP(nn.Module):
     def forward(self, cat: torch.Tensor, num: torch.Tensor) -> torch.Tensor:
         parts = [emb(cat[:, i]) for i, emb in enumerate(self.embeddings)]
         if num.shape[1]:
-            parts.append(num)
+            parts.append(self.numeric(num) if self.numeric is not None else num)
         return self.mlp(torch.cat(parts, dim=1))

@@ -27,6 +27,7 @@ import pandas as pd
 from vsplit.app.local import run_sessions
 from vsplit.app.session import PsiSettings, Schedule, score_session, train_session
 from vsplit.config import PartyConfig, resolve
+from vsplit.config.recipe import recipe_settings
 from vsplit.config.topology import topology_of
 from vsplit.data.parquet_table import open_table
 from vsplit.data.sources import about_file, read_table
@@ -53,7 +54,7 @@ def model_settings(config: PartyConfig) -> ModelSettings:
         merge=m.merge, dropout=m.dropout, optimizer=t.optimizer, lr=t.lr, weight_decay=t.weight_decay,
         scaling=d.scaling, missing=d.missing, compression=n.compression, error_feedback=n.error_feedback,
         max_abs_activation=t.max_abs_activation, max_abs_gradient=t.max_abs_gradient,
-        coerce_numbers=d.coerce_numbers,
+        coerce_numbers=d.coerce_numbers, **recipe_settings(config),
     )
 
 

@@ -1,0 +1,43 @@
+"""The README's quality table is the one `benchmarks/quality.py --readme` prints from results-quality.json, and the
+benchmark's pooled boosters train on the training rows and score the shared test rows."""
+
+from __future__ import annotations
+
+import importlib.util
+from pathlib import Path
+
+import numpy as np
+import pytest
+
+REPO = Path(__file__).resolve().parents[1]
+
+
+def load_quality():
+    spec = importlib.util.spec_from_file_location("quality_benchmark", REPO / "benchmarks" / "quality.py")
+    module = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(module)
+    return module
+
+
+def test_readme_quality_table_comes_from_the_results_json():
+    import json
+
+    quality = load_quality()
+    table = quality.readme_table(json.loads((REPO / "benchmarks" / "results-quality.json").read_text()))
+    assert table in (REPO / "README.md").read_text(), "README's quality table is stale: paste the output of " \
+        "`python benchmarks/quality.py --readme`"
+
+
+def test_boosters_score_the_shared_test_rows(views):
+    pytest.importorskip("lightgbm")
+    from vsplit.boosting import score_boosters
+
+    train = {n: t.iloc[: len(t) * 3 // 4].reset_index(drop=True) for n, t in views.items()}
+    test = {n: t.iloc[len(t) * 3 // 4:].reset_index(drop=True) for n, t in views.items()}
+    scores = score_boosters(train, test, label_party="bank", label="y", id_column="customer_id",
+                            positive_label="yes", seed=0)
+    shared = set(test["bank"]["customer_id"]) & set(test["partner"]["customer_id"])
+    for kind, out in scores.items():
+        assert out["n_scored"] == len(shared), kind
+        assert 0.6 < out["auc"] <= 1.0 and np.isfinite(out["log_loss"]), kind
+    assert scores["lightgbm"]["params"]["n_estimators"] >= 1

@@ -1,0 +1,39 @@
+"""The new recipe keeps the oracle: with numeric embeddings (piecewise, periodic) and with the ensemble top, split
+training over in-memory channels ends at the parameters of the same network trained in one place."""
+
+from __future__ import annotations
+
+import pytest
+import torch
+
+from vsplit.estimator import SplitClassifier
+from vsplit.models.ensemble import EnsembleTop
+from vsplit.models.numeric import NumericEmbedding
+
+RECIPES = {
+    "piecewise": {"numeric_embedding": "piecewise"},
+    "periodic": {"numeric_embedding": "periodic"},
+    "ensemble": {"numeric_embedding": "piecewise", "members": 3},
+}
+
+
+def parameters(clf: SplitClassifier) -> dict[str, torch.Tensor]:
+    modules = {"bank": clf.label_party_.model, "top": clf.label_party_.top,
+               "partner": clf.feature_parties_["partner"].model}
+    return {f"{seg}.{k}": v.detach().clone() for seg, m in modules.items() for k, v in m.state_dict().items()}
+
+
+@pytest.mark.parametrize("recipe", RECIPES.values(), ids=RECIPES.keys())
+def test_split_equals_centralized_with_the_new_recipe(views, one_thread, recipe):
+    settings = dict(label_party="bank", label="y", epochs=2, batch_size=64, patience=None, random_state=0, **recipe)
+    split = SplitClassifier(mode="split", **settings).fit(views)
+    pooled = SplitClassifier(mode="centralized", **settings).fit(views)
+    assert isinstance(split.feature_parties_["partner"].model.numeric, NumericEmbedding)
+    if recipe.get("members", 1) > 1:
+        assert isinstance(split.label_party_.top, EnsembleTop) and len(split.label_party_.top.members) == 3
+    got, want = parameters(split), parameters(pooled)
+    untrained = parameters(SplitClassifier(mode="split", **{**settings, "epochs": 1}).fit(views))
+    assert got.keys() == want.keys()
+    assert any(not torch.allclose(got[k], untrained[k]) for k in got), "training moved no parameter"
+    for key in want:
+        torch.testing.assert_close(got[key], want[key], atol=1e-5, rtol=0, msg=key)

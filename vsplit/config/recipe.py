@@ -1,0 +1,55 @@
+"""The model-recipe keys of a party's config (``[model]`` numeric embeddings, ``members``): their checks, and how
+they map onto :class:`~vsplit.party.ModelSettings`.
+
+``model.numeric_embedding = "auto"`` (the default) is piecewise-linear for a vertical, vanilla or U-shaped split
+and ``"none"`` for a horizontal one: there the clients' bottoms are averaged, and each client's bin edges are its
+own fitted state, which averaging would mix and send to the server.
+
+Example:
+    >>> from vsplit.config.schema import NetworkSection, PartyConfig, PartySection, TopologySection
+    >>> net = NetworkSection(key="", cert="", peers={})
+    >>> cfg = PartyConfig(party=PartySection(name="bank", role="label"), network=net)
+    >>> recipe_settings(cfg)["numeric_embedding"]
+    'auto'
+    >>> horizontal = PartyConfig(party=cfg.party, network=cfg.network, topology=TopologySection(kind="horizontal"))
+    >>> recipe_settings(horizontal)["numeric_embedding"]
+    'none'
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+from vsplit.config.schema import PartyConfig
+
+#: what ``model.numeric_embedding`` accepts
+NUMERIC_KINDS = ("auto", "none", "piecewise", "periodic")
+
+
+def recipe_settings(config: PartyConfig) -> dict[str, Any]:
+    """The :class:`~vsplit.party.ModelSettings` fields of issue 25's keys, from ``config``."""
+    m = config.model
+    kind = m.numeric_embedding
+    if kind == "auto" and config.topology.kind == "horizontal":
+        kind = "none"
+    return {"numeric_embedding": kind, "numeric_width": m.numeric_width, "numeric_bins": m.numeric_bins,
+            "members": m.members}
+
+
+def recipe_checks(config: PartyConfig) -> list[str]:
+    """Problems with the recipe keys of ``config``, each naming its key."""
+    m, errors = config.model, []
+    if m.numeric_embedding not in NUMERIC_KINDS:
+        errors.append(f"model.numeric_embedding: must be one of {', '.join(NUMERIC_KINDS)}; got "
+                      f"{m.numeric_embedding!r}")
+    if m.numeric_embedding == "piecewise" and config.topology.kind == "horizontal":
+        errors.append("model.numeric_embedding: piecewise bins are each client's own fitted state, and a horizontal "
+                      "run averages the clients' bottoms; use \"periodic\" or \"none\" (\"auto\" picks none)")
+    if m.numeric_embedding == "piecewise" and config.data.stream:
+        errors.append("model.numeric_embedding: piecewise bins are fitted on the rows in memory, and data.stream "
+                      "reads them by batches; use \"auto\" or \"none\" with stream = true")
+    for key, value, low in (("model.numeric_width", m.numeric_width, 1), ("model.numeric_bins", m.numeric_bins, 2),
+                            ("model.members", m.members, 1)):
+        if value < low:
+            errors.append(f"{key}: must be at least {low}, got {value}")
+    return errors
