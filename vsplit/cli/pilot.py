@@ -28,7 +28,7 @@ HELP = "run a pilot on a bundled preset, one process per party over mutual TLS, 
 def add_arguments(parser: argparse.ArgumentParser) -> None:
     from vsplit.pilot.orchestrate import PRESETS
 
-    parser.add_argument("preset", choices=sorted([*PRESETS, "splitfed-credit"]),
+    parser.add_argument("preset", choices=sorted(PRESETS),
                         help="bundled data set and kind of split")
     parser.add_argument("--run-id", help="name of the run (default: preset and time)")
     parser.add_argument("--root", help="folder holding the party folders (default: parties/ for bank-marketing)")
@@ -42,11 +42,17 @@ def run(args: argparse.Namespace) -> int:
 
     from vsplit.pilot.orchestrate import run_pilot
 
-    if args.preset == "splitfed-credit":
-        return _splitfed(args)
     result = run_pilot(args.preset, root=Path(args.root) if args.root else None, run_id=args.run_id,
                        overrides=tuple(args.overrides), quiet=args.quiet)
     report = result.report
+    if "banks" in report:  # a horizontal pilot: each bank's own test rows
+        print(f"\n{args.preset}: {report['schedule']}")
+        for bank, m in report["banks"].items():
+            print(f"  {bank:<10} test AUC {m['auc']:.4f} on its {m['test_rows']} test rows")
+        pooled = report["pooled_test"]
+        print(f"  {'pooled':<10} test AUC {pooled['auc']:.4f} on all {pooled['test_rows']}")
+        print(f"report: {report['report']}   ({report['seconds']:.0f} s)")
+        return 0
     kind = report.get("topology", "vertical")
     rows = [(f"split ({kind})", report["metrics"])]
     rows += [(k.replace("_", " "), v) for k, v in report["baselines"].items()]
@@ -62,17 +68,3 @@ def run(args: argparse.Namespace) -> int:
           f"({result.seconds:.0f} s)")
     return 0
 
-
-def _splitfed(args: argparse.Namespace) -> int:
-    from pathlib import Path
-
-    from vsplit.pilot.splitfed import run_splitfed_pilot
-
-    report = run_splitfed_pilot(root=Path(args.root) if args.root else None, run_id=args.run_id,
-                                overrides=tuple(args.overrides), quiet=args.quiet)
-    print(f"\nsplitfed-credit: {report['schedule']}")
-    for bank, m in report["banks"].items():
-        print(f"  {bank:<10} test AUC {m['auc']:.4f} on its {m['test_rows']} test rows")
-    print(f"  {'pooled':<10} test AUC {report['pooled_test']['auc']:.4f} on all {report['pooled_test']['test_rows']}")
-    print(f"report: {report['report']}   ({report['seconds']:.0f} s)")
-    return 0

@@ -115,25 +115,6 @@ def prepare_horizontal(
     return configs
 
 
-def run_processes(configs: Mapping[str, Path], *, overrides: tuple[str, ...] = (), timeout: float = 1800.0,
-                  extra: tuple[str, ...] = ()) -> dict[str, dict[str, Any]]:
-    """Run every party's ``vsplit run`` as its own OS process (mutual TLS on this machine), wait for all, and
-    return each party's ``result.json``; a :class:`~vsplit.errors.VsplitError` with the log's end if one fails."""
-    import json
-
-    from vsplit.config import load_config, resolve
-    from vsplit.pilot.orchestrate import _start, _wait
-
-    loaded = {p: load_config(c, overrides=list(overrides)) for p, c in configs.items()}
-    folders = {p: resolve(c, c.output.dir) / c.output.run_id for p, c in loaded.items()}
-    logs = {p: folders[p] / f"{p}.out" for p in configs}
-    sets = [x for item in overrides for x in ("--set", item)]
-    procs = {p: _start(["run", "--config", str(c), "--quiet", *sets, *extra], log=logs[p], show=False)
-             for p, c in configs.items()}
-    _wait(procs, logs, timeout=timeout, step="training")
-    return {p: json.loads((folders[p] / p / "result.json").read_text()) for p in configs}
-
-
 def split_id() -> str:
     from vsplit.datasets.horizontal import ID_COLUMN
 

@@ -13,10 +13,7 @@ its process wrote it).
 from __future__ import annotations
 
 import json
-import os
-import socket
 import subprocess
-import sys
 import time
 from dataclasses import dataclass
 from pathlib import Path
@@ -27,6 +24,7 @@ from vsplit.config import load_config, resolve
 from vsplit.errors import VsplitError
 from vsplit.pilot.configs import write_missing_configs
 from vsplit.pilot.prepare import ensure_keys, export_tables
+from vsplit.pilot.processes import start, wait
 from vsplit.runtime.jobs import default_job_id
 
 VERTICAL = {"bank": "label", "partner": "feature"}
@@ -52,6 +50,8 @@ PILOTS = {
     "vanilla-credit": PilotSpec("default_credit", "vanilla"),
     # the bank keeps every column, the labels, the first and the last layers; a compute provider runs the middle
     "u-shaped-credit": PilotSpec("default_credit", "u_shaped", (("bank", "label"), ("cloud", "compute"))),
+    # three banks with the same columns, a server and a federated server (SplitFed; --set schedule.kind=... for others)
+    "splitfed-credit": PilotSpec("default_credit", "horizontal", ()),
 }
 PRESETS = PILOTS  # the pilot names `vsplit pilot` accepts
 
@@ -94,42 +94,6 @@ class PilotResult:
         return self.run_dir / "bank" / "predictions" / self.job / "predictions.csv"
 
 
-def free_port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return int(s.getsockname()[1])
-
-
-def _start(args: list[str], *, log: Path, show: bool) -> subprocess.Popen:
-    log.parent.mkdir(parents=True, exist_ok=True)
-    out = None if show else open(log, "w")  # the child owns it from here
-    env = dict(os.environ, PYTHONUNBUFFERED="1")
-    # our own interpreter and module, arguments built here from config paths: no shell, no untrusted input
-    return subprocess.Popen([sys.executable, "-m", "vsplit.cli.main", *args], stdout=out,  # noqa: S603
-                            stderr=None if show else subprocess.STDOUT, env=env)
-
-
-def _wait(processes: dict[str, subprocess.Popen], logs: dict[str, Path], *, timeout: float, step: str) -> None:
-    deadline = time.monotonic() + timeout
-    pending = dict(processes)
-    while pending:
-        for name, proc in list(pending.items()):
-            code = proc.poll()
-            if code is None:
-                continue
-            del pending[name]
-            if code != 0:
-                for other in pending.values():
-                    other.terminate()
-                tail = logs[name].read_text()[-2000:] if logs[name].exists() else "(see the output above)"
-                raise VsplitError(f"pilot {step}: {name} exited with code {code}; its log ends with:\n{tail}")
-        if time.monotonic() > deadline:
-            for proc in pending.values():
-                proc.kill()
-            raise VsplitError(f"pilot {step}: {sorted(pending)} did not finish within {timeout:.0f} s")
-        time.sleep(0.05)
-
-
 def run_pilot(
     name: str,
     *,
@@ -145,6 +109,11 @@ def run_pilot(
     if name not in PILOTS:
         raise VsplitError(f"unknown pilot {name!r}; choose one of: {', '.join(PILOTS)}")
     spec = PILOTS[name]
+    if spec.kind == "horizontal":
+        from vsplit.pilot.splitfed import run_splitfed_pilot
+
+        report = run_splitfed_pilot(root=root, run_id=run_id, overrides=overrides, quiet=quiet, timeout=timeout)
+        return PilotResult(run_dir=Path(report["report"]).parent, report=report, seconds=report["seconds"], job="")
     roles = dict(spec.roles)
     started = time.perf_counter()
     data = preset(spec.preset, seed=0)
@@ -156,7 +125,9 @@ def run_pilot(
     export_tables(tables, root)
     ensure_keys(root, list(roles))
     hub = next(p for p, r in roles.items() if r == ("compute" if spec.kind == "u_shaped" else "label"))
-    port = free_port()
+    from vsplit.transport.ports import free_ports
+
+    port = free_ports(1)[0]
     runs = Path("runs").resolve()
     common = [f"output.run_id={run_id}", f"output.dir={json.dumps(str(runs))}", *overrides]
     sets = {p: [*common, f"network.listen=127.0.0.1:{port}" if p == hub else f"network.dial=127.0.0.1:{port}"]
@@ -171,16 +142,16 @@ def run_pilot(
             args = [command[0], "--config", str(path), *command[1:], *extra.get(party, [])]
             args += [x for s in sets[party] for x in ("--set", s)]
             show = party == "bank" and not quiet
-            procs[party] = _start(args + ([] if show else ["--quiet"]), log=logs[party], show=show)
+            procs[party] = start(args + ([] if show else ["--quiet"]), log=logs[party], show=show)
         return procs
 
-    _wait(launch(["train"], {}), logs, timeout=timeout, step="training")
+    wait(launch(["train"], {}), logs, timeout=timeout, step="training")
     test_ids = root / "bank" / "data" / "score_ids.csv"
     write_atomic(test_ids, tables.test["bank"][[data.id_column]].to_csv(index=False).encode())
     predict_inputs = {p: ["--input", str((root / p / "data" / "test.parquet").resolve())] for p in tables.test}
     predict_inputs["bank"] += ["--ids", str(test_ids.resolve())]
     job = f"{PREDICT_JOB}-{default_job_id()}"  # a pilot run again under its run ID scores as a new job
-    _wait(launch(["predict", "--job", job], predict_inputs), logs, timeout=timeout, step="prediction")
+    wait(launch(["predict", "--job", job], predict_inputs), logs, timeout=timeout, step="prediction")
 
     report = _add_centralized_baseline(run_dir, data, bank_config, spec, tables)
     from vsplit.report.merge import merge_reports

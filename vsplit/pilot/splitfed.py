@@ -21,7 +21,8 @@ from typing import Any
 
 from vsplit import strict_json
 from vsplit.atomic import write_atomic
-from vsplit.pilot.horizontal import FEDERATED, SERVER, prepare_horizontal, run_processes
+from vsplit.pilot.horizontal import FEDERATED, SERVER, prepare_horizontal
+from vsplit.pilot.processes import run_processes
 
 
 def run_splitfed_pilot(*, root: Path | None = None, run_id: str | None = None, overrides: tuple[str, ...] = (),
