@@ -238,7 +238,6 @@ class PartyNode:
                 result.history, result.best_epoch = training.history, training.best_epoch
                 result.epoch_seconds = [round(x, 4) for x in outcome.extra["clock"].seconds]
             self.save_model()
-            self.bank_only = self.train_fallback()
             test = self._test_table()
             if test is not None or (self.role == "compute" and outcome.extra["machine"].plan.then_score):
                 phase = time.perf_counter()
@@ -253,6 +252,7 @@ class PartyNode:
             if self._psi_backend is not None:
                 self._psi_backend.close()
                 self._psi_backend = None
+        self.bank_only = self.train_fallback()  # after the channels close: no partner waits for it
         result.psi = {"train": psi_summary(outcome.alignment)} if outcome.alignment is not None else {}
         result.comm = pump.stats.as_dict()
         if scored is not None:
