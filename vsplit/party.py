@@ -193,12 +193,15 @@ class _Party(_Segments):
         else:
             self.preprocessor.fit(features)
             self.inputs = self.preprocessor.transform(features)
+        #: the numeric embedding this party's default bottom uses (``auto`` resolved; ``None``: a module of the user's)
+        self.numeric_kind: str | None = None
         if model is not None:
             self.model = model
             return
         kind = settings.numeric_embedding
         if kind == "auto":
             kind = "none" if streamed else "piecewise"
+        self.numeric_kind = kind
         if streamed and kind != "none":
             raise ConfigError(f"{name}: numeric embeddings fit bins on the rows in memory, but this party streams "
                               "its table from Parquet; set model.numeric_embedding = \"none\" (or numeric_embedding="

@@ -22,7 +22,7 @@ Example:
 
 from __future__ import annotations
 
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -85,7 +85,7 @@ def save_bank_only(model: BankOnly, path: Path, *, run_id: str) -> Path:
     state: dict[str, Any] = {
         "party": party.name, "kind": BANK_ONLY,
         "segments": {s: m.state_dict() for s, m in party.modules_for(model.run, task_width=party.task_width).items()},
-        "feature_columns": party.feature_columns,
+        "feature_columns": party.feature_columns, "numeric_embedding": party.numeric_kind,
     }
     if party.preprocessor is not None:
         state["preprocessor"] = party.preprocessor.state()
@@ -93,22 +93,25 @@ def save_bank_only(model: BankOnly, path: Path, *, run_id: str) -> Path:
     return path
 
 
-def load_bank_only(path: Path, party: LabelParty, *, run_id: str) -> BankOnly | None:
-    """The bank-only model saved at ``path`` into ``party`` (freshly built from the training table), or ``None`` if
-    the run saved none (a run without the fallback, or a label party with no columns of its own)."""
+def load_bank_only(path: Path, build: Callable[[str | None], LabelParty], *, run_id: str,
+                   party: str) -> BankOnly | None:
+    """The bank-only model saved at ``path``, in the label party ``build(numeric embedding it was trained with)``
+    returns (freshly built from the training table), or ``None`` if the run saved none (a run without the fallback,
+    or a label party with no columns of its own)."""
     from vsplit.data.preprocess import TablePreprocessor
 
     if not path.is_file():
         return None
-    state = load_checkpoint(path, run_id=run_id, party=party.name)
+    state = load_checkpoint(path, run_id=run_id, party=party)
+    alone = build(state.get("numeric_embedding"))
     if state.get("kind") != BANK_ONLY:
         raise CheckpointError(f"{path} is not a bank-only fallback model; delete it or train the run again")
     if "preprocessor" in state:
-        party.preprocessor = TablePreprocessor.from_state(state["preprocessor"])
-    run = own_topology(party)
-    for seg, module in party.modules_for(run, task_width=party.task_width).items():
+        alone.preprocessor = TablePreprocessor.from_state(state["preprocessor"])
+    run = own_topology(alone)
+    for seg, module in alone.modules_for(run, task_width=alone.task_width).items():
         module.load_state_dict(state["segments"][seg])
-    return BankOnly(party=party, run=run, history=[], best_epoch=None)
+    return BankOnly(party=alone, run=run, history=[], best_epoch=None)
 
 
 @dataclass

@@ -12,6 +12,7 @@ run are refused. Same seeds give the same model here as in one process (``tests/
 
 from __future__ import annotations
 
+import dataclasses
 import hashlib
 import logging
 import sys
@@ -142,17 +143,21 @@ class AlignedNode(PartyNode, kinds=("vertical", "vanilla", "u_shaped")):
     def _settings(self) -> ModelSettings:
         return model_settings(self.config)
 
-    def _build_party(self, table: Any) -> LabelParty | FeatureParty | ComputeParty:
+    def _build_party(self, table: Any, *, numeric: str | None = None) -> LabelParty | FeatureParty | ComputeParty:
+        """This party's data and models from ``table``; ``numeric``: the numeric embedding a saved model was trained
+        with (``model.numeric_embedding = "auto"`` picks by whether the table streams, which may differ now)."""
         d = self.config.data
+        settings = self._settings() if numeric is None else dataclasses.replace(self._settings(),
+                                                                                 numeric_embedding=numeric)
         categorical = list(d.categorical) if d.categorical is not None else None
         if self.role == "compute" or table is None:
-            return ComputeParty(self.name, settings=self._settings(), seed=self.config.train.seed)
+            return ComputeParty(self.name, settings=settings, seed=self.config.train.seed)
         if self.role == "label":
             assert d.label is not None
             return LabelParty(self.name, table, label=d.label, id_column=d.id_column, positive_label=d.positive_label,
-                              settings=self._settings(), categorical=categorical, seed=self.config.train.seed,
+                              settings=settings, categorical=categorical, seed=self.config.train.seed,
                               task=self.config.topology.task)
-        return FeatureParty(self.name, table, id_column=d.id_column, settings=self._settings(),
+        return FeatureParty(self.name, table, id_column=d.id_column, settings=settings,
                             categorical=categorical, seed=self.config.train.seed)
 
     @property
@@ -377,6 +382,9 @@ class AlignedNode(PartyNode, kinds=("vertical", "vanilla", "u_shaped")):
         if state.get("topology") != self.topology.view_fingerprint(self.name):
             raise CheckpointError(f"{path} was trained with another topology than {self.config.source} describes; "
                                   "predict with the config it was trained with")
+        kind = state.get("numeric_embedding")
+        if kind is not None and getattr(self.party, "numeric_kind", kind) != kind:  # "auto" chose otherwise then
+            self.party = self._build_party(self.table, numeric=kind)
         party = self.party
         if "preprocessor" in state:
             party.preprocessor = TablePreprocessor.from_state(state["preprocessor"])
@@ -401,7 +409,8 @@ class AlignedNode(PartyNode, kinds=("vertical", "vanilla", "u_shaped")):
             from vsplit.app.fallback import FILE, load_bank_only, score_unknown
 
             saved = self.folder / FILE  # the label party's own model, if the run trained one (a vertical split)
-            alone = load_bank_only(saved, self._build_party(self.table), run_id=self.config.output.run_id) \
+            alone = load_bank_only(saved, lambda kind: self._build_party(self.table, numeric=kind),
+                                   run_id=self.config.output.run_id, party=self.name) \
                 if saved.is_file() and self.table is not None else None
             out.fallback = score_unknown(alone, scored.table, id_column=self.config.data.id_column, scored=out.by_id)
         return out
@@ -458,6 +467,7 @@ class AlignedNode(PartyNode, kinds=("vertical", "vanilla", "u_shaped")):
         if not isinstance(party, ComputeParty):
             state["feature_columns"] = party.feature_columns
             state["id_column"] = party.id_column
+            state["numeric_embedding"] = party.numeric_kind
             if party.preprocessor is not None:
                 state["preprocessor"] = party.preprocessor.state()
         if isinstance(party, LabelParty):
