@@ -20,6 +20,8 @@ import time
 from pathlib import Path
 
 DEFAULT_PRESETS = ["bank_marketing", "secretflow_bank", "default_credit"]
+#: the split's recipe: SplitClassifier's defaults with piecewise-linear numeric embeddings (docs/models.md)
+RECIPE = {"numeric_embedding": "piecewise"}
 MODES = ("split", "centralized", "label_party_only")
 MODELS = (*MODES, "hgb", "lightgbm")
 RESULTS = Path(__file__).resolve().parent / "results-quality.json"
@@ -37,7 +39,7 @@ def one_seed(name: str, seed: int) -> dict[str, dict]:
     from vsplit.evaluation import compare, shared_test_views
 
     data = preset(name, seed=seed)
-    out = compare(data, modes=MODES, random_state=seed)
+    out = compare(data, modes=MODES, random_state=seed, **RECIPE)
     test = shared_test_views(data.test, label_party=data.label_party, id_column=data.id_column)
     out.update(score_boosters(data.train, test, label_party=data.label_party, label=data.label,
                               id_column=data.id_column, positive_label=data.positive_label, seed=seed))

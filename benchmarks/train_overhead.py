@@ -11,8 +11,7 @@ one, and the two modes are interleaved so machine noise hits both.
 Prints one JSON object with ``split_epoch_s``, ``centralized_epoch_s``, ``ratio`` and, for reference, plain PyTorch
 loops over the same network and batches: ``bare_pytorch_epoch_s`` without the cut, ``bare_pytorch_split_epoch_s``
 with it but without any messaging, and their ``bare_pytorch_ratio`` (what the cut itself costs: a second backward
-pass and a second optimizer step). ``before_split_epoch_s`` times split training with the recipe before issue 25
-(no numeric embeddings), interleaved with the others; ``new_over_before_ratio`` is today's default over it.
+pass and a second optimizer step).
 """
 
 from __future__ import annotations
@@ -30,16 +29,13 @@ from vsplit.estimator import SplitClassifier
 from vsplit.models.optim import make_optimizer
 from vsplit.runtime.progress import EpochClock
 
-#: the default recipe before issue 25 (no numeric embeddings), timed beside today's for ``new_over_before_ratio``
-BEFORE = {"numeric_embedding": "none"}
 
-
-def epoch_times(data, mode: str, *, batch_size: int, epochs: int, **params) -> list[float]:
+def epoch_times(data, mode: str, *, batch_size: int, epochs: int) -> list[float]:
     clock = EpochClock()
     SplitClassifier(
         label_party=data.label_party, label=data.label, positive_label=data.positive_label, mode=mode,
         batch_size=batch_size, epochs=epochs, validation_fraction=0.0, patience=None, random_state=0,
-        alignment="join", callbacks=[clock], **params,
+        alignment="join", callbacks=[clock],
     ).fit(data.train)
     return clock.seconds
 
@@ -103,11 +99,10 @@ def main() -> int:
     args = parser.parse_args()
     data = preset("bank_marketing", seed=0)
     epoch_times(data, "split", batch_size=args.batch_size, epochs=1)  # warm-up: imports, allocator, kernels
-    split, central, before = [], [], []
+    split, central = [], []
     for _ in range(args.repeats):
         split += epoch_times(data, "split", batch_size=args.batch_size, epochs=args.epochs)
         central += epoch_times(data, "centralized", batch_size=args.batch_size, epochs=args.epochs)
-        before += epoch_times(data, "split", batch_size=args.batch_size, epochs=args.epochs, **BEFORE)
     bare = [bare_pytorch_epochs(data, batch_size=args.batch_size) for _ in range(args.repeats)]
     bare_unsplit, bare_split = (statistics.median(b[i] for b in bare) for i in (0, 1))
     s, c = statistics.median(split), statistics.median(central)
@@ -117,8 +112,6 @@ def main() -> int:
         "split_epoch_s": round(s, 4),
         "centralized_epoch_s": round(c, 4),
         "ratio": round(s / c, 3),
-        "before_split_epoch_s": round(statistics.median(before), 4),
-        "new_over_before_ratio": round(s / statistics.median(before), 3),
         "bare_pytorch_epoch_s": round(bare_unsplit, 4),
         "bare_pytorch_split_epoch_s": round(bare_split, 4),
         "bare_pytorch_ratio": round(bare_split / bare_unsplit, 3),

@@ -88,7 +88,7 @@ class _SplitEstimator(BaseEstimator):
         top_hidden: Sequence[int] = (32,),
         merge: str = "concat",
         dropout: float = 0.0,
-        numeric_embedding: str = "auto",
+        numeric_embedding: str = "none",
         numeric_width: int = 8,
         numeric_bins: int = 16,
         members: int = 1,
@@ -508,7 +508,7 @@ class SplitClassifier(ClassifierMixin, _SplitEstimator):
             ``embedding_width`` is the output width of the default bottoms and of the default U-shaped middle;
             a module of your own declares its own width (below).
         numeric_embedding, numeric_width, numeric_bins: how the default bottoms embed numeric columns
-            (``"auto"``: piecewise-linear, bins fitted on each party's own rows; see :mod:`vsplit.models.numeric`).
+            (``"piecewise"``: bins fitted on each party's own rows; default ``"none"``; :mod:`vsplit.models.numeric`).
         members: heads of the default top; more than 1 is an ensemble sharing the one cut exchange.
         optimizer, lr, weight_decay: every party's optimizer.
         epochs, batch_size, validation_fraction, patience: training schedule and early stopping.

@@ -52,9 +52,9 @@ class ModelSettings:
 
     embedding_width: int = 16
     #: how the default bottom sees numeric columns: "piecewise" (bins fitted on the party's own rows), "periodic"
-    #: or "none" (the scaled values as they are); "auto": piecewise, or none for a party that streams its table
-    #: from Parquet (bins need the rows in memory); see :mod:`vsplit.models.numeric`
-    numeric_embedding: str = "auto"
+    #: or "none" (the scaled values as they are, the default); "auto": piecewise, or none for a party that streams
+    #: its table from Parquet (bins need the rows in memory); see :mod:`vsplit.models.numeric`
+    numeric_embedding: str = "none"
     numeric_width: int = 8
     numeric_bins: int = 16
     #: heads of the default top (an ensemble sharing the one cut exchange; :mod:`vsplit.models.ensemble`)

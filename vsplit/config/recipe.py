@@ -1,7 +1,7 @@
 """The model-recipe keys of a party's config (``[model]`` numeric embeddings, ``members``): their checks, and how
 they map onto :class:`~vsplit.party.ModelSettings`.
 
-``model.numeric_embedding = "auto"`` (the default) is piecewise-linear for a vertical, vanilla or U-shaped split
+``model.numeric_embedding = "auto"`` is piecewise-linear for a vertical, vanilla or U-shaped split
 and ``"none"`` for a horizontal one: there the clients' bottoms are averaged, and each client's bin edges are its
 own fitted state, which averaging would mix and send to the server.
 
@@ -10,8 +10,10 @@ Example:
     >>> net = NetworkSection(key="", cert="", peers={})
     >>> cfg = PartyConfig(party=PartySection(name="bank", role="label"), network=net)
     >>> recipe_settings(cfg)["numeric_embedding"]
-    'auto'
-    >>> horizontal = PartyConfig(party=cfg.party, network=cfg.network, topology=TopologySection(kind="horizontal"))
+    'none'
+    >>> from vsplit.config.schema import ModelSection
+    >>> horizontal = PartyConfig(party=cfg.party, network=cfg.network, topology=TopologySection(kind="horizontal"),
+    ...                          model=ModelSection(numeric_embedding="auto"))
     >>> recipe_settings(horizontal)["numeric_embedding"]
     'none'
 """

@@ -122,7 +122,7 @@ class ModelSection:
     dropout: float = 0.0
     #: numeric columns in the default bottom: "auto" (piecewise-linear, none in a horizontal run), "piecewise"
     #: (bins fitted on this party's own rows, never sent), "periodic" or "none" (docs/models.md)
-    numeric_embedding: str = "auto"
+    numeric_embedding: str = "none"
     #: numbers per numeric column after the embedding, and (piecewise) bins per column
     numeric_width: int = 8
     numeric_bins: int = 16

@@ -69,6 +69,9 @@ def numeric_embedding(kind: str, num: torch.Tensor, *, width: int, n_bins: int) 
         raise ConfigError(f"numeric embedding: width must be >= 1 and bins >= 2, got width {width}, bins {n_bins}")
     import rtdl_num_embeddings as rtdl
 
+    if num.shape[0] < 3:  # too few rows to cut into bins: the columns go in as they are
+        return None
+    n_bins = min(n_bins, num.shape[0] - 1)
     distinct = [int(torch.unique(num[:, j]).numel()) for j in range(num.shape[1])]
     binned = [j for j, d in enumerate(distinct) if d > 1]
     passed = [j for j, d in enumerate(distinct) if d <= 1]
