@@ -232,3 +232,8 @@ def test_the_api_reference_covers_every_public_name():
         if f"{obj.__module__}.{obj.__qualname__}" not in documented and obj.__module__ not in documented:
             missing.append(f"{name} ({obj.__module__}.{obj.__qualname__})")
     assert not missing, f"docs/api.md: add a ::: entry for {', '.join(missing)}"
+
+
+def test_the_readme_is_a_front_page_under_120_lines():
+    lines = (REPO / "README.md").read_text(encoding="utf-8").splitlines()
+    assert len(lines) < 120, f"README.md has {len(lines)} lines: move detail to docs/ or CHANGELOG.md"
