@@ -175,6 +175,8 @@ class _Party(_Segments):
         self.inputs: Inputs | None = None
         self.segment_models: dict[str, nn.Module] = {}
         self._stream: tuple[str, int] | None = None
+        #: the numeric embedding this party's default bottom uses (``auto`` resolved; ``None``: no default bottom)
+        self.numeric_kind: str | None = None
         if not self.feature_columns:
             if model is not None:
                 raise DataError(f"{name}: a bottom model was given but the table has no feature columns")
@@ -193,8 +195,6 @@ class _Party(_Segments):
         else:
             self.preprocessor.fit(features)
             self.inputs = self.preprocessor.transform(features)
-        #: the numeric embedding this party's default bottom uses (``auto`` resolved; ``None``: a module of the user's)
-        self.numeric_kind: str | None = None
         if model is not None:
             self.model = model
             return
