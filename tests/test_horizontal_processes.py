@@ -19,6 +19,7 @@ from tests._transport_support import LinkEmulator
 from vsplit.config import load_config
 from vsplit.node.horizontal import HorizontalNode, run_in_process
 from vsplit.pilot.horizontal import prepare_horizontal
+from vsplit.pilot.processes import run_processes
 from vsplit.runtime.checkpoint import load_checkpoint
 
 CASES = {  # sequential relayed by the server: tests/test_horizontal_resume.py (uninterrupted after the resume)
@@ -51,11 +52,14 @@ def test_processes_equal_one_process(tmp_path: Path, case: str) -> None:
     server = load_config(configs["bank_1"]).network.dial
     assert server is not None
     host, _, port = server.rpartition(":")
-    with LinkEmulator(target=(host, int(port)), resets=[("up", RESET_AT)] if case == "splitfed_v1" else ()) as link:
-        via = {"bank_1": ["--set", f"network.dial=127.0.0.1:{link.address[1]}"]}
-        procs = {p: start(["run", "--config", str(c), "--quiet", *via.get(p, [])], log=logs[p])
-                 for p, c in configs.items()}
-        wait_all(procs, logs, timeout=120)
+    if case != "splitfed_v1":  # the pilots' launcher: one `vsplit train` process per party
+        run_processes(configs, timeout=120)
+    else:
+        with LinkEmulator(target=(host, int(port)), resets=[("up", RESET_AT)]) as link:
+            via = {"bank_1": ["--set", f"network.dial=127.0.0.1:{link.address[1]}"]}
+            procs = {p: start(["run", "--config", str(c), "--quiet", *via.get(p, [])], log=logs[p])
+                     for p, c in configs.items()}
+            wait_all(procs, logs, timeout=120)
     if case == "splitfed_v1":  # the reset fell mid-run and the link came back
         print(f"bank_1 -> server: {link.passed} bytes, resets {link.resets_done}")
         assert len(link.resets_done) == 1 and link.connections == 2, (link.resets_done, link.passed)

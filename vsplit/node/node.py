@@ -22,7 +22,7 @@ from __future__ import annotations
 
 import hashlib
 import time
-from collections.abc import Iterable, Mapping
+from collections.abc import Generator, Iterable, Mapping
 from pathlib import Path
 from typing import Any, ClassVar
 
@@ -144,7 +144,7 @@ class PartyNode:
         opened unless given); its outcome and the traffic."""
         channels = dict(channels) if channels is not None else self.open_channels(peers)
         pump = self.pump(channels, purpose=":predict")
-        outcome = self.drive(session if hasattr(session, "send") else iter_one(session), channels, pump)
+        outcome = self.drive(session if isinstance(session, Generator) else iter_one(session), channels, pump)
         return outcome, pump.stats.as_dict()
 
     @staticmethod

@@ -57,13 +57,13 @@ def write_predictions(folder: Path, *, id_column: str, own: Sequence[str], wante
     known = set(own)
     wanted = list(wanted) if wanted is not None else list(own)
     fallback = fallback or {}
-    scores = {i: by_id[i] if i in by_id else fallback.get(i) for i in wanted}
+    scores = [by_id[i] if i in by_id else fallback.get(i) for i in wanted]  # an ID asked for twice: two rows
     columns: dict[str, Any] = {id_column: wanted}
     if any(np.ndim(v) == 1 for v in by_id.values()):  # one probability per class
         for k in range(max(np.size(v) for v in by_id.values())):
-            columns[f"probability_{k}"] = [None if v is None else float(np.asarray(v)[k]) for v in scores.values()]
+            columns[f"probability_{k}"] = [None if v is None else float(np.asarray(v)[k]) for v in scores]
     else:
-        columns["probability"] = [None if v is None else float(v) for v in scores.values()]
+        columns["probability"] = [None if v is None else float(v) for v in scores]
     columns["model"] = ["split" if i in by_id else ("bank_only" if i in fallback else "") for i in wanted]
     columns["status"] = ["scored" if i in by_id else (missing if i in known else f"unknown to {me}") for i in wanted]
     out = pd.DataFrame(columns)
