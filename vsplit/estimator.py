@@ -32,6 +32,7 @@ Example:
 
 from __future__ import annotations
 
+import dataclasses
 import hashlib
 import time
 import warnings
@@ -412,24 +413,10 @@ class _SplitEstimator(BaseEstimator):
 
     # -- helpers ---------------------------------------------------------------------------------------------------
     def _settings(self) -> ModelSettings:
-        return ModelSettings(
-            embedding_width=self.embedding_width,
-            bottom_hidden=tuple(self.bottom_hidden),
-            top_hidden=tuple(self.top_hidden),
-            merge=self.merge,
-            dropout=self.dropout,
-            numeric_embedding=self.numeric_embedding,
-            numeric_width=self.numeric_width,
-            numeric_bins=self.numeric_bins,
-            members=self.members,
-            optimizer=self.optimizer,
-            lr=self.lr,
-            weight_decay=self.weight_decay,
-            scaling=self.scaling,
-            missing=self.missing,
-            compression=self.compression,
-            error_feedback=self.error_feedback,
-        )
+        """The party settings named like this estimator's parameters (the rest at their defaults)."""
+        given = {f.name: getattr(self, f.name) for f in dataclasses.fields(ModelSettings) if hasattr(self, f.name)}
+        return ModelSettings(**{**given, "bottom_hidden": tuple(self.bottom_hidden),
+                                "top_hidden": tuple(self.top_hidden)})
 
     def _align(self, ids: dict[str, np.ndarray], *, store: bool = True) -> dict[str, np.ndarray]:
         """Each party's rows of the customers all share, in sorted-ID order: by PSI (default) or a plain join."""

@@ -152,8 +152,3 @@ def score_unknown(model: BankOnly | None, table: pd.DataFrame, *, id_column: str
     left = np.asarray([i for i, v in enumerate(ids) if v not in scored], dtype=np.int64)
     proba = score_bank_only(model, table, rows=left)
     return {ids[r]: float(p) for r, p in zip(left.tolist(), proba.tolist(), strict=True)}
-
-
-def which_model(customer: str, *, split: Mapping[str, float], bank_only: Mapping[str, float]) -> str:
-    """The ``model`` column of predictions.csv: :data:`SPLIT`, :data:`BANK_ONLY` or ``""`` (not scored)."""
-    return SPLIT if customer in split else (BANK_ONLY if customer in bank_only else "")

@@ -5,7 +5,8 @@ pilots get configs of the same shape in their own folder: one per party, with it
 listening and every other party dialing it.
 
 Example:
-    >>> text = label_config(label="default", positive="1")
+    >>> text = party_config("bank", role="label", kind="vertical", peers=["partner"], hub=True, label="default",
+    ...                     positive="1")
     >>> "positive_label = 1" in text and 'role = "label"' in text
     True
     >>> 'role = "compute"' in party_config("cloud", role="compute", kind="u_shaped", peers=["bank"], hub=True)
@@ -52,12 +53,6 @@ def party_config(
               f'key = "keys/{name}.key"', f'cert = "keys/{name}.pem"', f"peers = {{ {pins} }}", "",
               "[output]", 'dir = "../runs"', 'run_id = "pilot"', ""]
     return "\n".join(lines)
-
-
-def label_config(*, label: str, positive: str) -> str:
-    """The vertical label party's config (the bank, listening for its partner)."""
-    return party_config("bank", role="label", kind="vertical", peers=["partner"], hub=True, label=label,
-                        positive=positive)
 
 
 def write_missing_configs(

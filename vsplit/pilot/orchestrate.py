@@ -12,6 +12,7 @@ its process wrote it).
 
 from __future__ import annotations
 
+import dataclasses
 import json
 import subprocess
 import time
@@ -171,16 +172,15 @@ def _add_centralized_baseline(run_dir: Path, data: Any, config: Any, spec: Pilot
     from vsplit.evaluation import shared_test_views
 
     report = json.loads((run_dir / "bank" / "report.json").read_text())
-    t, m, d = config.train, config.model, config.data
+    # the split's own model, optimizer, training and preprocessing keys (its numeric embedding and heads too)
+    sections = {k: v for part in (config.model, config.train, config.data) for k, v in dataclasses.asdict(part).items()}
+    params = {k: sections[k] for k in SplitClassifier._get_param_names()
+              if k in sections and k not in ("categorical", "local_steps", "pipeline_window", "label", "id_column",
+                                             "positive_label")}
     began = time.perf_counter()
     clf = SplitClassifier(
         label_party="bank", label=data.label, id_column=data.id_column, positive_label=data.positive_label,
-        mode="centralized", embedding_width=m.embedding_width, bottom_hidden=m.bottom_hidden,
-        top_hidden=m.top_hidden, merge=m.merge, dropout=m.dropout, optimizer=t.optimizer, lr=t.lr,
-        weight_decay=t.weight_decay, epochs=t.epochs, batch_size=t.batch_size,
-        validation_fraction=t.validation_fraction, patience=t.patience, monitor=t.monitor, scaling=d.scaling,
-        missing=d.missing,
-        random_state=t.seed, alignment="join", topology=spec.kind,
+        mode="centralized", **params, random_state=config.train.seed, alignment="join", topology=spec.kind,
         server=next((p for p, r in spec.roles if r == "compute"), "server"),
     ).fit(tables.train)
     metrics = clf.evaluate(shared_test_views(tables.test, label_party="bank", id_column=data.id_column))

@@ -51,10 +51,6 @@ class ImageStudy:
         """The rows' images ``(n, h, w)`` in [0, 1], in the table's order."""
         return table[self.pixels].to_numpy(dtype=np.float64).reshape(len(table), *self.shape[1:]) / self.scale
 
-    def aligned_images(self, table: pd.DataFrame) -> np.ndarray:
-        """The rows' images in aligned order (sorted IDs): what ``StepInfo.rows`` index during training."""
-        return aligned(table[self.id_column], self.images(table))
-
     def aligned_labels(self, table: pd.DataFrame) -> np.ndarray:
         return aligned(table[self.id_column], table[self.label].to_numpy())
 

@@ -73,14 +73,6 @@ class KeyActor:
         for key in [key for key in self._scalars if key[0] == ring]:
             del self._scalars[key]
 
-    def peak_rss_mb(self) -> float:
-        """This actor process's peak resident memory (VmHWM)."""
-        with open("/proc/self/status") as status:
-            for line in status:
-                if line.startswith("VmHWM:"):
-                    return round(int(line.split()[1]) / 1024, 1)
-        return 0.0
-
 
 class RayBackend:
     """Curve arithmetic in Ray actors that own the scalars.
@@ -133,10 +125,6 @@ class RayBackend:
     def worker_pids(self) -> list[int]:
         """Process ids of the live actors (meaningful on this machine only)."""
         return list(self._pids.values())
-
-    def worker_peak_rss_mb(self) -> list[float]:
-        """Peak resident memory of each live actor, measured where it runs."""
-        return list(self._ray.get([a.peak_rss_mb.remote() for a in self._actors.values()]))
 
     def close(self) -> None:
         """Stop the actors, and the local Ray if this backend started it."""

@@ -23,7 +23,7 @@ from __future__ import annotations
 import math
 from collections.abc import Callable
 from dataclasses import dataclass, field
-from typing import Any, ClassVar
+from typing import ClassVar
 
 import numpy as np
 import pandas as pd
@@ -141,10 +141,6 @@ class Detector:
     def judge(self) -> tuple[float, float, str] | None:
         """After a new record: ``(statistic, threshold, evidence)`` if the detector fires now, else None."""
         raise NotImplementedError
-
-    def trace(self) -> list[dict[str, Any]]:
-        """The recorded statistic per batch, as JSON-ready rows."""
-        return [{"epoch": r.epoch, "step": r.step, "value": r.value, **r.extra} for r in self.history]
 
     def __repr__(self) -> str:
         return f"<detector {self.config}>"
