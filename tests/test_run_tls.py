@@ -21,16 +21,21 @@ def bank_marketing():
 
 
 AHEAD = {"exact": {}, "window_4": {"pipeline_window": 4}, "local_3": {"local_steps": 3}}
+#: the opt-in recipe of docs/models.md: piecewise-linear numeric embeddings in every bottom, a top of two heads
+RECIPE = {"numeric_embedding": "piecewise", "members": 2}
+CASES = {**{k: (v, {}) for k, v in AHEAD.items()}, "piecewise_ensemble": ({}, RECIPE)}
 
 
-@pytest.mark.parametrize("ahead", AHEAD.values(), ids=AHEAD.keys())
-def test_two_processes_over_tls_reach_the_in_process_parameters(tmp_path, bank_marketing, ahead):
-    """Exact and running ahead: what a party sends depends only on what it has received, not on timing."""
+@pytest.mark.parametrize(("ahead", "model"), CASES.values(), ids=CASES.keys())
+def test_two_processes_over_tls_reach_the_in_process_parameters(tmp_path, bank_marketing, ahead, model):
+    """Exact and running ahead: what a party sends depends only on what it has received, not on timing; the same
+    with the recipe's numeric embeddings (bins fitted on each party's own rows) and ensemble top."""
     prepare_preset(bank_marketing, tmp_path)
-    epochs = EPOCHS if not ahead else 1  # running ahead drains at every epoch's end: one epoch shows it all
+    epochs = EPOCHS if not (ahead or model) else 1  # running ahead drains at every epoch's end: one epoch shows it
     settings = "".join(f"{key} = {value}\n" for key, value in ahead.items())
+    recipe = "".join(f"{key} = {value!r}\n".replace("'", '"') for key, value in model.items())
     configs = write_configs(tmp_path, port=free_port(), run_id="tls-equals-inprocess",
-                            extra=f"[train]\nepochs = {epochs}\n{settings}")
+                            extra=f"[train]\nepochs = {epochs}\n{settings}" + (f"[model]\n{recipe}" if model else ""))
     logs = {p: tmp_path / f"{p}.log" for p in configs}
     procs = {p: start(["run", "--config", str(c), "--quiet"], log=logs[p]) for p, c in configs.items()}
     wait_all(procs, logs, timeout=240)
@@ -41,7 +46,7 @@ def test_two_processes_over_tls_reach_the_in_process_parameters(tmp_path, bank_m
     torch.set_num_threads(1)
     try:
         clf = SplitClassifier(label_party="bank", label="y", positive_label="yes", epochs=epochs, random_state=0,
-                              **ahead)
+                              **ahead, **model)
         clf.fit(bank_marketing.train)
     finally:
         torch.set_num_threads(threads)
@@ -61,4 +66,7 @@ def test_two_processes_over_tls_reach_the_in_process_parameters(tmp_path, bank_m
     # the partner's saved part holds nothing of the bank's, and the other way round
     assert "top" not in partner and "label" not in partner
     assert set(bank["segments"]) == {"bank", "top"} and set(partner["segments"]) == {"partner"}
-    assert np.isfinite(bank["segments"]["bank"]["mlp.0.weight"].numpy()).all()
+    assert all(np.isfinite(v.numpy()).all() for v in bank["segments"]["bank"].values())
+    if model:  # the recipe really ran: embedded numeric columns, two heads
+        keys = list(bank["segments"]["bank"])
+        assert any("numeric" in key or "embed" in key for key in keys), keys
