@@ -24,7 +24,7 @@ schedule dict holds
                           multiply-add) over one forward and backward pass of the client's rows: the first layer's
                           input needs no gradient, as in training; optimizer and loss FLOPs are left out
   epoch_s                 wall seconds per epoch with every party its own OS process over mutual TLS on this
-                          machine (``--transport tls``, the default; vsplit.horizontal.processes); with
+                          machine (``--transport tls``, the default; train_horizontal_processes); with
                           ``--transport memory``, and for the baselines, ``epoch_s_in_process`` (one process, memory
                           channels, the real codec). The parameters, and so the AUC, are the same either way
   rounds / epochs         rounds run, and epochs (passes over each client's rows) they make
@@ -360,9 +360,9 @@ def settings_for(name: str, *, rounds: int, batch_size: int, seed: int, secure: 
 
 
 def over_tls(h: Horizontal, settings: Settings, clients: Mapping[str, ClientSide], server: ServerSide | None) -> Run:
-    """Every party as its own OS process over mutual TLS on this machine (vsplit.horizontal.processes); the
+    """Every party as its own OS process over mutual TLS on this machine (train_horizontal_processes); the
     outcomes equal the in-process run's bit for bit, the bytes are the frames each process sent."""
-    from vsplit.horizontal.processes import train_horizontal_processes
+    from vsplit.horizontal.run import train_horizontal_processes
 
     out, sent, seconds = train_horizontal_processes(h, settings, clients, server)
     return Run(out, sent, seconds)

@@ -77,12 +77,12 @@ def test_processes_equal_one_process(tmp_path: Path, case: str) -> None:
 
 @pytest.mark.parametrize("kind", ["splitfed_v2", "sequential"])
 def test_forked_processes_of_python_built_sides_equal_one_process(kind: str) -> None:
-    """vsplit.horizontal.processes (what benchmarks time): one forked process per party over mutual TLS."""
+    """train_horizontal_processes (what benchmarks time): one forked process per party over mutual TLS."""
     import copy
 
     from tests._horizontal_support import data, horizontal, optimizer, segments
     from vsplit.horizontal import ClientSide, ServerSide, Settings, train_horizontal
-    from vsplit.horizontal.processes import train_horizontal_processes
+    from vsplit.horizontal.run import train_horizontal_processes
 
     h, init, xy = horizontal("vanilla", (2,)), segments("vanilla", (2,)), data()
 

@@ -21,13 +21,12 @@ modules by name.
    progress (``runtime``, but not its nodes).
 8. application: one party's session, PSI then training then scoring (``app``, ``horizontal.session``), the party's
    data and models (``party``) and its config (``config``, which checks defense and schedule names).
-9. front doors, where an application runs: the notebook estimator (``estimator``), the in-process horizontal runner
-   (``horizontal.run``) and one organization's process over mutual TLS for every topology (``node``: one node, its
-   links, outputs and each topology family's program).
+9. front doors, where an application runs: the notebook estimator (``estimator``), the horizontal runner of
+   benchmarks, in one process or forked (``horizontal.run``) and one organization's process over mutual TLS for
+   every topology (``node``: one node, its links, outputs and each topology family's program).
 10. tools, experiments that drive a front door: baseline comparisons (``evaluation``), the privacy studies
     (``privacy``: ``audit``, ``redteam``, ``cut_study``, ``u_shaped``, ``topology_audit`` train with
-    ``SplitClassifier``; their reports, pictures and data), pilots (``pilot``) and party processes forked for
-    benchmarks (``horizontal.processes``).
+    ``SplitClassifier``; their reports, pictures and data) and pilots (``pilot``).
 11. the command line (``cli``), 12. the package's front door (``vsplit``).
 
 A package's ``__init__`` re-exports its contents, so it stands as high as its highest module (``vsplit.privacy``'s
@@ -75,8 +74,7 @@ LAYERS: tuple[tuple[str, tuple[str, ...]], ...] = (
     ("front doors", (
         "vsplit.estimator", "vsplit.horizontal.run", "vsplit.node",
     )),
-    ("tools", ("vsplit.evaluation", "vsplit.boosting", "vsplit.privacy", "vsplit.pilot",
-               "vsplit.horizontal.processes")),
+    ("tools", ("vsplit.evaluation", "vsplit.boosting", "vsplit.privacy", "vsplit.pilot")),
     ("cli", ("vsplit.cli",)),
     ("package", ("vsplit",)),
 )
