@@ -15,7 +15,6 @@ from __future__ import annotations
 import dataclasses
 import hashlib
 import logging
-import sys
 import time
 from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, field
@@ -33,13 +32,13 @@ from vsplit.config.topology import topology_of
 from vsplit.data.parquet_table import open_table
 from vsplit.data.sources import about_file, read_table
 from vsplit.data.tables import all_ids
-from vsplit.errors import CheckpointError, ConfigError
+from vsplit.errors import ConfigError
 from vsplit.models.seeds import derive_seed
 from vsplit.node.node import PartyNode, session_id
 from vsplit.node.outputs import Scores, jsonable
 from vsplit.party import ComputeParty, FeatureParty, LabelParty, ModelSettings
 from vsplit.protocol.training.hooks import TrainingHooks
-from vsplit.runtime.checkpoint import load_checkpoint, newest_readable, save_checkpoint
+from vsplit.runtime.checkpoint import load_checkpoint, save_checkpoint
 from vsplit.runtime.progress import EpochClock, TqdmProgress
 from vsplit.topology.graph import Topology
 from vsplit.transport.channel import Channel
@@ -373,23 +372,16 @@ class AlignedNode(PartyNode, kinds=("vertical", "vanilla", "u_shaped")):
     # -- joint prediction with saved model parts ---------------------------------------------------------------------
     def load_model(self) -> None:
         """Load this party's own saved model parts (and preprocessing) from ``model.npz``."""
-        from vsplit.data.preprocess import TablePreprocessor
-
-        path = self.folder / "model.npz"
-        state = load_checkpoint(path, run_id=self.config.output.run_id, party=self.name)
-        if state["role"] != self.role:
-            raise CheckpointError(f"{path} is a {state['role']} party's model, not {self.role}")
-        if state.get("topology") != self.topology.view_fingerprint(self.name):
-            raise CheckpointError(f"{path} was trained with another topology than {self.config.source} describes; "
-                                  "predict with the config it was trained with")
+        state = self.load_parts(None, topology=self.topology.view_fingerprint(self.name))
         kind = state.get("numeric_embedding")
         if kind is not None and getattr(self.party, "numeric_kind", kind) != kind:  # "auto" chose otherwise then
             self.party = self._build_party(self.table, numeric=kind)
         party = self.party
         if "preprocessor" in state:
+            from vsplit.data.preprocess import TablePreprocessor
+
             party.preprocessor = TablePreprocessor.from_state(state["preprocessor"])
-        width = party.task_width if isinstance(party, LabelParty) else 1
-        for seg, module in party.modules_for(self.topology, task_width=width).items():
+        for seg, module in self._segments().items():
             module.load_state_dict(state["segments"][seg])
 
     def score_table(self, table: pd.DataFrame | None, *, channels: Mapping[str, Channel] | None = None,
@@ -417,66 +409,32 @@ class AlignedNode(PartyNode, kinds=("vertical", "vanilla", "u_shaped")):
 
     # -- checkpoints and outputs -------------------------------------------------------------------------------------
     def _checkpointing(self) -> tuple[int, Any, Any]:
-        folder = self.folder / "checkpoints"
         run_id = self.config.output.run_id
 
-        def path(epoch: int) -> Path:
-            return folder / f"epoch-{epoch:04d}.npz"
-
         def save(state: dict[str, Any]) -> None:
-            save_checkpoint(path(state["epoch"]), state, run_id=run_id, party=self.name)
-            for old in sorted(folder.glob("epoch-*.npz"))[:-2]:  # keep the last two: a peer may be one behind
+            save_checkpoint(self.checkpoint_path("epoch", state["epoch"]), state, run_id=run_id, party=self.name)
+            for old in sorted((self.folder / "checkpoints").glob("epoch-*.npz"))[:-2]:  # a peer may be one behind
                 old.unlink()
 
         def restore(epoch: int) -> dict[str, Any]:
-            return load_checkpoint(path(epoch), run_id=run_id, party=self.name)
+            return load_checkpoint(self.checkpoint_path("epoch", epoch), run_id=run_id, party=self.name)
 
-        last = -1
-        if self.resume:
-            last = self._resume_epoch(folder, restore)
-        elif folder.exists():
-            for stale in folder.glob("epoch-*.npz"):
-                stale.unlink()
-        return last, restore, save
+        # the coordinator then resumes from the newest epoch every party holds (the oldest of theirs)
+        return self.newest_checkpoint("epoch", restore, required=True), restore, save
 
-    def _resume_epoch(self, folder: Path, restore: Any) -> int:
-        """The newest checkpoint here that is readable (an unreadable one, e.g. truncated by a crash, is passed over
-        and said so); the coordinator then resumes from the newest epoch every party holds (the oldest of theirs)."""
-        found = sorted(folder.glob("epoch-*.npz"))
-        if not found:
-            raise CheckpointError(f"{self.name}: --resume given but no checkpoint in {folder}; start without it")
-        path, skipped = newest_readable(found, lambda p: restore(int(p.stem.split("-")[1])), party=self.name)
-        if path is None:
-            raise CheckpointError(f"{self.name}: --resume given but no checkpoint in {folder} is readable: "
-                                  f"{'; '.join(skipped)}; start without --resume")
-        if skipped:
-            note = (f"{self.name}: --resume resumes from {path.name}, unless a partner holds only an earlier one")
-            log.warning("%s", note)
-            print(f"vsplit: warning: {note}", file=sys.stderr)
-        return int(path.stem.split("-")[1])
+    def _segments(self) -> dict[str, Any]:
+        party = self.party
+        return party.modules_for(self.topology, task_width=party.task_width if isinstance(party, LabelParty) else 1)
 
     def save_model(self) -> Path:
         """Write this party's own model parts (and its preprocessing) to ``model.npz``; nothing of a peer's."""
-        party = self.party
-        width = party.task_width if isinstance(party, LabelParty) else 1
-        state: dict[str, Any] = {
-            "party": self.name, "role": self.role, "settings": self._settings().__dict__,
-            "topology": self.topology.view_fingerprint(self.name),
-            "segments": {seg: m.state_dict() for seg, m in party.modules_for(self.topology, task_width=width).items()},
-        }
-        if not isinstance(party, ComputeParty):
-            state["feature_columns"] = party.feature_columns
-            state["id_column"] = party.id_column
-            state["numeric_embedding"] = party.numeric_kind
-            if party.preprocessor is not None:
-                state["preprocessor"] = party.preprocessor.state()
+        party, fields = self.party, {}
         if isinstance(party, LabelParty):
-            state["label"] = party.label
-            state["task"] = party.task.name
-            state["label_info"] = {k: jsonable(v) for k, v in party.label_info.items()}
-        path = self.folder / "model.npz"
-        save_checkpoint(path, state, run_id=self.config.output.run_id, party=self.name)
-        return path
+            fields = {"label": party.label, "task": party.task.name,
+                      "label_info": {k: jsonable(v) for k, v in party.label_info.items()}}
+        return self.save_parts(self._segments(), party, settings=self._settings().__dict__,
+                               topology=self.topology.view_fingerprint(self.name),
+                               numeric_embedding=getattr(party, "numeric_kind", None), **fields)
 
     def config_hash(self) -> str:
         return hashlib.sha256(Path(self.config.source).read_bytes()).hexdigest()

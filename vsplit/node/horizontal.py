@@ -53,7 +53,7 @@ from vsplit.node.aligned import model_settings
 from vsplit.node.node import PartyNode, session_id
 from vsplit.node.outputs import Scores
 from vsplit.party import ComputeParty, LabelParty, ModelSettings
-from vsplit.runtime.checkpoint import load_checkpoint, newest_readable, save_checkpoint
+from vsplit.runtime.checkpoint import load_checkpoint, save_checkpoint
 from vsplit.transport.channel import Channel
 
 log = logging.getLogger(__name__)
@@ -135,35 +135,30 @@ class HorizontalNode(PartyNode, kinds=("horizontal",)):
         return self.party.feature_columns if self.party is not None else None
 
     # -- round checkpoints -------------------------------------------------------------------------------------------
-    def _checkpoint_path(self, round_: int) -> Any:
-        return self.folder / "checkpoints" / f"round-{round_:04d}.npz"
-
     def _checkpoints(self) -> int:
-        """The last round this party can resume from (-1: none); without --resume, stale checkpoints go."""
-        found = sorted((self.folder / "checkpoints").glob("round-*.npz"))
-        if not self.resume:
-            for stale in found:
-                stale.unlink()
-            return -1
-        # none readable (or killed before its first round ended): this party starts afresh, and so the run does
-        path, _ = newest_readable(found, lambda p: self.restore(_round_of(p)), party=self.name)
-        return _round_of(path) if path is not None else -1
+        """The last round this party can resume from (-1: none, and then this party starts afresh, and so the run
+        does); without --resume, stale checkpoints go."""
+        return self.newest_checkpoint("round", self.restore, required=False)
 
     def save_round(self, round_: int, snapshot: Mapping[str, np.ndarray]) -> None:
         """Write this party's state at the end of ``round_`` (atomically; all rounds are kept: a client that sat
         out rounds may be asked for an earlier one, and they hold only its own segments)."""
-        state = {"round": round_, "horizontal": self.h.fingerprint(), "schedule": self.settings.describe(),
-                 "arrays": dict(snapshot)}
-        save_checkpoint(self._checkpoint_path(round_), state, run_id=self.config.output.run_id, party=self.name)
+        state = {"round": round_, **self.fingerprint(), "arrays": dict(snapshot)}
+        save_checkpoint(self.checkpoint_path("round", round_), state, run_id=self.config.output.run_id,
+                        party=self.name)
+
+    def fingerprint(self) -> dict[str, Any]:
+        """What a checkpoint or model of this party is checked against: its clients and server, and its schedule."""
+        return {"horizontal": self.h.fingerprint(), "schedule": self.settings.describe()}
 
     def restore(self, round_: int) -> dict[str, np.ndarray]:
         """This party's snapshot at the end of ``round_``, checked to belong to this run, party and set-up."""
-        path = self._checkpoint_path(round_)
+        path = self.checkpoint_path("round", round_)
         if not path.is_file():
             raise CheckpointError(f"{self.name}: the run resumes at round {round_ + 1}, but {path} is missing; "
                                   "restart every party without --resume")
         state = load_checkpoint(path, run_id=self.config.output.run_id, party=self.name)
-        if state["horizontal"] != self.h.fingerprint() or state["schedule"] != self.settings.describe():
+        if any(state[k] != v for k, v in self.fingerprint().items()):
             raise CheckpointError(f"{self.name}: {path} was written with other clients, server or schedule "
                                   f"({state['schedule']}); restart without --resume")
         return {k: np.asarray(v) for k, v in state["arrays"].items()}
@@ -401,33 +396,15 @@ class HorizontalNode(PartyNode, kinds=("horizontal",)):
 
     def save_model(self, modules: Mapping[str, torch.nn.Module]) -> None:
         """``model.npz``: this party's own segments (and a client's preprocessing); nothing of a peer's."""
-        state: dict[str, Any] = {"party": self.name, "role": self.role, "schedule": self.settings.describe(),
-                                 "horizontal": self.h.fingerprint(),
-                                 "segments": {s: m.state_dict() for s, m in modules.items()}}
-        if self.party is not None:
-            state["feature_columns"] = self.party.feature_columns
-            state["id_column"] = self.party.id_column
-            state["label"] = self.party.label
-            if self.party.preprocessor is not None:
-                state["preprocessor"] = self.party.preprocessor.state()
-        save_checkpoint(self.folder / "model.npz", state, run_id=self.config.output.run_id, party=self.name)
+        self.save_parts(modules, self.party, **self.fingerprint(),
+                        **({"label": self.party.label} if self.party is not None else {}))
 
     # -- scoring with the saved model --------------------------------------------------------------------------------
     def load_model(self) -> None:
         """Load this party's ``model.npz`` (its own segments, a bank's preprocessing) into :attr:`modules`; in
         sequential training only the final holder's client segment scores."""
-        from vsplit.data.preprocess import TablePreprocessor
-
         self._check_scores()
-        path = self.folder / "model.npz"
-        if not path.is_file():
-            raise CheckpointError(f"{self.name}: no trained model at {path}; train first (vsplit train --config ...)")
-        state = load_checkpoint(path, run_id=self.config.output.run_id, party=self.name)
-        if state["horizontal"] != self.h.fingerprint() or state["schedule"] != self.settings.describe():
-            raise CheckpointError(f"{path} was trained with other clients, server or schedule ({state['schedule']}); "
-                                  "predict with the config it was trained with")
-        if self.party is not None and "preprocessor" in state:
-            self.party.preprocessor = TablePreprocessor.from_state(state["preprocessor"])
+        state = self.load_parts(self.party, **self.fingerprint())
         for name, module in self.modules.items():
             module.load_state_dict({k: torch.as_tensor(v) for k, v in state["segments"][name].items()})
             module.eval()
@@ -515,10 +492,6 @@ class HorizontalNode(PartyNode, kinds=("horizontal",)):
         return Scores(communication=stats, seconds={"score": round(time.perf_counter() - started, 3)},
                       summary={"schedule": self.settings.describe(),
                                "rows_scored": {b: int(n) for b, n in rows.items()}})
-
-
-def _round_of(path: Path) -> int:
-    return int(path.stem.split("-")[1])
 
 
 def _run(modules: Any, names: Sequence[str], x: torch.Tensor) -> torch.Tensor:

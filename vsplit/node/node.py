@@ -21,16 +21,19 @@ Example:
 from __future__ import annotations
 
 import hashlib
+import logging
+import sys
 import time
-from collections.abc import Generator, Iterable, Mapping
+from collections.abc import Callable, Generator, Iterable, Mapping
 from pathlib import Path
 from typing import Any, ClassVar
 
 from vsplit.config import PartyConfig, resolve
 from vsplit.config.names import run_folder
-from vsplit.errors import ConfigError
+from vsplit.errors import CheckpointError, ConfigError
 from vsplit.node.links import open_links, plan_links
 from vsplit.node.outputs import Scores, write_json, write_predictions
+from vsplit.runtime.checkpoint import load_checkpoint, newest_readable, save_checkpoint
 from vsplit.runtime.drive import drive
 from vsplit.runtime.jobs import PredictJob
 from vsplit.runtime.pump import Pump
@@ -207,6 +210,66 @@ class PartyNode:
     def write_json(self, name: str, payload: Any) -> Path:
         """Write ``payload`` as ``name`` in this party's run folder, atomically."""
         return write_json(self.folder / name, payload)
+
+    # -- what a party keeps: its model and its checkpoints ------------------------------------------------------------
+    def save_parts(self, segments: Mapping[str, Any], party: Any, **fields: Any) -> Path:
+        """``model.npz``: this party's own ``segments``, ``fields`` (the set-up it is checked against when loaded) and,
+        where ``party`` holds a table, its columns and preprocessing; nothing of a peer's."""
+        state: dict[str, Any] = {"party": self.name, "role": self.role, **fields,
+                                 "segments": {s: m.state_dict() for s, m in segments.items()}}
+        if getattr(party, "feature_columns", None) is not None:
+            state.update(feature_columns=party.feature_columns, id_column=party.id_column)
+            if party.preprocessor is not None:
+                state["preprocessor"] = party.preprocessor.state()
+        path = self.folder / "model.npz"
+        save_checkpoint(path, state, run_id=self.config.output.run_id, party=self.name)
+        return path
+
+    def load_parts(self, party: Any, **fields: Any) -> dict[str, Any]:
+        """This party's ``model.npz``, checked to be its own role's and to have the ``fields`` of this config's
+        set-up; ``party``'s preprocessing is loaded from it."""
+        from vsplit.data.preprocess import TablePreprocessor
+
+        path = self.folder / "model.npz"
+        if not path.is_file():
+            raise CheckpointError(f"{self.name}: no trained model at {path}; train first (vsplit train --config ...)")
+        state = load_checkpoint(path, run_id=self.config.output.run_id, party=self.name)
+        if state["role"] != self.role:
+            raise CheckpointError(f"{path} is a {state['role']} party's model, not {self.role}")
+        changed = [k for k, v in fields.items() if state.get(k) != v]
+        if changed:
+            raise CheckpointError(f"{path} was trained with another {' and '.join(changed)} than "
+                                  f"{self.config.source} describes; predict with the config it was trained with")
+        if party is not None and "preprocessor" in state:
+            party.preprocessor = TablePreprocessor.from_state(state["preprocessor"])
+        return state
+
+    def checkpoint_path(self, kind: str, index: int) -> Path:
+        """This party's checkpoint ``index`` of ``kind`` (``"epoch"``, ``"round"``)."""
+        return self.folder / "checkpoints" / f"{kind}-{index:04d}.npz"
+
+    def newest_checkpoint(self, kind: str, restore: Callable[[int], Any], *, required: bool) -> int:
+        """With ``--resume``, the index of this party's newest readable checkpoint of ``kind`` (an unreadable one,
+        e.g. truncated by a crash, is passed over and said so), -1 for none unless ``required``; without it, every
+        old checkpoint goes and -1."""
+        found = sorted((self.folder / "checkpoints").glob(f"{kind}-*.npz"))
+        if not self.resume:
+            for stale in found:
+                stale.unlink()
+            return -1
+        path, skipped = newest_readable(found, lambda p: restore(_index(p)), party=self.name)
+        if path is None and required:
+            problem = f"is readable: {'; '.join(skipped)}" if found else f"in {self.folder / 'checkpoints'}"
+            raise CheckpointError(f"{self.name}: --resume given but no checkpoint {problem}; start without --resume")
+        if path is not None and skipped:
+            note = f"{self.name}: --resume resumes from {path.name}, unless a peer holds only an earlier one"
+            logging.getLogger(__name__).warning("%s", note)
+            print(f"vsplit: warning: {note}", file=sys.stderr)
+        return -1 if path is None else _index(path)
+
+
+def _index(path: Path) -> int:
+    return int(path.stem.split("-")[1])
 
 
 def iter_one(machine: Any) -> Any:
