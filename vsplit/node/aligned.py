@@ -47,15 +47,11 @@ log = logging.getLogger(__name__)
 
 
 def model_settings(config: PartyConfig) -> ModelSettings:
-    """The model, optimizer, preprocessing and codec settings of ``config``'s party."""
-    m, t, d, n = config.model, config.train, config.data, config.network
-    return ModelSettings(
-        embedding_width=m.embedding_width, bottom_hidden=m.bottom_hidden, top_hidden=m.top_hidden,
-        merge=m.merge, dropout=m.dropout, optimizer=t.optimizer, lr=t.lr, weight_decay=t.weight_decay,
-        scaling=d.scaling, missing=d.missing, compression=n.compression, error_feedback=n.error_feedback,
-        max_abs_activation=t.max_abs_activation, max_abs_gradient=t.max_abs_gradient,
-        coerce_numbers=d.coerce_numbers, **recipe_settings(config),
-    )
+    """The model, optimizer, preprocessing and codec settings of ``config``'s party: each :class:`ModelSettings`
+    field from the one key of its ``[model]``, ``[train]``, ``[data]`` or ``[network]`` section of the same name."""
+    keys = {k: v for part in (config.model, config.train, config.data, config.network) for k, v in vars(part).items()}
+    named = {f.name: keys[f.name] for f in dataclasses.fields(ModelSettings) if f.name in keys}
+    return ModelSettings(**{**named, **recipe_settings(config)})
 
 
 @dataclass
