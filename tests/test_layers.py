@@ -75,7 +75,7 @@ LAYERS: tuple[tuple[str, tuple[str, ...]], ...] = (
     ("front doors", (
         "vsplit.estimator", "vsplit.horizontal.run", "vsplit.node",
     )),
-    ("tools", ("vsplit.evaluation", "vsplit.boosting", "vsplit.privacy", "vsplit.pilot",
+    ("tools", ("vsplit.evaluation", "vsplit.boosting", "vsplit.privacy", "vsplit.pilot", "vsplit.serve",
                "vsplit.horizontal.processes")),
     ("cli", ("vsplit.cli",)),
     ("package", ("vsplit",)),
