@@ -304,8 +304,9 @@ def _pair(root: Path, mode: str):
     return scorer, taps, daemons
 
 
-def test_tapped_frames_live_partner_never_gets_bank_columns_or_scores_cached_no_ids_after_snapshot(run):
+def test_tapped_frames_live_partner_never_gets_bank_columns_or_scores_cached_no_ids_after_snapshot(run, monkeypatch):
     from vsplit.serve import messages as m
+    from vsplit.serve.encode import RowEncoder
     from vsplit.serve.scorer import Row
 
     root = run["root"]
@@ -321,6 +322,9 @@ def test_tapped_frames_live_partner_never_gets_bank_columns_or_scores_cached_no_
             columns = list(scorer.model.columns)
             rows = [Row(id=r["id"], features=r["features"]) for r in _rows(run["test"].head(64), columns)]
             scored = scorer.score(rows)
+            batch = run["v1"].set_index("customer_id")
+            assert np.abs(np.array([s.score for s in scored]) - batch.loc[[r.id for r in rows], "probability"]).max() \
+                <= 1e-6
             values = {np.float64(s.score).tobytes() for s in scored} | {np.float32(s.score).tobytes() for s in scored}
             values |= {np.float64(v).tobytes() for r in rows for v in r.features.values()
                        if isinstance(v, int | float)}
@@ -336,6 +340,11 @@ def test_tapped_frames_live_partner_never_gets_bank_columns_or_scores_cached_no_
                     assert np.array_equal(request.keys, m.id_keys([r.id for r in rows], run_id="v1"))
                 for frame in tap.frames[before[p]:]:
                     assert not any(v in frame for v in values)  # no score, no bank column value
+            # the table path (models trained with data.missing = "impute") scores the same
+            monkeypatch.setattr(RowEncoder, "supports", staticmethod(lambda prep: False))
+            again = scorer.score(rows)
+            monkeypatch.undo()
+            assert max(abs(a.score - b.score) for a, b in zip(again, scored, strict=True)) <= 1e-6
         finally:
             for daemon in daemons:
                 daemon.close()

@@ -185,26 +185,48 @@ class BankModel:
             return {}
         return {c: "categorical" if c in prep.categorical_ else "numeric" for c in self.node.party.feature_columns}
 
-    def score(self, frame: pd.DataFrame, embeddings: Mapping[str, np.ndarray]) -> np.ndarray:
-        """The split's predictions of ``frame``'s rows (its ID and bank columns) with each partner's embeddings."""
+    def score(self, rows: Sequence[Mapping[str, Any]], embeddings: Mapping[str, np.ndarray]) -> np.ndarray:
+        """The split's predictions of ``rows`` (validated bank columns) with each partner's embeddings of them."""
         import torch
 
         party = self.node.party
-        _, inputs = party.prepare(frame)
+        inputs = encode_rows(party, rows, id_column=self.id_column)
         received = {self.partners[p][0]: torch.from_numpy(np.ascontiguousarray(v, dtype=np.float32))
                     for p, v in embeddings.items()}
         out = forward(self.node.topology, self.name, self.modules, inputs, received)
         return np.asarray(party.task.predict(out), dtype=np.float64)
 
-    def score_alone(self, frame: pd.DataFrame) -> np.ndarray | None:
-        """The bank-only fallback's predictions of ``frame``'s rows, or ``None`` without a fallback model."""
+    def score_alone(self, rows: Sequence[Mapping[str, Any]]) -> np.ndarray | None:
+        """The bank-only fallback's predictions of ``rows``, or ``None`` without a fallback model."""
         model = self.fallback
         if model is None:
             return None
-        _, inputs = model.party.prepare(frame)
+        inputs = encode_rows(model.party, rows, id_column=self.id_column)
         modules = model.party.modules_for(model.run, task_width=model.party.task_width)
         out = forward(model.run, model.party.name, modules, inputs, {})
         return np.asarray(model.party.task.predict(out), dtype=np.float64)
+
+
+def encode_rows(party: Any, rows: Sequence[Mapping[str, Any]], *, id_column: str) -> Any:
+    """``party``'s model inputs of ``rows``: the fast path (:class:`~vsplit.serve.encode.RowEncoder`) where the
+    preprocessing allows it, else the table path batch prediction takes (:meth:`~vsplit.party.LabelParty.prepare`)."""
+    from vsplit.serve.encode import RowEncoder
+
+    prep = party.preprocessor
+    if RowEncoder.supports(prep):
+        encoder = getattr(party, "_serve_encoder", None)
+        if encoder is None or encoder.prep is not prep:
+            encoder = RowEncoder(prep)
+            party._serve_encoder = encoder
+        return encoder.encode(rows)
+    columns = list(party.feature_columns)
+    # positions as IDs: two requests of one micro-batch may score the same customer
+    frame = pd.DataFrame({id_column: [str(i) for i in range(len(rows))],
+                          **{c: [r.get(c) for r in rows] for c in columns}})
+    for c in columns:
+        if prep is not None and c in prep.numeric_:
+            frame[c] = frame[c].astype("float64")
+    return party.prepare(frame)[1]
 
 
 def _load_fallback(node: Any) -> Any:

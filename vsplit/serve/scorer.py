@@ -24,7 +24,6 @@ from dataclasses import dataclass, field
 from typing import Any
 
 import numpy as np
-import pandas as pd
 
 from vsplit.config import PartyConfig, resolve
 from vsplit.errors import ConfigError
@@ -241,7 +240,7 @@ class Scorer:
         run_id = version.run_id
         ids = canonical_ids([r.id for r in rows], casefold=version.casefold)
         keys = m.id_keys(ids, run_id=run_id)
-        frame = self.frame(version, rows)
+        features = [r.features for r in rows]
         known = np.ones(len(rows), dtype=bool)
         unknown: list[list[str]] = [[] for _ in rows]
         down: list[str] = []
@@ -263,31 +262,17 @@ class Scorer:
         models: list[str | None] = [None] * len(rows)
         split = np.flatnonzero(known)
         if len(split):
-            proba = version.score(frame.iloc[split], {p: v[split] for p, v in embeddings.items()})
+            proba = version.score([features[i] for i in split], {p: v[split] for p, v in embeddings.items()})
             for j, i in enumerate(split):
                 scores[i], models[i] = _value(proba[j]), SPLIT
         rest = np.flatnonzero(~known)
         if len(rest):
-            alone = version.score_alone(frame.iloc[rest])
+            alone = version.score_alone([features[i] for i in rest])
             if alone is not None:
                 for j, i in enumerate(rest):
                     scores[i], models[i] = _value(alone[j]), BANK_ONLY
         return [Scored(id=ids[i], score=scores[i], model=models[i], version=run_id, unknown_to=unknown[i],
                        down=list(down)) for i in range(len(rows))]
-
-    @staticmethod
-    def frame(version: BankModel, rows: Sequence[Row]) -> pd.DataFrame:
-        """The rows as the table the bank's preprocessing reads: its ID column and its columns in model order."""
-        columns = list(version.columns)
-        # positions, not the IDs: two requests of one micro-batch may score the same customer
-        data: dict[str, Any] = {version.id_column: [str(i) for i in range(len(rows))]}
-        for c in columns:
-            data[c] = [r.features.get(c) for r in rows]
-        frame = pd.DataFrame(data)
-        for c, kind in version.columns.items():
-            if kind == "numeric":
-                frame[c] = frame[c].astype("float64")
-        return frame
 
     def _embeddings(self, version: BankModel, keys: np.ndarray) -> dict[str, tuple[np.ndarray, np.ndarray] | None]:
         """Each partner's ``(known, embeddings)`` of ``keys``, or ``None`` for a partner that is down."""
