@@ -350,3 +350,47 @@ def test_tapped_frames_live_partner_never_gets_bank_columns_or_scores_cached_no_
                 daemon.close()
             for tap in taps.values():
                 tap.close()
+
+
+# -- the HTTP layer in one process -------------------------------------------------------------------------------------
+
+
+@pytest.mark.filterwarnings("ignore:Using `httpx` with `starlette.testclient`")
+def test_api_requires_its_token_logs_no_values_and_names_a_partner_not_connected(run, tmp_path, caplog):
+    import logging
+
+    from fastapi.testclient import TestClient
+
+    from vsplit.serve.http import make_app
+    from vsplit.serve.service import BankService
+
+    token = "t" * 32
+    for policy in ("error", "fallback"):
+        config = load_config(run["root"] / "bank" / "party.toml",
+                             overrides=[f"serve.address=127.0.0.1:{free_port()}", f"serve.on_partner_down={policy}"])
+        service = BankService(config)
+        service.start()  # no partner ever connects
+        columns = list(service.scorer.model.columns)
+        row = _rows(run["test"].head(1), columns)[0]
+        with TestClient(make_app(service, token=token)) as client, caplog.at_level(logging.INFO, "vsplit.serve"):
+            assert client.post("/v1/score", json=row).status_code == 401
+            assert client.post("/v1/score", json=row, headers={"authorization": "Bearer wrong"}).status_code == 401
+            auth = {"authorization": f"Bearer {token}"}
+            reply = client.post("/v1/score", json=row, headers=auth)
+            if policy == "error":
+                assert reply.status_code == 503 and reply.json()["error"]["party"] in PARTNERS
+            else:  # the bank-only score, flagged, naming the partners that are down
+                body = reply.json()
+                assert reply.status_code == 200 and body["model"] == "bank_only" and body["fallback"] is True
+                assert sorted(body["partners_down"]) == sorted(PARTNERS)
+            assert client.get("/healthz").status_code == 503
+            assert client.get("/healthz").json()["partners"] == {p: "down" for p in PARTNERS}
+            assert "/v1/score" in client.get("/openapi.json").json()["paths"]
+            assert client.get("/docs").status_code == 200
+            assert 'vsplit_serve_requests_total{path="/v1/score",status="401"} 2' in client.get("/metrics").text
+        lines = [r.getMessage() for r in caplog.records if r.name == "vsplit.serve.access"]
+        assert len(lines) >= 3
+        for line in lines:
+            assert row["id"] not in line and not any(str(v) in line.split('"client"')[0]
+                                                     for v in row["features"].values() if isinstance(v, str))
+        caplog.clear()
