@@ -26,7 +26,8 @@ modules by name.
    links, outputs and each topology family's program).
 10. tools, experiments that drive a front door: baseline comparisons (``evaluation``), the privacy studies
     (``privacy``: ``audit``, ``redteam``, ``cut_study``, ``u_shaped``, ``topology_audit`` train with
-    ``SplitClassifier``; their reports, pictures and data), pilots (``pilot``) and party processes forked for
+    ``SplitClassifier``; their reports, pictures and data), pilots (``pilot``), online scoring (``serve``:
+    the bank's service and the partners' daemons, on the node's model loading) and party processes forked for
     benchmarks (``horizontal.processes``).
 11. the command line (``cli``), 12. the package's front door (``vsplit``).
 
