@@ -289,7 +289,8 @@ def _pair(root: Path, mode: str):
     from vsplit.serve.scorer import Scorer
     from vsplit.serve.wire import Wire, serve_session
 
-    common = [f"serve.mode={mode}", 'serve.table="data/serve.parquet"']
+    padding = 3 if mode == "live" else 1  # live: each asked ID hidden among 2 decoys
+    common = [f"serve.mode={mode}", 'serve.table="data/serve.parquet"', f"serve.k_anonymity={padding}"]
     scorer = Scorer(load_config(root / "bank" / "party.toml", overrides=common))
     taps, daemons = {}, []
     for p in PARTNERS:
@@ -335,11 +336,13 @@ def test_tapped_frames_live_partner_never_gets_bank_columns_or_scores_cached_no_
                     assert all(type(msg) in (m.ServeWelcome, m.LoadVersion, m.SnapshotAck)
                                for msg in map(lambda f: decode(f)[1], tap.frames))
                 else:
-                    (request,) = after  # one request for the whole micro-batch
-                    assert isinstance(request, m.EmbedRequest)
-                    assert np.array_equal(request.keys, m.id_keys([r.id for r in rows], run_id="v1"))
+                    (request,) = after  # one request for the whole micro-batch, each ID among 2 decoys (k = 3)
+                    assert isinstance(request, m.EmbedRequest) and len(request.keys) == 3 * len(rows)
+                    asked = {k.tobytes() for k in request.keys}
+                    assert {k.tobytes() for k in m.id_keys([r.id for r in rows], run_id="v1")} <= asked
                 for frame in tap.frames[before[p]:]:
                     assert not any(v in frame for v in values)  # no score, no bank column value
+            _hellos_and_snapshots_are_checked(scorer)
             # the table path (models trained with data.missing = "impute") scores the same
             monkeypatch.setattr(RowEncoder, "supports", staticmethod(lambda prep: False))
             again = scorer.score(rows)
@@ -350,6 +353,29 @@ def test_tapped_frames_live_partner_never_gets_bank_columns_or_scores_cached_no_
                 daemon.close()
             for tap in taps.values():
                 tap.close()
+
+
+def _hellos_and_snapshots_are_checked(scorer) -> None:
+    """Another run, another digest or another party is refused at the hello; a snapshot whose signature does not
+    verify is refused (acknowledged with ok = False) and changes nothing."""
+    from vsplit.serve import messages as m
+
+    digest = scorer.model.partners["shop"][2]
+    assert scorer.admit(m.ServeHello(party="shop", run_id="v1", digest=digest)).ok
+    assert scorer.admit(m.ServeHello(party="shop", run_id="v7", digest=digest)).code == m.VERSION_UNKNOWN
+    assert scorer.admit(m.ServeHello(party="shop", run_id="v1", digest="0" * 32)).code == m.DIGEST_MISMATCH
+    assert scorer.admit(m.ServeHello(party="bank", run_id="v1", digest=digest)).code == m.NOT_SERVED
+
+    sent = []
+    link = type("Link", (), {"name": "shop", "wire": type("W", (), {"send": staticmethod(sent.append)})()})()
+    keys = m.id_keys(["forged"], run_id="v1")
+    width = scorer.model.partners["shop"][1]
+    held = dict(scorer.cache)
+    forged = m.Snapshot(run_id="v1", seq=99, full=True, part=0, parts=1, keys=keys,
+                        values=np.zeros((1, width), np.float32), removed=np.zeros((0, 16), np.uint8),
+                        signature=np.frombuffer(b"not a signature", np.uint8).copy())
+    scorer.on_message(link, forged)
+    assert sent == [m.SnapshotAck(run_id="v1", seq=99, ok=False)] and scorer.cache == held
 
 
 # -- the HTTP layer in one process -------------------------------------------------------------------------------------
