@@ -10,6 +10,8 @@ the same 2 cores, the load generator included. Prints ONE JSON object and writes
 
   live.single.p50_ms / p99_ms       one request at a time (``--single`` requests), POST /v1/score, live mode
   live.load.throughput_rps / p99_ms ``--concurrency`` clients for ``--seconds``: scored requests per second, latency
+                                    (at the client); ``server_p50_le_ms`` / ``server_p99_le_ms``: the bucket bound of
+                                    the bank's own histogram (request in to answer out) under which they fall
   cached.single.* / cached.load.*   the same with the bank restarted in cached mode (partner's snapshot held)
   swap.failed_requests              non-200 answers while ``POST /v1/models {"run_id": "v2"}`` switches the version
                                     under the live load (and ``swap.requests``, ``swap.seconds``)
@@ -246,6 +248,42 @@ async def post(base: str, path: str, body: Any) -> tuple[int, Any, float]:
         return reply.status, await reply.json(), round((time.perf_counter() - began) * 1000, 1)
 
 
+async def server_histogram(base: str) -> dict[str, float]:
+    """The bank's own latency histogram of POST /v1/score (cumulative counts by bucket bound, seconds)."""
+    import aiohttp
+
+    async with aiohttp.ClientSession() as session, session.get(f"{base}/metrics") as reply:
+        text = await reply.text()
+    out = {}
+    for line in text.splitlines():
+        if line.startswith("vsplit_serve_request_seconds_bucket") and 'path="/v1/score"' in line:
+            bound = line.split('le="')[1].split('"')[0]
+            out[bound] = float(line.rsplit(" ", 1)[1])
+    return out
+
+
+def server_quantile(before: dict[str, float], after: dict[str, float], q: float) -> float | None:
+    """The upper bucket bound (ms) under which fraction ``q`` of the requests between two histograms took, as the
+    bank measured them (from receiving the request to sending the answer): what the service adds, without the
+    client's own queueing."""
+    bounds = sorted(after, key=lambda b: float("inf") if b == "+Inf" else float(b))
+    total = after["+Inf"] - before.get("+Inf", 0.0)
+    for b in bounds:
+        if after[b] - before.get(b, 0.0) >= q * total:
+            return None if b == "+Inf" else round(float(b) * 1000, 3)
+    return None
+
+
+async def loaded(base: str, rows: list[dict], **options: Any) -> dict[str, Any]:
+    """:func:`load`, with the bank's own p50 and p99 bucket bounds of the same requests."""
+    before = await server_histogram(base)
+    out = await load(base, rows, **options)
+    after = await server_histogram(base)
+    out["server_p50_le_ms"] = server_quantile(before, after, 0.5)
+    out["server_p99_le_ms"] = server_quantile(before, after, 0.99)
+    return out
+
+
 async def score_all(base: str, rows: list[dict]) -> pd.DataFrame:
     out = []
     for at in range(0, len(rows), 200):
@@ -291,7 +329,7 @@ def main(argv: list[str] | None = None) -> dict[str, Any]:
             asyncio.run(wait_ready(base))
             live: dict[str, Any] = {"max_abs_diff_vs_batch": max_diff(asyncio.run(score_all(base, rows)), batch["v1"])}
             live["single"] = asyncio.run(single(base, rows, args.single))
-            live["load"] = asyncio.run(load(base, rows, seconds=args.seconds, concurrency=args.concurrency))
+            live["load"] = asyncio.run(loaded(base, rows, seconds=args.seconds, concurrency=args.concurrency))
             live["load"].pop("side")
             swap = asyncio.run(load(base, rows, seconds=args.seconds / 2, concurrency=args.concurrency,
                                     during=post(base, "/v1/models", {"run_id": "v2"})))
@@ -313,7 +351,7 @@ def main(argv: list[str] | None = None) -> dict[str, Any]:
             cached: dict[str, Any] = {"max_abs_diff_vs_batch": max_diff(asyncio.run(score_all(base, rows)),
                                                                         batch["v1"])}
             cached["single"] = asyncio.run(single(base, rows, args.single))
-            cached["load"] = asyncio.run(load(base, rows, seconds=args.seconds, concurrency=args.concurrency))
+            cached["load"] = asyncio.run(loaded(base, rows, seconds=args.seconds, concurrency=args.concurrency))
             cached["load"].pop("side")
             result["cached"] = cached
         finally:

@@ -420,3 +420,43 @@ def test_api_requires_its_token_logs_no_values_and_names_a_partner_not_connected
             assert row["id"] not in line and not any(str(v) in line.split('"client"')[0]
                                                      for v in row["features"].values() if isinstance(v, str))
         caplog.clear()
+
+
+def test_https_api_requires_the_apps_client_certificate_and_the_queue_is_bounded(run, tmp_path):
+    import ssl
+
+    from vsplit.serve.run import serve_bank
+    from vsplit.serve.scorer import Row
+    from vsplit.serve.service import BankService, Overloaded
+    from vsplit.transport.identity import create_identity, write_identity
+
+    root = run["root"]
+    app = write_identity(create_identity("app"), tmp_path / "app")
+    http = free_port()
+    config = load_config(root / "bank" / "party.toml", overrides=[
+        f"serve.address=127.0.0.1:{free_port()}", f"serve.http=127.0.0.1:{http}", 'serve.http_cert="keys/bank.pem"',
+        'serve.http_key="keys/bank.key"', f'serve.http_client_ca="{app.cert_path}"'])
+    started = threading.Event()
+    info: dict = {}
+    thread = threading.Thread(target=serve_bank, args=(config,),
+                              kwargs={"ready": lambda i: (info.update(i), started.set())}, daemon=True)
+    thread.start()
+    assert started.wait(60)
+    try:
+        context = ssl.create_default_context(cafile=str(root / "bank" / "keys" / "bank.pem"))
+        context.check_hostname = False  # the bank's certificate names the party, not the host
+        with pytest.raises(httpx.TransportError):  # no client certificate: the TLS handshake fails
+            httpx.get(f"https://127.0.0.1:{http}/healthz", verify=context)
+        context.load_cert_chain(str(app.cert_path), str(app.key_path))
+        reply = httpx.get(f"https://127.0.0.1:{http}/healthz", verify=context)
+        assert reply.status_code == 503 and reply.json()["partners"] == {p: "down" for p in PARTNERS}
+    finally:
+        info["server"].should_exit = True
+        thread.join(timeout=30)
+    assert not thread.is_alive()
+
+    service = BankService(load_config(root / "bank" / "party.toml", overrides=["serve.max_queue=2"]))
+    row = Row(id="1", features={})
+    service.submit([row, row])  # no worker runs: the rows wait
+    with pytest.raises(Overloaded, match="max_queue"):
+        service.submit([row])

@@ -75,8 +75,8 @@ def serve_bank(config: PartyConfig, *, run_id: str | None = None, ready: Any = N
     print(f"vsplit serve: {config.party.name} scores model {service.scorer.active} ({s.mode} mode) on "
           f"{'https' if tls else 'http'}://{s.http}; partners connect to {address[0]}:{address[1]}", flush=True)
     if ready is not None:
-        threading.Thread(target=_when_started, args=(server, ready, {"http": s.http, "links": address}),
-                         daemon=True).start()
+        threading.Thread(target=_when_started, args=(server, ready, {"http": s.http, "links": address,
+                                                                     "server": server}), daemon=True).start()
     if threading.current_thread() is threading.main_thread():
         # uvicorn drains on SIGTERM / Ctrl-C, then raises the signal again for the handler it found: a graceful
         # stop is a normal end here (exit 0), not a death by signal
