@@ -87,7 +87,11 @@ class PartnerDaemon:
 
     def _embed(self, model: PartnerModel, table: Any) -> EmbeddingTable:
         ids, values = model.embed(table)
-        return EmbeddingTable.build(m.id_keys(ids, run_id=model.run_id), values)
+        built = EmbeddingTable.build(m.id_keys(ids, run_id=model.run_id), values)
+        if len(built) < len(ids):
+            log.warning("%s: %d IDs appear more than once in %s; each is served with its first row", self.me,
+                        len(ids) - len(built), self.table_path.name)
+        return built
 
     def load_version(self, run_id: str) -> PartnerModel:
         """Load model version ``run_id`` beside those served (its table embedded too)."""

@@ -195,7 +195,11 @@ class Scorer:
     def load(self, run_id: str) -> BankModel:
         """Load model version ``run_id`` beside the others, here and at every partner (cached: with its snapshot)."""
         if run_id not in self.versions:
-            self.versions[run_id] = BankModel.load(self.config, run_id)
+            loaded = BankModel.load(self.config, run_id)
+            if loaded.columns != self.model.columns:  # requests are checked against the active model's columns
+                raise ConfigError(f"model {run_id!r} reads the bank columns {loaded.columns}, the active model "
+                                  f"{self.active!r} reads {self.model.columns}; serve it from a service of its own")
+            self.versions[run_id] = loaded
         version = self.versions[run_id]
         waits = []
         for partner in version.partners:
