@@ -43,7 +43,6 @@ def version_config(config: PartyConfig, run_id: str | None) -> PartyConfig:
 
 def load_node(config: PartyConfig) -> Any:
     """This party's node with its saved model of ``config.output.run_id`` loaded (as ``vsplit predict`` does)."""
-    import torch
 
     from vsplit.node import PartyNode
 
@@ -56,7 +55,6 @@ def load_node(config: PartyConfig) -> Any:
     node.load_model()
     for module in node.party.modules_for(node.topology, task_width=_width(node.party)).values():
         module.eval()
-    torch.set_grad_enabled(False)
     return node
 
 
@@ -75,7 +73,14 @@ def canonical_ids(values: Sequence[Any], *, casefold: bool) -> list[str]:
 def forward(topology: Any, me: str, modules: Mapping[str, Any], inputs: Any,
             received: Mapping[str, Any]) -> Any:
     """Run ``me``'s segments of ``topology`` in order on ``inputs`` (its own rows' tensors), with the other parties'
-    segment outputs in ``received`` (segment name -> tensor): the loss segment's output."""
+    segment outputs in ``received`` (segment name -> tensor): the loss segment's output (no autograd)."""
+    import torch
+
+    with torch.inference_mode():
+        return _forward(topology, me, modules, inputs, received)
+
+
+def _forward(topology: Any, me: str, modules: Mapping[str, Any], inputs: Any, received: Mapping[str, Any]) -> Any:
     ctx: dict[str, Any] = dict(received)
     for seg in topology.segments:
         if seg.owner != me:
@@ -131,10 +136,13 @@ class PartnerModel:
         party = self.node.party
         ids, inputs = party.prepare(table)
         module = party.modules_for(self.node.topology)[self.segment]
+        import torch
+
         parts = []
-        for start in range(0, len(ids), CHUNK):
-            out = module(*[t[start:start + CHUNK] for t in inputs])
-            parts.append(np.ascontiguousarray(out.detach().numpy(), dtype=np.float32))
+        with torch.inference_mode():
+            for start in range(0, len(ids), CHUNK):
+                out = module(*[t[start:start + CHUNK] for t in inputs])
+                parts.append(np.ascontiguousarray(out.numpy(), dtype=np.float32))
         values = np.concatenate(parts) if parts else np.zeros((0, self.width), np.float32)
         codec = Compressor(self.node.config.network.compression)
         values = np.ascontiguousarray(values_of(codec.pack_activations(self.cut.id, 0, PREDICT, 0, 0, values)),

@@ -49,6 +49,9 @@ class PartnerDaemon:
             raise ConfigError(f"network.peers: a partner daemon serves one bank, got {sorted(config.network.peers)}")
         (self.bank,) = config.network.peers
         self.table_path = resolve(config, config.serve.table or config.data.path)
+        self._lock = threading.Lock()  # swaps of the models and tables dicts (readers take the dict they find)
+        self._reloading: threading.Thread | None = None
+        self._loading = threading.Lock()  # one version load or table reload at a time
         first = PartnerModel.load(config, run_id)
         self.models: dict[str, PartnerModel] = {first.run_id: first}
         self.default = first.run_id
@@ -77,10 +80,14 @@ class PartnerDaemon:
             return False
         from vsplit.data.sources import read_table
 
-        columns = next(iter(self.models.values())).feature_columns
-        table = read_table(self.table_path, id_column=self.config.data.id_column, features=columns,
-                           option="serve.table")
-        self.tables = {run: self._embed(model, table) for run, model in self.models.items()}
+        with self._loading:  # not while a version loads: it reads the table itself
+            models = dict(self.models)
+            columns = next(iter(models.values())).feature_columns
+            table = read_table(self.table_path, id_column=self.config.data.id_column, features=columns,
+                               option="serve.table")
+            tables = {run: self._embed(model, table) for run, model in models.items()}
+            with self._lock:
+                self.tables = {**self.tables, **tables}
         self._stamp = stamp
         log.info("%s: serving %d customers of %s", self.me, len(table), self.table_path.name)
         return True
@@ -95,14 +102,17 @@ class PartnerDaemon:
 
     def load_version(self, run_id: str) -> PartnerModel:
         """Load model version ``run_id`` beside those served (its table embedded too)."""
-        if run_id not in self.models:
-            from vsplit.data.sources import read_table
+        with self._loading:
+            if run_id not in self.models:
+                from vsplit.data.sources import read_table
 
-            model = PartnerModel.load(self.config, run_id)
-            table = read_table(self.table_path, id_column=self.config.data.id_column, features=model.feature_columns,
-                               option="serve.table")
-            self.tables[run_id] = self._embed(model, table)
-            self.models[run_id] = model
+                model = PartnerModel.load(self.config, run_id)
+                table = read_table(self.table_path, id_column=self.config.data.id_column,
+                                   features=model.feature_columns, option="serve.table")
+                embedded = self._embed(model, table)
+                with self._lock:
+                    self.tables = {**self.tables, run_id: embedded}
+                    self.models = {**self.models, run_id: model}
         return self.models[run_id]
 
     # -- the link ----------------------------------------------------------------------------------------------------
@@ -169,16 +179,34 @@ class PartnerDaemon:
             self.handle(msg)
 
     def check_table(self) -> None:
+        """Re-read the table in the background if its file changed: requests are answered meanwhile."""
+        if self._reloading is not None and self._reloading.is_alive():
+            return
+        try:
+            if self.stamp() == self._stamp:
+                return
+        except OSError:
+            return  # being replaced: next tick
+        self._reloading = threading.Thread(target=self._reload_and_send, daemon=True, name="vsplit-serve-reload")
+        self._reloading.start()
+
+    def _reload_and_send(self) -> None:
         old = dict(self.tables)
         try:
             changed = self.reload()
         except VsplitError as exc:  # a half-written table: keep serving the last good one
             log.warning("%s: table not reloaded (%s)", self.me, exc)
             return
+        except Exception:  # a bug: keep serving the last good table
+            log.exception("%s: reloading the table failed", self.me)
+            return
         if changed and self.mode == "cached":
-            for run_id in self.tables:
-                if run_id in old:
-                    self.send_delta(run_id, old[run_id])
+            try:
+                for run_id in self.tables:
+                    if run_id in old:
+                        self.send_delta(run_id, old[run_id])
+            except TransportError as exc:  # the link dropped: the bank gets a full snapshot when it is back
+                log.warning("%s: delta not sent (%s)", self.me, exc)
 
     def handle(self, msg: Any) -> None:
         assert self.wire is not None
@@ -192,20 +220,42 @@ class PartnerDaemon:
             known, values = table.lookup(msg.keys)
             self.wire.send(m.EmbedReply(request=msg.request, known=known, values=values))
         elif isinstance(msg, m.LoadVersion):
-            try:
-                model = self.load_version(msg.run_id)
-            except VsplitError as exc:
-                log.warning("%s: cannot load version %s: %s", self.me, msg.run_id, exc)
-                self.wire.send(m.VersionLoaded(run_id=msg.run_id, digest="", ok=False, code=m.VERSION_UNKNOWN))
-                return
-            self.wire.send(m.VersionLoaded(run_id=msg.run_id, digest=model.digest, ok=True))
-            if self.mode == "cached" and msg.run_id not in self._sent:
-                self.send_snapshot(msg.run_id, full=True)
+            if msg.run_id in self.models:
+                self._loaded(msg.run_id)
+            else:  # loading takes seconds: requests of the served versions are answered meanwhile
+                threading.Thread(target=self._load_in_background, args=(msg.run_id,), daemon=True,
+                                 name=f"vsplit-serve-load-{msg.run_id}").start()
         elif isinstance(msg, m.SnapshotAck):
             if not msg.ok:
                 log.warning("%s: %s refused snapshot %d of %s", self.me, self.bank, msg.seq, msg.run_id)
         else:
             raise TransportError(f"{self.bank} sent an unexpected {type(msg).__name__}")
+
+    def _load_in_background(self, run_id: str) -> None:
+        try:
+            self.load_version(run_id)
+        except VsplitError as exc:
+            log.warning("%s: cannot load version %s: %s", self.me, run_id, exc)
+            self._send(m.VersionLoaded(run_id=run_id, digest="", ok=False, code=m.VERSION_UNKNOWN))
+            return
+        except Exception:  # a bug: the bank is told, this daemon goes on serving the loaded versions
+            log.exception("%s: loading version %s failed", self.me, run_id)
+            self._send(m.VersionLoaded(run_id=run_id, digest="", ok=False, code=m.INTERNAL))
+            return
+        self._loaded(run_id)
+
+    def _loaded(self, run_id: str) -> None:
+        """Tell the bank version ``run_id`` is loaded (cached mode: with its snapshot, once per link)."""
+        try:
+            self._send(m.VersionLoaded(run_id=run_id, digest=self.models[run_id].digest, ok=True))
+            if self.mode == "cached" and run_id not in self._sent:
+                self.send_snapshot(run_id, full=True)
+        except TransportError as exc:  # the link dropped meanwhile: the bank asks again when it is back
+            log.warning("%s: could not tell %s about version %s (%s)", self.me, self.bank, run_id, exc)
+
+    def _send(self, msg: Any) -> None:
+        if self.wire is not None:
+            self.wire.send(msg)
 
     # -- cached mode -------------------------------------------------------------------------------------------------
     def send_snapshot(self, run_id: str, *, full: bool, keys: np.ndarray | None = None,
@@ -216,16 +266,18 @@ class PartnerDaemon:
         keys = table.keys if keys is None else keys
         values = table.values if values is None else values
         removed = np.zeros((0, m.KEY_BYTES), np.uint8) if removed is None else removed
-        if full:
-            self._sent.add(run_id)
-        self._seq += 1
+        with self._lock:
+            if full:
+                self._sent.add(run_id)
+            self._seq += 1
+            seq = self._seq
         parts = max(1, -(-len(keys) // SNAPSHOT_ROWS))
         for part in range(parts):
             k = np.ascontiguousarray(keys[part * SNAPSHOT_ROWS:(part + 1) * SNAPSHOT_ROWS])
             v = np.ascontiguousarray(values[part * SNAPSHOT_ROWS:(part + 1) * SNAPSHOT_ROWS])
             r = removed if part == 0 else removed[:0]
-            digest = m.snapshot_digest(run_id, self._seq, full, part, parts, k, v, r)
-            self.wire.send(m.Snapshot(run_id=run_id, seq=self._seq, full=full, part=part, parts=parts, keys=k,
+            digest = m.snapshot_digest(run_id, seq, full, part, parts, k, v, r)
+            self.wire.send(m.Snapshot(run_id=run_id, seq=seq, full=full, part=part, parts=parts, keys=k,
                                       values=v, removed=r, signature=self._sign(digest)))
 
     def send_delta(self, run_id: str, old: EmbeddingTable) -> None:
