@@ -26,7 +26,8 @@ modules by name.
    every topology (``node``: one node, its links, outputs and each topology family's program).
 10. tools, experiments that drive a front door: baseline comparisons (``evaluation``), the privacy studies
     (``privacy``: ``audit``, ``redteam``, ``cut_study``, ``u_shaped``, ``topology_audit`` train with
-    ``SplitClassifier``; their reports, pictures and data) and pilots (``pilot``).
+    ``SplitClassifier``; their reports, pictures and data), pilots (``pilot``) and online scoring (``serve``:
+    the bank's service and the partners' daemons, on the node's model loading).
 11. the command line (``cli``), 12. the package's front door (``vsplit``).
 
 A package's ``__init__`` re-exports its contents, so it stands as high as its highest module (``vsplit.privacy``'s
@@ -74,7 +75,7 @@ LAYERS: tuple[tuple[str, tuple[str, ...]], ...] = (
     ("front doors", (
         "vsplit.estimator", "vsplit.horizontal.run", "vsplit.node",
     )),
-    ("tools", ("vsplit.evaluation", "vsplit.boosting", "vsplit.privacy", "vsplit.pilot")),
+    ("tools", ("vsplit.evaluation", "vsplit.boosting", "vsplit.privacy", "vsplit.pilot", "vsplit.serve")),
     ("cli", ("vsplit.cli",)),
     ("package", ("vsplit",)),
 )

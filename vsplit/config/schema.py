@@ -244,6 +244,43 @@ class OutputSection:
 
 
 @dataclass(frozen=True)
+class ServeSection:
+    """``vsplit serve``: online scoring (docs/serving.md). The bank answers HTTP, each partner runs a daemon."""
+
+    #: "live": the bank asks each partner per (micro-batched) request; "cached": partners send a signed snapshot of
+    #: every customer's embedding, then deltas, and the bank scores with no request-time traffic
+    mode: str = "live"
+    #: bank: the HTTP address of the scoring API
+    http: str = "127.0.0.1:8000"
+    #: bank: where partner daemons connect over mutual TLS (default: network.listen); partner: where it dials
+    #: (default: network.dial)
+    address: str | None = None
+    #: partner: the feature table it serves, Parquet or CSV, reloaded when it changes (default: data.path)
+    table: str | None = None
+    reload_s: float = 1.0
+    #: bank: a partner that has not answered within this many milliseconds is down (HTTP 503 naming it)
+    timeout_ms: float = 2000.0
+    #: bank: "error" (503 naming the partner) or "fallback" (the bank-only model's answer, flagged) when one is down
+    on_partner_down: str = "error"
+    #: bank: requests scored together at most, requests waiting at most (more: HTTP 503), batches in flight at once
+    max_batch: int = 256
+    max_queue: int = 4096
+    workers: int = 2
+    #: bank: HTTP bodies above this many KiB are refused (413)
+    max_body_kb: int = 512
+    #: bank, live mode: hide each asked ID among k-1 other IDs of the bank's training table (1: no padding)
+    k_anonymity: int = 1
+    #: bank: a file holding the bearer token the bank's own apps must send (Authorization: Bearer ...)
+    token_file: str | None = None
+    #: bank: HTTPS for the API (certificate and key), and the CA whose client certificates it requires
+    http_cert: str | None = None
+    http_key: str | None = None
+    http_client_ca: str | None = None
+    #: bank: seconds to drain in-flight requests on shutdown
+    drain_s: float = 10.0
+
+
+@dataclass(frozen=True)
 class PartyConfig:
     party: PartySection
     network: NetworkSection
@@ -255,5 +292,6 @@ class PartyConfig:
     privacy: PrivacySection = field(default_factory=PrivacySection)
     schedule: ScheduleSection = field(default_factory=ScheduleSection)
     output: OutputSection = field(default_factory=OutputSection)
+    serve: ServeSection = field(default_factory=ServeSection)
     #: the file the config came from (for resolving relative paths and error messages)
     source: str = ""

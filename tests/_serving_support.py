@@ -1,0 +1,81 @@
+"""A small trained three-party run (bank, shop, telco) for the serving tests, made in one process in seconds.
+
+Training and batch prediction run the parties' nodes in threads over memory channels: the same ``PartyNode`` code
+``vsplit train`` and ``vsplit predict`` run over mutual TLS (tests/test_three_parties.py checks they agree).
+"""
+
+from __future__ import annotations
+
+import threading
+from pathlib import Path
+
+import pandas as pd
+from _pilot_support import free_port
+from _three_party_support import COLUMNS, PARTNERS, prepare_three_parties
+
+from vsplit.config import load_config, resolve
+from vsplit.transport.memory import memory_pair
+
+TRAIN = "[train]\nepochs = 1\nbatch_size = 256\npatience = 100\nseed = {seed}\n"
+
+
+def _in_threads(work: dict) -> dict:
+    results, errors = {}, {}
+
+    def run(party: str) -> None:
+        try:
+            results[party] = work[party]()
+        except BaseException as exc:  # reported below
+            errors[party] = exc
+
+    threads = [threading.Thread(target=run, args=(p,)) for p in work]
+    for t in threads:
+        t.start()
+    for t in threads:
+        t.join(timeout=300)
+    if errors:
+        raise next(iter(errors.values()))
+    return results
+
+
+def _channels() -> dict[str, dict]:
+    links = {p: memory_pair() for p in PARTNERS}
+    channels = {"bank": {p: hub for p, (hub, _) in links.items()}}
+    channels.update({p: {"bank": end} for p, (_, end) in links.items()})
+    return channels
+
+
+def shrink(root: Path, *, keep: int = 1200) -> None:
+    """Keep about ``keep`` training rows of every party (the same customers everywhere, by ID): seconds to train."""
+    tables = {p: pd.read_parquet(root / p / "data" / "train.parquet") for p in COLUMNS}
+    ids = sorted(tables["bank"]["customer_id"].astype(str))[:keep]
+    wanted = set(ids)
+    for p, table in tables.items():
+        table[table["customer_id"].astype(str).isin(wanted) | (table.index % 10 == 0)].to_parquet(
+            root / p / "data" / "train.parquet", index=False)
+
+
+def train_run(root: Path, run_id: str, *, seed: int = 0) -> None:
+    """Train run ``run_id`` of the parties under ``root`` (configs written on first use), in one process."""
+    from vsplit.node import PartyNode
+
+    if not (root / "bank" / "party.toml").exists():
+        prepare_three_parties(root, port=free_port(), run_id=run_id, extra=TRAIN.format(seed=seed))
+        shrink(root)
+    overrides = [f"output.run_id={run_id}", f"train.seed={seed}", 'data.test_path=""']
+    nodes = {p: PartyNode(load_config(root / p / "party.toml", overrides=overrides), progress=False)
+             for p in COLUMNS}
+    channels = _channels()
+    _in_threads({p: (lambda p=p: nodes[p].run(channels[p])) for p in COLUMNS})
+
+
+def batch_predict(root: Path, run_id: str) -> pd.DataFrame:
+    """``vsplit predict``'s predictions.csv of every bank test customer (each party's test table as input)."""
+    from vsplit.node import PartyNode
+
+    configs = {p: load_config(root / p / "party.toml", overrides=[f"output.run_id={run_id}"]) for p in COLUMNS}
+    nodes = {p: PartyNode(c, progress=False) for p, c in configs.items()}
+    channels = _channels()
+    paths = _in_threads({p: (lambda p=p: nodes[p].predict(resolve(configs[p], "data/test.parquet"),
+                                                          channels=channels[p])) for p in COLUMNS})
+    return pd.read_csv(paths["bank"], dtype={"customer_id": str})

@@ -1,0 +1,187 @@
+"""The messages between the bank's scoring service and a partner's daemon: frozen dataclasses, never pickle.
+
+Theory of operation. A partner daemon dials the bank over mutual TLS and says :class:`ServeHello` (its name, the run
+it serves and the *pair digest* of that run, :func:`pair_digest`); the bank answers :class:`ServeWelcome` (the mode
+it scores in) or refuses a version it does not hold (``ok=False`` and a code, nothing else). Then:
+
+- ``live``: the bank sends :class:`EmbedRequest` (keyed IDs of one micro-batch) and the partner answers
+  :class:`EmbedReply` (which it knows, and their embeddings). The bank's columns and scores never cross.
+- ``cached``: the partner sends :class:`Snapshot` (every customer's keyed ID and embedding, signed with its TLS key),
+  then a delta :class:`Snapshot` (``full=False``) each time its table changes; the bank acknowledges with
+  :class:`SnapshotAck`, which carries no ID. Nothing about who is scored crosses.
+
+A new model version is loaded beside the old one with :class:`LoadVersion` / :class:`VersionLoaded`.
+IDs cross as 16-byte keys (:func:`id_keys`, SHA-256 of the run and the ID), never as text: that keeps them off logs
+and frames, but a party holding a list of candidate IDs can test them, so keys are pseudonyms, not secrets.
+
+Example:
+    >>> keys = id_keys(["42", "7"], run_id="r1")
+    >>> keys.shape, keys.dtype.name
+    ((2, 16), 'uint8')
+    >>> EmbedRequest(request=1, run_id="r1", keys=keys).keys.shape[0]
+    2
+"""
+
+from __future__ import annotations
+
+import hashlib
+from collections.abc import Iterable
+from dataclasses import dataclass
+
+import numpy as np
+
+from vsplit.protocol.message import Message, message, require, require_array
+
+#: bytes of a keyed ID
+KEY_BYTES = 16
+#: the most rows one live request or one snapshot frame carries (a larger table is sent in several frames)
+MAX_ROWS = 1 << 20
+
+#: refusal codes (the peer learns the number, never a text)
+VERSION_UNKNOWN, DIGEST_MISMATCH, NOT_SERVED, BAD_REQUEST, INTERNAL = 1, 2, 3, 4, 5
+REFUSALS = {VERSION_UNKNOWN: "the peer does not hold this model version (its run ID)",
+            DIGEST_MISMATCH: "the two parties' models of this run do not pair (version digest differs)",
+            NOT_SERVED: "the peer does not serve this party", BAD_REQUEST: "the peer refused a malformed request",
+            INTERNAL: "the peer hit an internal error (see its own log)"}
+
+
+def id_keys(ids: Iterable[str], *, run_id: str) -> np.ndarray:
+    """The 16-byte keys of ``ids`` (canonical text) for ``run_id``: ``(n, 16)`` uint8."""
+    salt = f"vsplit-serve-id:{run_id}:".encode()
+    digests = [hashlib.sha256(salt + i.encode()).digest()[:KEY_BYTES] for i in ids]
+    if not digests:
+        return np.zeros((0, KEY_BYTES), dtype=np.uint8)
+    return np.frombuffer(b"".join(digests), dtype=np.uint8).reshape(-1, KEY_BYTES).copy()
+
+
+def pair_digest(run_id: str, view: str) -> str:
+    """The version digest both sides compute: the run ID and the topology view the pair shares (its segments, cuts
+    and widths); a bank and a partner with different digests refuse to pair.
+
+    >>> pair_digest("r1", "abc") == pair_digest("r1", "abc") != pair_digest("r2", "abc")
+    True
+    """
+    return hashlib.sha256(f"vsplit-serve:{run_id}:{view}".encode()).hexdigest()[:32]
+
+
+def _keys(name: str, keys: np.ndarray) -> None:
+    require_array(name, keys, dtype="uint8", ndim=2, width=KEY_BYTES)
+    require(keys.shape[0] <= MAX_ROWS, f"{name}: at most {MAX_ROWS} rows per frame")
+
+
+@message(0x0A01)
+@dataclass(frozen=True)
+class ServeHello(Message):
+    """Partner -> bank, first: who it is, the run it serves and that run's :func:`pair_digest`."""
+
+    party: str
+    run_id: str
+    digest: str
+
+
+@message(0x0A02)
+@dataclass(frozen=True)
+class ServeWelcome(Message):
+    """Bank -> partner: accepted (and the mode: ``live`` or ``cached``), or refused with a code."""
+
+    ok: bool
+    mode: str
+    code: int = 0
+
+    def __post_init__(self) -> None:
+        require(self.mode in ("live", "cached", ""), f"unknown serving mode {self.mode!r}")
+
+
+@message(0x0A03)
+@dataclass(frozen=True)
+class EmbedRequest(Message):
+    """Bank -> partner (live): the keyed IDs of one micro-batch, for model version ``run_id``."""
+
+    request: int
+    run_id: str
+    keys: np.ndarray
+
+    def __post_init__(self) -> None:
+        require(self.request >= 0, "request must be non-negative")
+        _keys("keys", self.keys)
+
+
+@message(0x0A04)
+@dataclass(frozen=True)
+class EmbedReply(Message):
+    """Partner -> bank (live): per asked key, whether it knows the customer, and the embeddings (zeros if not)."""
+
+    request: int
+    known: np.ndarray
+    values: np.ndarray
+    code: int = 0
+
+    def __post_init__(self) -> None:
+        require_array("known", self.known, dtype="bool", ndim=1)
+        require_array("values", self.values, dtype="float32", ndim=2)
+        require(self.values.shape[0] == self.known.shape[0], "one row of values per key")
+
+
+@message(0x0A05)
+@dataclass(frozen=True)
+class Snapshot(Message):
+    """Partner -> bank (cached): embeddings by keyed ID, signed (ECDSA P-256 over :func:`snapshot_digest`) with the
+    partner's TLS key. ``full``: every customer (replaces what the bank holds); else a delta: these rows changed or
+    are new, ``removed`` are gone. ``part``/``parts``: a large snapshot is split into frames."""
+
+    run_id: str
+    seq: int
+    full: bool
+    part: int
+    parts: int
+    keys: np.ndarray
+    values: np.ndarray
+    removed: np.ndarray
+    signature: np.ndarray
+
+    def __post_init__(self) -> None:
+        _keys("keys", self.keys)
+        _keys("removed", self.removed)
+        require_array("values", self.values, dtype="float32", ndim=2)
+        require(self.values.shape[0] == self.keys.shape[0], "one row of values per key")
+        require(0 <= self.part < self.parts, "part out of range")
+        require_array("signature", self.signature, dtype="uint8", ndim=1)
+
+
+def snapshot_digest(run_id: str, seq: int, full: bool, part: int, parts: int, keys: np.ndarray, values: np.ndarray,
+                    removed: np.ndarray) -> bytes:
+    """What a :class:`Snapshot`'s signature covers: every field but the signature."""
+    h = hashlib.sha256(f"vsplit-snapshot:{run_id}:{seq}:{int(full)}:{part}:{parts}:".encode())
+    for array in (keys, values, removed):
+        h.update(str(array.shape).encode())
+        h.update(np.ascontiguousarray(array).tobytes())
+    return h.digest()
+
+
+@message(0x0A06)
+@dataclass(frozen=True)
+class SnapshotAck(Message):
+    """Bank -> partner (cached): snapshot ``seq`` of ``run_id`` received and verified (``ok``), or refused."""
+
+    run_id: str
+    seq: int
+    ok: bool
+
+
+@message(0x0A07)
+@dataclass(frozen=True)
+class LoadVersion(Message):
+    """Bank -> partner: load model version ``run_id`` beside the ones served (for an atomic switch)."""
+
+    run_id: str
+
+
+@message(0x0A08)
+@dataclass(frozen=True)
+class VersionLoaded(Message):
+    """Partner -> bank: version ``run_id`` is loaded (its :func:`pair_digest`), or refused with a code."""
+
+    run_id: str
+    digest: str
+    ok: bool
+    code: int = 0

@@ -1,0 +1,251 @@
+"""A party's trained model, loaded for online scoring: the bank's own layers and top, or a partner's bottom.
+
+Theory of operation. Serving reuses batch prediction's loading: :class:`~vsplit.node.PartyNode` builds the party from
+its config (the training table gives the columns and the network's shapes) and ``load_model()`` reads the saved
+``model.npz`` of run ``run_id``; the bank also loads its bank-only fallback (``fallback.npz``,
+:mod:`vsplit.app.fallback`). Scoring then runs the same modules in the same order as the scoring machine does, in
+one process: a partner computes its bottom's embeddings (through its cut codec, as on the wire); the bank runs its
+own bottom, merges the partners' embeddings into its top and applies the task's link. So a served score equals the
+batch ``vsplit predict`` score of the same row.
+
+Only vertical splits serve (the bank holds the top and the labels; each partner one bottom). Defenses that alter
+embeddings at scoring time (``privacy.defenses``) are refused: a served score would differ from the batch one.
+
+Example (not run: needs a trained run):
+    >>> # bank = BankModel.load(load_config("parties/bank/party.toml"), run_id="pilot")
+    >>> # bank.score(frame, {"partner": embeddings})
+"""
+
+from __future__ import annotations
+
+import dataclasses
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass
+from typing import Any
+
+import numpy as np
+import pandas as pd
+
+from vsplit.config import PartyConfig
+from vsplit.errors import ConfigError
+from vsplit.serve.messages import pair_digest
+
+#: rows per forward pass when a partner embeds its whole table
+CHUNK = 8192
+
+
+def version_config(config: PartyConfig, run_id: str | None) -> PartyConfig:
+    """``config`` with ``output.run_id`` set to ``run_id`` (a model version is a trained run, by its ID)."""
+    if not run_id or run_id == config.output.run_id:
+        return config
+    return dataclasses.replace(config, output=dataclasses.replace(config.output, run_id=run_id))
+
+
+def load_node(config: PartyConfig) -> Any:
+    """This party's node with its saved model of ``config.output.run_id`` loaded (as ``vsplit predict`` does)."""
+
+    from vsplit.node import PartyNode
+
+    if config.topology.kind != "vertical":
+        raise ConfigError(f"topology.kind: vsplit serve scores vertical splits, not {config.topology.kind!r}")
+    if config.privacy.defenses:
+        raise ConfigError("privacy.defenses: serving does not apply defenses to embeddings, so its scores would "
+                          "differ from batch prediction; serve a run trained without defenses")
+    node = PartyNode(config, progress=False)
+    node.load_model()
+    for module in node.party.modules_for(node.topology, task_width=_width(node.party)).values():
+        module.eval()
+    return node
+
+
+def _width(party: Any) -> int:
+    return party.task_width if hasattr(party, "task_width") else 1
+
+
+def canonical_ids(values: Sequence[Any], *, casefold: bool) -> list[str]:
+    """IDs as PSI compares them (:func:`vsplit.psi.ids.normalise_id`): NFC, stripped, case-folded if configured."""
+    from vsplit.psi.ids import IdPolicy, normalise_id
+
+    policy = IdPolicy(casefold=casefold)
+    return [normalise_id(v, policy=policy, row=i) for i, v in enumerate(values)]
+
+
+def forward(topology: Any, me: str, modules: Mapping[str, Any], inputs: Any,
+            received: Mapping[str, Any]) -> Any:
+    """Run ``me``'s segments of ``topology`` in order on ``inputs`` (its own rows' tensors), with the other parties'
+    segment outputs in ``received`` (segment name -> tensor): the loss segment's output (no autograd)."""
+    import torch
+
+    with torch.inference_mode():
+        return _forward(topology, me, modules, inputs, received)
+
+
+def _forward(topology: Any, me: str, modules: Mapping[str, Any], inputs: Any, received: Mapping[str, Any]) -> Any:
+    ctx: dict[str, Any] = dict(received)
+    for seg in topology.segments:
+        if seg.owner != me:
+            continue
+        module = modules[seg.name]
+        if seg.is_source:
+            ctx[seg.name] = module(*inputs)
+        elif len(seg.inputs) == 1:
+            value = ctx[seg.inputs[0]]
+            ctx[seg.name] = module(*value) if type(value) is tuple else module(value)
+        else:
+            ctx[seg.name] = module({i: ctx[i] for i in seg.inputs})
+    return ctx[topology.loss_segment.name]
+
+
+@dataclass
+class PartnerModel:
+    """A partner's bottom for run ``run_id``: embeds its customers as its training run's cut carries them."""
+
+    node: Any
+    run_id: str
+    digest: str
+    segment: str
+    cut: Any
+    casefold: bool
+
+    @classmethod
+    def load(cls, config: PartyConfig, run_id: str | None = None) -> PartnerModel:
+        config = version_config(config, run_id)
+        if config.party.role != "feature":
+            raise ConfigError(f"party.role: the partner daemon serves a feature party, {config.party.name} is "
+                              f"{config.party.role!r}; the bank runs the HTTP service (same command)")
+        node = load_node(config)
+        me = config.party.name
+        (cut,) = node.topology.cuts_out_of(me)
+        return cls(node=node, run_id=config.output.run_id, digest=pair_digest(config.output.run_id,
+                                                                             node.topology.view_fingerprint(me)),
+                   segment=cut.src, cut=cut, casefold=config.psi.case_fold)
+
+    @property
+    def width(self) -> int:
+        return int(np.prod(self.cut.shapes[0]))
+
+    @property
+    def feature_columns(self) -> list[str]:
+        return list(self.node.feature_columns)
+
+    def embed(self, table: pd.DataFrame) -> tuple[list[str], np.ndarray]:
+        """The canonical IDs of ``table`` and their embeddings (float32, as the cut's codec delivers them)."""
+        from vsplit.protocol.training.compression import Compressor, values_of
+        from vsplit.protocol.training.messages import PREDICT
+
+        party = self.node.party
+        ids, inputs = party.prepare(table)
+        module = party.modules_for(self.node.topology)[self.segment]
+        import torch
+
+        parts = []
+        with torch.inference_mode():
+            for start in range(0, len(ids), CHUNK):
+                out = module(*[t[start:start + CHUNK] for t in inputs])
+                parts.append(np.ascontiguousarray(out.numpy(), dtype=np.float32))
+        values = np.concatenate(parts) if parts else np.zeros((0, self.width), np.float32)
+        codec = Compressor(self.node.config.network.compression)
+        values = np.ascontiguousarray(values_of(codec.pack_activations(self.cut.id, 0, PREDICT, 0, 0, values)),
+                                      dtype=np.float32)
+        return canonical_ids(list(ids), casefold=self.casefold), values
+
+
+@dataclass
+class BankModel:
+    """The bank's model of run ``run_id``: its bottom and top, the partners' cuts, and the bank-only fallback."""
+
+    node: Any
+    run_id: str
+    modules: dict[str, Any]
+    #: partner -> (its segment feeding the bank, embedding width, pair digest)
+    partners: dict[str, tuple[str, int, str]]
+    fallback: Any
+    casefold: bool
+
+    @classmethod
+    def load(cls, config: PartyConfig, run_id: str | None = None) -> BankModel:
+        config = version_config(config, run_id)
+        if config.party.role != "label":
+            raise ConfigError(f"party.role: the scoring service runs at the label party, {config.party.name} is "
+                              f"{config.party.role!r}")
+        node = load_node(config)
+        me, topology = config.party.name, node.topology
+        partners = {c.src_owner: (c.src, int(np.prod(c.shapes[0])),
+                                  pair_digest(config.output.run_id, topology.view_fingerprint(c.src_owner)))
+                    for c in topology.cuts_into(me)}
+        modules = node.party.modules_for(topology, task_width=node.party.task_width)
+        return cls(node=node, run_id=config.output.run_id, modules=modules, partners=partners,
+                   fallback=_load_fallback(node), casefold=config.psi.case_fold)
+
+    @property
+    def name(self) -> str:
+        return str(self.node.name)
+
+    @property
+    def id_column(self) -> str:
+        return str(self.node.config.data.id_column)
+
+    @property
+    def columns(self) -> dict[str, str]:
+        """The bank's own feature columns and their kind (``categorical`` or ``numeric``), in model order."""
+        prep = self.node.party.preprocessor
+        if prep is None:
+            return {}
+        return {c: "categorical" if c in prep.categorical_ else "numeric" for c in self.node.party.feature_columns}
+
+    def score(self, rows: Sequence[Mapping[str, Any]], embeddings: Mapping[str, np.ndarray]) -> np.ndarray:
+        """The split's predictions of ``rows`` (validated bank columns) with each partner's embeddings of them."""
+        import torch
+
+        party = self.node.party
+        inputs = encode_rows(party, rows, id_column=self.id_column)
+        received = {self.partners[p][0]: torch.from_numpy(np.ascontiguousarray(v, dtype=np.float32))
+                    for p, v in embeddings.items()}
+        out = forward(self.node.topology, self.name, self.modules, inputs, received)
+        return np.asarray(party.task.predict(out), dtype=np.float64)
+
+    def score_alone(self, rows: Sequence[Mapping[str, Any]]) -> np.ndarray | None:
+        """The bank-only fallback's predictions of ``rows``, or ``None`` without a fallback model."""
+        model = self.fallback
+        if model is None:
+            return None
+        inputs = encode_rows(model.party, rows, id_column=self.id_column)
+        modules = model.party.modules_for(model.run, task_width=model.party.task_width)
+        out = forward(model.run, model.party.name, modules, inputs, {})
+        return np.asarray(model.party.task.predict(out), dtype=np.float64)
+
+
+def encode_rows(party: Any, rows: Sequence[Mapping[str, Any]], *, id_column: str) -> Any:
+    """``party``'s model inputs of ``rows``: the fast path (:class:`~vsplit.serve.encode.RowEncoder`) where the
+    preprocessing allows it, else the table path batch prediction takes (:meth:`~vsplit.party.LabelParty.prepare`)."""
+    from vsplit.serve.encode import RowEncoder
+
+    prep = party.preprocessor
+    if RowEncoder.supports(prep):
+        encoder = getattr(party, "_serve_encoder", None)
+        if encoder is None or encoder.prep is not prep:
+            encoder = RowEncoder(prep)
+            party._serve_encoder = encoder
+        return encoder.encode(rows)
+    columns = list(party.feature_columns)
+    # positions as IDs: two requests of one micro-batch may score the same customer
+    frame = pd.DataFrame({id_column: [str(i) for i in range(len(rows))],
+                          **{c: [r.get(c) for r in rows] for c in columns}})
+    for c in columns:
+        if prep is not None and c in prep.numeric_:
+            frame[c] = frame[c].astype("float64")
+    return party.prepare(frame)[1]
+
+
+def _load_fallback(node: Any) -> Any:
+    """The bank-only model saved with the run (as batch prediction loads it), or ``None``."""
+    from vsplit.app.fallback import FILE, load_bank_only
+
+    saved = node.folder / FILE
+    if not saved.is_file() or node.table is None:
+        return None
+    model = load_bank_only(saved, lambda kind: node._build_party(node.table, numeric=kind),
+                           run_id=node.config.output.run_id, party=node.name)
+    for module in model.party.modules_for(model.run, task_width=model.party.task_width).values():
+        module.eval()
+    return model

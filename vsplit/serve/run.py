@@ -1,0 +1,117 @@
+"""Run ``vsplit serve``: the bank's HTTP service (label party) or a partner's scoring daemon (feature party).
+
+The bank listens for its partners' daemons over mutual TLS, then serves HTTP on ``serve.http`` until SIGTERM or
+Ctrl-C; it then stops accepting connections, drains the requests in flight (``serve.drain_s``) and closes the
+links. A partner daemon dials the bank and serves it until stopped.
+"""
+
+from __future__ import annotations
+
+import logging
+import signal
+import sys
+import threading
+from typing import Any
+
+from vsplit.config import PartyConfig, resolve
+from vsplit.errors import ConfigError
+
+log = logging.getLogger(__name__)
+
+
+def serve(config: PartyConfig, *, run_id: str | None = None, ready: Any = None) -> int:
+    """Serve ``config``'s party until stopped; ``ready(info)`` is called once it serves (tests, benchmarks)."""
+    if config.party.role == "label":
+        return serve_bank(config, run_id=run_id, ready=ready)
+    if config.party.role == "feature":
+        return serve_partner(config, run_id=run_id, ready=ready)
+    raise ConfigError(f"party.role: vsplit serve runs at the label party (the HTTP API) or a feature party (its "
+                      f"daemon), not {config.party.role!r}")
+
+
+def bearer_token(config: PartyConfig) -> str | None:
+    """The bearer token of ``serve.token_file`` (its first line), or ``None``."""
+    if not config.serve.token_file:
+        return None
+    path = resolve(config, config.serve.token_file)
+    try:
+        token = path.read_text().strip()
+    except OSError as exc:
+        raise ConfigError(f"serve.token_file: cannot read {path} ({exc.strerror})") from None
+    if len(token) < 16:
+        raise ConfigError(f"serve.token_file: the token in {path} is shorter than 16 characters; use a long random "
+                          "one, e.g. `python -c \"import secrets; print(secrets.token_urlsafe(32))\"`")
+    return token
+
+
+def serve_bank(config: PartyConfig, *, run_id: str | None = None, ready: Any = None) -> int:
+    import uvicorn
+
+    from vsplit.node.links import parse_address
+    from vsplit.serve.http import make_app
+    from vsplit.serve.service import BankService
+
+    s = config.serve
+    host, port = parse_address(s.http, key="serve.http")
+    token = bearer_token(config)
+    tls: dict[str, Any] = {}
+    if s.http_cert or s.http_key:
+        if not (s.http_cert and s.http_key):
+            raise ConfigError("serve.http_cert and serve.http_key: HTTPS needs both")
+        import ssl
+
+        tls = {"ssl_certfile": str(resolve(config, s.http_cert)), "ssl_keyfile": str(resolve(config, s.http_key))}
+        if s.http_client_ca:
+            tls.update(ssl_ca_certs=str(resolve(config, s.http_client_ca)), ssl_cert_reqs=ssl.CERT_REQUIRED)
+    elif s.http_client_ca:
+        raise ConfigError("serve.http_client_ca: client certificates need HTTPS; set serve.http_cert and http_key")
+    service = BankService(config, run_id=run_id)
+    address = service.listen()
+    service.start()
+    app = make_app(service, token=token)
+    server = uvicorn.Server(uvicorn.Config(app, host=host, port=port, log_level="warning", access_log=False,
+                                           timeout_graceful_shutdown=int(max(1, s.drain_s)), lifespan="on", **tls))
+    log.info("%s: partners connect to %s:%d; HTTP on %s", config.party.name, *address, s.http)
+    print(f"vsplit serve: {config.party.name} scores model {service.scorer.active} ({s.mode} mode) on "
+          f"{'https' if tls else 'http'}://{s.http}; partners connect to {address[0]}:{address[1]}", flush=True)
+    if ready is not None:
+        threading.Thread(target=_when_started, args=(server, ready, {"http": s.http, "links": address,
+                                                                     "server": server}), daemon=True).start()
+    if threading.current_thread() is threading.main_thread():
+        # uvicorn drains on SIGTERM / Ctrl-C, then raises the signal again for the handler it found: a graceful
+        # stop is a normal end here (exit 0), not a death by signal
+        for sig in (signal.SIGTERM, signal.SIGINT):
+            signal.signal(sig, lambda signum, frame: None)
+    server.run()
+    print(f"vsplit serve: {config.party.name} stopped", file=sys.stderr, flush=True)
+    return 0
+
+
+def _when_started(server: Any, ready: Any, info: dict[str, Any]) -> None:
+    import time
+
+    while not server.started and not server.should_exit:
+        time.sleep(0.01)
+    ready(info)
+
+
+def serve_partner(config: PartyConfig, *, run_id: str | None = None, ready: Any = None) -> int:
+    from vsplit.serve.partner import PartnerDaemon
+
+    daemon = PartnerDaemon(config, run_id=run_id)
+
+    def stop(signum: int, frame: Any) -> None:
+        daemon.close()
+
+    if threading.current_thread() is threading.main_thread():
+        signal.signal(signal.SIGTERM, stop)
+    print(f"vsplit serve: {config.party.name} serves model {daemon.default} to {daemon.bank} "
+          f"({len(daemon.tables[daemon.default])} customers)", flush=True)
+    if ready is not None:
+        ready({"party": config.party.name})
+    try:
+        daemon.run()
+    except KeyboardInterrupt:
+        daemon.close()
+    print(f"vsplit serve: {config.party.name} stopped", file=sys.stderr, flush=True)
+    return 0

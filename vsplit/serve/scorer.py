@@ -1,0 +1,349 @@
+"""The bank's scoring core: model versions, the partners' embeddings (asked live, or cached), one batch's scores.
+
+Theory of operation. :class:`Scorer` holds the loaded model versions (:class:`~vsplit.serve.model.BankModel` by run
+ID) and which one is active. :meth:`Scorer.score` takes one micro-batch of validated rows, reads the active version
+once (so a switch never splits a batch between versions), gets each partner's embeddings of the batch's keyed IDs
+(live: one request per partner, sent together, waited for at most ``serve.timeout_ms``; cached: a lookup in the
+partner's last verified snapshot), scores the rows every partner knows with the split model and the others with the
+bank-only fallback, and says for each row which model answered.
+
+A new version (:meth:`Scorer.load`) is loaded beside the active one: the bank's model, then each connected partner
+loads its own (and, in cached mode, sends its snapshot); only when all are ready does :meth:`Scorer.activate` swap
+the active version with one assignment. Requests in flight finish on the version they started with.
+"""
+
+from __future__ import annotations
+
+import logging
+import threading
+import time
+from collections.abc import Sequence
+from concurrent.futures import Future
+from concurrent.futures import TimeoutError as FutureTimeout
+from dataclasses import dataclass, field
+from typing import Any
+
+import numpy as np
+
+from vsplit.config import PartyConfig, resolve
+from vsplit.errors import ConfigError
+from vsplit.models.seeds import derive_seed
+from vsplit.serve import messages as m
+from vsplit.serve.links import PartnerDown, PartnerLink
+from vsplit.serve.model import BankModel, canonical_ids
+from vsplit.serve.table import EmbeddingTable
+
+log = logging.getLogger(__name__)
+
+MODES = ("live", "cached")
+DOWN_POLICIES = ("error", "fallback")
+SPLIT, BANK_ONLY = "split", "bank_only"
+
+
+@dataclass
+class Row:
+    """One applicant: its ID and its bank-side column values (validated)."""
+
+    id: str
+    features: dict[str, Any]
+
+
+@dataclass
+class Scored:
+    """One row's answer: the score, the model that gave it, and why the split did not (if it did not)."""
+
+    id: str
+    score: float | list[float] | None
+    model: str | None
+    version: str
+    unknown_to: list[str] = field(default_factory=list)
+    down: list[str] = field(default_factory=list)
+
+    def as_dict(self) -> dict[str, Any]:
+        out: dict[str, Any] = {"id": self.id, "score": self.score, "model": self.model, "version": self.version,
+                               "fallback": self.model != SPLIT}
+        if self.unknown_to:
+            out["unknown_to"] = self.unknown_to
+        if self.down:
+            out["partners_down"] = self.down
+        return out
+
+
+def check_serve_config(config: PartyConfig) -> None:
+    """Refuse serve settings that cannot work, naming the key."""
+    s = config.serve
+    if s.mode not in MODES:
+        raise ConfigError(f"serve.mode: {s.mode!r} is not one of {', '.join(MODES)}")
+    if s.on_partner_down not in DOWN_POLICIES:
+        raise ConfigError(f"serve.on_partner_down: {s.on_partner_down!r} is not one of {', '.join(DOWN_POLICIES)}")
+    for key in ("max_batch", "max_queue", "workers", "k_anonymity", "max_body_kb"):
+        if getattr(s, key) < 1:
+            raise ConfigError(f"serve.{key}: must be at least 1, got {getattr(s, key)}")
+    if not s.timeout_ms > 0:
+        raise ConfigError(f"serve.timeout_ms: must be positive, got {s.timeout_ms}")
+
+
+class Scorer:
+    """Scores micro-batches for the bank (see the module docstring)."""
+
+    def __init__(self, config: PartyConfig, *, run_id: str | None = None) -> None:
+        check_serve_config(config)
+        self.config = config
+        self.mode = config.serve.mode
+        self.timeout_s = config.serve.timeout_ms / 1000
+        first = BankModel.load(config, run_id)
+        self.versions: dict[str, BankModel] = {first.run_id: first}
+        self.active = first.run_id
+        self.links: dict[str, PartnerLink] = {}
+        self.cache: dict[tuple[str, str], EmbeddingTable] = {}
+        self._parts: dict[tuple[str, str, int], list[Any]] = {}
+        self._lock = threading.Lock()
+        self._rng = np.random.default_rng(derive_seed(config.train.seed, "serve-padding"))
+        self._decoys: dict[str, np.ndarray] = {}
+        self.snapshots_received = 0
+
+    # -- partners ----------------------------------------------------------------------------------------------------
+    @property
+    def model(self) -> BankModel:
+        return self.versions[self.active]
+
+    def admit(self, hello: m.ServeHello) -> m.ServeWelcome:
+        """The welcome (or refusal) of a partner's hello: it must serve a version held here, with the same digest."""
+        version = self.versions.get(hello.run_id)
+        if version is None or hello.party not in version.partners:
+            code = m.VERSION_UNKNOWN if version is None else m.NOT_SERVED
+            return m.ServeWelcome(ok=False, mode="", code=code)
+        if version.partners[hello.party][2] != hello.digest:
+            return m.ServeWelcome(ok=False, mode="", code=m.DIGEST_MISMATCH)
+        return m.ServeWelcome(ok=True, mode=self.mode)
+
+    def connected(self, link: PartnerLink) -> None:
+        """A partner's link was admitted: it replaces an earlier one; other loaded versions are loaded there too."""
+        with self._lock:
+            old, self.links[link.name] = self.links.get(link.name), link
+        if old is not None:
+            old.close()
+        log.info("%s: partner %s connected", self.model.name, link.name)
+        for run_id in list(self.versions):
+            if link.name in self.versions[run_id].partners:
+                try:
+                    link.load_version(run_id)  # a no-op for the version it said hello with
+                except PartnerDown:
+                    return
+
+    def on_message(self, link: PartnerLink, msg: Any) -> None:
+        """A message a partner sent on its own: a snapshot or delta (cached mode)."""
+        if not isinstance(msg, m.Snapshot):
+            raise PartnerDown(link.name, f"it sent an unexpected {type(msg).__name__}")
+        ok = self._verify(link.name, msg)
+        if ok:
+            self._store(link.name, msg)
+        link.wire.send(m.SnapshotAck(run_id=msg.run_id, seq=msg.seq, ok=ok))
+
+    def _verify(self, partner: str, msg: m.Snapshot) -> bool:
+        from vsplit.serve.signing import verify
+
+        cert = resolve(self.config, self.config.network.peers[partner])
+        digest = m.snapshot_digest(msg.run_id, msg.seq, msg.full, msg.part, msg.parts, msg.keys, msg.values,
+                                   msg.removed)
+        good = verify(cert, digest, msg.signature.tobytes())
+        version = self.versions.get(msg.run_id)
+        width = version.partners.get(partner, ("", -1, ""))[1] if version is not None else -1
+        if not good or msg.values.shape[1] != width or not np.isfinite(msg.values).all():
+            log.warning("%s: refused snapshot %d of %s from %s (bad signature, width or values)", self.model.name,
+                        msg.seq, msg.run_id, partner)
+            return False
+        return True
+
+    def _store(self, partner: str, msg: m.Snapshot) -> None:
+        key = (partner, msg.run_id, msg.seq)
+        with self._lock:
+            parts = self._parts.setdefault(key, [])
+            parts.append(msg)
+            if len(parts) < msg.parts:
+                return
+            del self._parts[key]
+            keys = np.concatenate([p.keys for p in parts])
+            values = np.concatenate([p.values for p in parts])
+            removed = np.concatenate([p.removed for p in parts])
+            held = self.cache.get((partner, msg.run_id))
+            if msg.full or held is None:
+                table = EmbeddingTable.build(keys, values)
+            else:
+                table = held.apply(keys, values, removed)
+            self.cache[(partner, msg.run_id)] = table
+            self.snapshots_received += 1
+        log.info("%s: %s snapshot of %s from %s: %d customers", self.model.name, "full" if msg.full else "delta",
+                 msg.run_id, partner, len(table))
+
+    def partner_status(self) -> dict[str, str]:
+        """Each partner of the active version: ``connected``, ``down``, and in cached mode ``syncing`` (connected,
+        its snapshot not yet here) or ``cached`` (link down, its last snapshot held)."""
+        out = {}
+        for partner in self.model.partners:
+            link = self.links.get(partner)
+            alive = link is not None and link.alive
+            if self.mode == "cached" and (partner, self.active) not in self.cache:
+                out[partner] = "syncing" if alive else "down"
+            elif alive:
+                out[partner] = "connected"
+            else:
+                out[partner] = "cached" if self.mode == "cached" else "down"
+        return out
+
+    # -- versions ----------------------------------------------------------------------------------------------------
+    def load(self, run_id: str) -> BankModel:
+        """Load model version ``run_id`` beside the others, here and at every partner (cached: with its snapshot)."""
+        if run_id not in self.versions:
+            loaded = BankModel.load(self.config, run_id)
+            if loaded.columns != self.model.columns:  # requests are checked against the active model's columns
+                raise ConfigError(f"model {run_id!r} reads the bank columns {loaded.columns}, the active model "
+                                  f"{self.active!r} reads {self.model.columns}; serve it from a service of its own")
+            self.versions[run_id] = loaded
+        version = self.versions[run_id]
+        waits = []
+        for partner in version.partners:
+            link = self.links.get(partner)
+            if link is None or not link.alive:
+                raise PartnerDown(partner, f"it must load model {run_id!r} too, but it is not connected")
+            waits.append((partner, link.load_version(run_id)))
+        deadline = time.monotonic() + max(30.0, self.timeout_s)
+        for partner, future in waits:
+            reply = _wait(future, partner, deadline)
+            if not reply.ok or reply.digest != version.partners[partner][2]:
+                code = reply.code if not reply.ok else m.DIGEST_MISMATCH
+                raise ConfigError(f"partner {partner!r} cannot serve model {run_id!r}: {m.REFUSALS.get(code, code)}")
+        if self.mode == "cached":
+            for partner in version.partners:
+                while (partner, run_id) not in self.cache:
+                    if time.monotonic() > deadline:
+                        raise PartnerDown(partner, f"its snapshot of {run_id!r} did not arrive")
+                    time.sleep(0.01)
+        return version
+
+    def activate(self, run_id: str) -> None:
+        """Score new requests with version ``run_id`` (loaded by :meth:`load`): one assignment, atomic."""
+        if run_id not in self.versions:
+            raise ConfigError(f"model {run_id!r} is not loaded; load it first (POST /v1/models)")
+        self.active = run_id
+
+    def describe(self) -> list[dict[str, Any]]:
+        """The loaded versions, for ``GET /v1/models``."""
+        out = []
+        for run_id, version in self.versions.items():
+            out.append({"run_id": run_id, "active": run_id == self.active, "partners": sorted(version.partners),
+                        "digests": {p: d for p, (_, _, d) in version.partners.items()},
+                        "fallback": version.fallback is not None, "columns": version.columns,
+                        "id_column": version.id_column})
+        return out
+
+    # -- scoring -----------------------------------------------------------------------------------------------------
+    def score(self, rows: Sequence[Row]) -> list[Scored]:
+        """Score ``rows`` (one micro-batch) with the active version; see the module docstring."""
+        version = self.model  # read once: a switch during this batch does not touch it
+        run_id = version.run_id
+        ids = canonical_ids([r.id for r in rows], casefold=version.casefold)
+        keys = m.id_keys(ids, run_id=run_id)
+        features = [r.features for r in rows]
+        known = np.ones(len(rows), dtype=bool)
+        unknown: list[list[str]] = [[] for _ in rows]
+        down: list[str] = []
+        embeddings: dict[str, np.ndarray] = {}
+        for partner, answer in self._embeddings(version, keys).items():
+            if answer is None:
+                down.append(partner)
+                continue
+            seen, values = answer
+            embeddings[partner] = values
+            for i in np.flatnonzero(~seen):
+                unknown[i].append(partner)
+            known &= seen
+        if down:
+            if self.config.serve.on_partner_down != "fallback" or version.fallback is None:
+                raise PartnerDown(down[0], f"no answer within {self.config.serve.timeout_ms:g} ms")
+            known[:] = False
+        scores: list[Any] = [None] * len(rows)
+        models: list[str | None] = [None] * len(rows)
+        split = np.flatnonzero(known)
+        if len(split):
+            proba = version.score([features[i] for i in split], {p: v[split] for p, v in embeddings.items()})
+            for j, i in enumerate(split):
+                scores[i], models[i] = _value(proba[j]), SPLIT
+        rest = np.flatnonzero(~known)
+        if len(rest):
+            alone = version.score_alone([features[i] for i in rest])
+            if alone is not None:
+                for j, i in enumerate(rest):
+                    scores[i], models[i] = _value(alone[j]), BANK_ONLY
+        return [Scored(id=ids[i], score=scores[i], model=models[i], version=run_id, unknown_to=unknown[i],
+                       down=list(down)) for i in range(len(rows))]
+
+    def _embeddings(self, version: BankModel, keys: np.ndarray) -> dict[str, tuple[np.ndarray, np.ndarray] | None]:
+        """Each partner's ``(known, embeddings)`` of ``keys``, or ``None`` for a partner that is down."""
+        run_id = version.run_id
+        out: dict[str, tuple[np.ndarray, np.ndarray] | None] = {}
+        if self.mode == "cached":
+            for partner in version.partners:
+                table = self.cache.get((partner, run_id))
+                out[partner] = None if table is None else table.lookup(keys)
+            return out
+        asked, positions = self._padded(version, keys)
+        futures: dict[str, Future] = {}
+        for partner in version.partners:
+            link = self.links.get(partner)
+            try:
+                if link is None:
+                    raise PartnerDown(partner, "not connected")
+                futures[partner] = link.embed(run_id, asked)
+            except PartnerDown:
+                out[partner] = None
+        deadline = time.monotonic() + self.timeout_s
+        for partner, future in futures.items():
+            try:
+                reply = _wait(future, partner, deadline)
+            except PartnerDown:
+                link = self.links.get(partner)
+                if link is not None:
+                    link.forget(future)
+                out[partner] = None
+                continue
+            width = version.partners[partner][1]
+            if reply.code or reply.values.shape != (len(asked), width) or not np.isfinite(reply.values).all():
+                log.warning("%s: %s answered request with code %d / shape %s; treated as down", version.name,
+                            partner, reply.code, reply.values.shape)
+                out[partner] = None
+                continue
+            out[partner] = (reply.known[positions], reply.values[positions])
+        return out
+
+    def _padded(self, version: BankModel, keys: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+        """``keys`` hidden among ``k - 1`` decoys each (``serve.k_anonymity``), shuffled, and where each true key went.
+
+        The decoys are keyed IDs of the bank's training table, most of which the partner knows (the training
+        intersection); the partner sees ``k`` candidates per applicant and cannot tell which is scored."""
+        k = self.config.serve.k_anonymity
+        if k <= 1:
+            return keys, np.arange(len(keys))
+        pool = self._decoys.get(version.run_id)
+        if pool is None:
+            train_ids = canonical_ids(list(version.node.party.ids), casefold=version.casefold)
+            pool = self._decoys[version.run_id] = m.id_keys(train_ids, run_id=version.run_id)
+        with self._lock:
+            decoys = pool[self._rng.integers(0, len(pool), size=len(keys) * (k - 1))]
+            order = self._rng.permutation(len(keys) * k)
+        asked = np.concatenate([keys, decoys])[order]
+        positions = np.empty(len(keys), dtype=np.int64)
+        inverse = np.argsort(order)
+        positions[:] = inverse[: len(keys)]
+        return np.ascontiguousarray(asked), positions
+
+
+def _wait(future: Future, partner: str, deadline: float) -> Any:
+    try:
+        return future.result(timeout=max(0.0, deadline - time.monotonic()))
+    except FutureTimeout:
+        raise PartnerDown(partner, "it did not answer in time") from None
+
+
+def _value(p: Any) -> float | list[float]:
+    return [float(x) for x in p] if np.ndim(p) else float(p)
