@@ -171,6 +171,18 @@ def _training_values(msg: Message) -> None:
     values_of(msg)
 
 
+def _hello(data: bytes) -> None:
+    from vsplit.transport.tls import parse_hello
+
+    parse_hello(data, who="peer")
+
+
+def _hello_seeds() -> list[bytes]:
+    from vsplit.transport.tls import hello
+
+    return [hello("bank", "partner"), hello("insurer", "bank", ok=False)]
+
+
 # -- sealed hand-offs ------------------------------------------------------------------------------------------------
 def _keys():
     from cryptography.hazmat.primitives.asymmetric.x25519 import X25519PrivateKey
@@ -223,11 +235,24 @@ def _sealed_frame_seeds() -> list[bytes]:
 
 
 # -- files -----------------------------------------------------------------------------------------------------------
+_FOLDER: list[Path] = []
+
+
 def _in_file(name: str, data: bytes, read: Callable[[Path], object]) -> None:
-    with tempfile.TemporaryDirectory(prefix="vsplit-fuzz-") as folder:
-        path = Path(folder) / name
-        path.write_bytes(data)
+    """Write ``data`` to a file called ``name`` (in one temporary folder per process) and ``read`` it."""
+    if not _FOLDER:
+        holder = tempfile.TemporaryDirectory(prefix="vsplit-fuzz-")
+        _FOLDER.append(Path(holder.name))
+        _FOLDER_HOLDER.append(holder)  # removed when the process ends
+    path = _FOLDER[0] / name
+    path.write_bytes(data)
+    try:
         read(path)
+    finally:
+        path.unlink(missing_ok=True)
+
+
+_FOLDER_HOLDER: list[tempfile.TemporaryDirectory] = []
 
 
 def _checkpoint(data: bytes) -> None:
@@ -306,6 +331,7 @@ def _build() -> dict[str, Target]:
                "secure-aggregation frames through their size-capped decoder (secagg_messages.decode_frame)"),
         Target("horizontal_messages", _wire("horizontal", _state_tensors), lambda: _message_seeds("horizontal"),
                "horizontal messages (states, join, scoring, readmission) and a state's named tensors"),
+        Target("tls_hello", _hello, _hello_seeds, "the hello a peer sends first inside mutual TLS (parse_hello)"),
         Target("sealed_handoff", _sealed, _sealed_seeds,
                "the plaintext of a sealed hand-off that opens, through open_sealed (frame + state checks)"),
         Target("sealed_frames", _wire("sealed"), _sealed_frame_seeds, "the SealedState frame itself"),
