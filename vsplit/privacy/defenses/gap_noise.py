@@ -27,8 +27,10 @@ Example:
     >>> hook = GapNoise(noise_multiplier=1.0, even_norms=False).hooks(feature_parties=["p"], seed=0).gradient_hooks[0]
     >>> grads = torch.tensor([[-0.8, 0.0, 0.1], [0.05, 0.0, 0.0], [0.04, 0.0, -0.1]])
     >>> info = StepInfo(party="p", epoch=0, step=0, rows=None, labels=torch.tensor([1.0, 0.0, 0.0]))
-    >>> noisy = hook(grads, info)
-    >>> bool(torch.allclose(noisy[:, 1:], grads[:, 1:], atol=0.02))  # u is close to the first axis here
+    >>> added = hook(grads, info) - grads
+    >>> u = grads[0] - grads[1:].mean(0)  # positives' mean minus negatives' mean
+    >>> u = u / u.norm()
+    >>> bool((added - (added @ u).unsqueeze(1) * u).abs().max() < 1e-5)  # all of the noise is along u
     True
 """
 
