@@ -10,7 +10,7 @@ PY := $(VENV)/bin/python
 TORCH := torch==2.13.0
 STAMP := $(VENV)/.installed
 
-.PHONY: demo test lint docs install clean bench
+.PHONY: demo test lint docs install clean bench fuzz
 
 $(PY):
 	$(PYTHON) -m venv $(VENV)
@@ -39,6 +39,12 @@ test: $(STAMP) lint docs
 bench: $(STAMP)
 	$(PY) benchmarks/quality.py
 	$(PY) benchmarks/train_overhead.py
+
+# Atheris on every decoder of peer messages and files (benchmarks/fuzz.py; FUZZ_SECONDS per target)
+FUZZ_SECONDS ?= 60
+fuzz: $(STAMP)
+	$(PY) -c "import atheris" 2>/dev/null || $(PY) -m pip install --quiet --disable-pip-version-check -e ".[fuzz]"
+	$(PY) benchmarks/fuzz.py --seconds $(FUZZ_SECONDS)
 
 clean:
 	rm -rf $(VENV) runs .pytest_cache site

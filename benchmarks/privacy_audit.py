@@ -2,20 +2,32 @@
 
     .venv/bin/python benchmarks/privacy_audit.py                      # bank_marketing and default_credit, 3 seeds
     .venv/bin/python benchmarks/privacy_audit.py --epochs 5 --seeds 1 --presets default_credit --out /tmp/audit
+    .venv/bin/python benchmarks/privacy_audit.py --frontier                # also the label-defense frontier
+    .venv/bin/python benchmarks/privacy_audit.py --frontier --frontier-only \
+        --update benchmarks/results-privacy-audit.json  # only the frontier, into the earlier results
 
 Prints one JSON object: preset name -> the audit's rows (one per defense setting, means over seeds), plus the
 settings used. With --out, each preset's report (report.md, report.json, privacy_utility.png) goes to OUT/PRESET/.
+With --frontier [SETTING ...], also ``frontier``: every label-defense setting tried (default: the list in
+``benchmarks/privacy_frontier.py``) on --frontier-preset, label attacks only, its leak AUC (the stronger of norm and
+direction scoring) against its AUC cost, the Pareto front and the settings meeting the goal (leak <= 0.60 at <= 1.0
+point); the plot goes to --plot. --frontier-only skips the presets' full audits; --update FILE puts the frontier
+into an earlier result file (keeping its other keys) and writes it back.
 """
 
 from __future__ import annotations
 
 import argparse
 import json
+import os
 import sys
 import time
+from pathlib import Path
 
 import torch
+from privacy_frontier import DEFAULT_FRONTIER, plot_frontier, run_frontier
 
+from vsplit.atomic import write_atomic
 from vsplit.privacy import DEFAULT_AUDIT_DEFENSES, audit
 
 
@@ -28,15 +40,24 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--batch-size", type=int, default=256)
     parser.add_argument("--threads", type=int, default=1, help="torch threads (the models are tiny: 1 is fastest)")
     parser.add_argument("--out", default=None, help="write each preset's report under OUT/PRESET/")
+    parser.add_argument("--frontier", nargs="*", default=None, metavar="SETTING",
+                        help="also measure the label-defense frontier (no SETTING: the default list)")
+    parser.add_argument("--frontier-preset", default="bank_marketing")
+    parser.add_argument("--frontier-only", action="store_true", help="skip the presets' full audits")
+    parser.add_argument("--update", default=None, help="put the results into this earlier result file, keeping its "
+                        "other keys, and write it back")
+    parser.add_argument("--plot", default="docs/img/privacy_frontier.png", help="where the frontier plot goes")
+    parser.add_argument("--frontier-cache", default="runs/privacy-frontier", help="each frontier setting's runs are "
+                        "kept here and not run again (delete it to measure afresh)")
     args = parser.parse_args(argv)
     torch.set_num_threads(args.threads)
-    result: dict[str, object] = {
-        "settings": {
+    result: dict[str, object] = json.loads(Path(args.update).read_text()) if args.update else {}
+    if not args.frontier_only:
+        result["settings"] = {
             "seeds": args.seeds, "epochs": args.epochs, "batch_size": args.batch_size, "defenses": args.defenses,
             "known_labels": [40, 200], "aux_rows": 200, "torch": torch.__version__,
         }
-    }
-    for name in args.presets:
+    for name in [] if args.frontier_only else args.presets:
         started = time.perf_counter()
         report = audit(
             name, defenses=args.defenses, seeds=args.seeds, epochs=args.epochs, batch_size=args.batch_size,
@@ -47,7 +68,18 @@ def main(argv: list[str] | None = None) -> int:
         print(f"[{name}]\n{report.table()}", file=sys.stderr, flush=True)
         result[name] = json.loads(report.to_json())
         result[f"{name}_seconds"] = round(time.perf_counter() - started, 1)
-    print(json.dumps(result, indent=2))
+    if args.frontier is not None:
+        result["frontier"] = run_frontier(
+            args.frontier_preset, args.frontier or DEFAULT_FRONTIER, seeds=args.seeds, epochs=args.epochs,
+            batch_size=args.batch_size, progress=lambda line: print(line, file=sys.stderr, flush=True),
+            cache=Path(args.frontier_cache) if args.frontier_cache else None,
+        )
+        result["frontier"]["load_average"] = [round(v, 2) for v in os.getloadavg()]
+        result["frontier"]["plot"] = str(plot_frontier(result["frontier"], Path(args.plot)))
+    text = json.dumps(result, indent=2)
+    if args.update:
+        write_atomic(args.update, (text + "\n").encode())
+    print(text)
     return 0
 
 

@@ -13,7 +13,7 @@ from vsplit.estimator import SplitClassifier, TrainingHooks
 from vsplit.privacy import HijackMonitor, make_defense
 from vsplit.privacy.attacks import DirectionScoring, NormScoring
 from vsplit.privacy.audit import run_once
-from vsplit.privacy.defenses import ClipNoise, EmbeddingNoise, NoPeek, names
+from vsplit.privacy.defenses import ClipNoise, EmbeddingNoise, GapNoise, NoPeek, names
 from vsplit.privacy.defenses.marvell import optimal_noise
 from vsplit.privacy.hooks import EmbeddingTap, merge_hooks
 from vsplit.privacy.synthetic import make_imbalanced_views
@@ -92,6 +92,7 @@ OFF = [
     "clip_noise:noise_multiplier=0,quantile=1",
     "max_norm+marvell:power=0",
     "marvell:power=0",
+    "gap_noise:noise_multiplier=0,even_norms=false",
     "label_dp:epsilon=inf",
     "embedding_noise:noise_multiplier=0,clip=inf",
     "nopeek:weight=0",
@@ -116,8 +117,9 @@ def test_defense_switched_off_trains_exactly_the_undefended_model_with_attacks_w
         ClipNoise(noise_multiplier=0.0, quantile=1.0),
         EmbeddingNoise(noise_multiplier=0.0, clip=math.inf),
         NoPeek(weight=0),
+        GapNoise(noise_multiplier=0.0, even_norms=False),
     ],
-    ids=["clip_noise", "embedding_noise", "nopeek"],
+    ids=["clip_noise", "embedding_noise", "nopeek", "gap_noise"],
 )
 def test_off_hooks_attached_anyway_leave_every_parameter_bit_identical(small, plain, defense):
     hooks = defense.build(feature_parties=["partner"], seed=0)  # bypass the "off: no hook" shortcut

@@ -54,9 +54,11 @@ def load_config(
     if not path.is_file():
         raise ConfigError(f"config file {path} not found; pass --config with the path to your party.toml")
     try:
-        raw = tomllib.loads(path.read_text())
+        raw = tomllib.loads(path.read_text(encoding="utf-8"))
     except tomllib.TOMLDecodeError as exc:
         raise ConfigError(f"{path}: not valid TOML ({exc})") from None
+    except UnicodeDecodeError as exc:
+        raise ConfigError(f"{path}: not UTF-8 text (byte {exc.start}); save the config as UTF-8") from None
     for item in overrides:
         apply_override(raw, item)
     errors: list[str] = []

@@ -40,12 +40,16 @@ def read_table(
     parquet = suffix in (".parquet", ".pq")
     if not parquet and not (suffix in (".csv", ".txt") or path.name.endswith(".csv.gz")):
         raise DataError(f"{path}: unknown file type {suffix!r}; use .parquet or .csv")
+    unreadable: tuple[type[BaseException], ...] = (pd.errors.ParserError, UnicodeDecodeError, ValueError, OSError)
+    if parquet:  # every pyarrow error (some are no ValueError, e.g. on a 128-bit int), and a mangled pandas
+        # schema metadata, which pyarrow reads without checking (KeyError, TypeError, ... in pandas_compat)
+        unreadable += (__import__("pyarrow").ArrowException, KeyError, TypeError, AttributeError, IndexError)
     try:
         table = pd.read_parquet(path) if parquet else pd.read_csv(path, dtype={id_column: str}, sep=_delimiter(path))
     except pd.errors.EmptyDataError:
         raise DataError(f"{path}: the file is empty (no header line, no rows); export the table again with a header "
                         "line and at least one row") from None
-    except (pd.errors.ParserError, UnicodeDecodeError, ValueError, OSError) as exc:  # pyarrow's errors are these
+    except unreadable as exc:
         reason = str(exc).strip().splitlines()[0] if str(exc).strip() else type(exc).__name__
         kind = "Parquet" if parquet else "CSV (UTF-8, one header line)"
         raise DataError(f"{path}: cannot be read as {kind}: {reason}; export the table again") from None

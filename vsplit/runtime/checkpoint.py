@@ -21,6 +21,7 @@ from __future__ import annotations
 
 import io
 import json
+import math
 import zipfile
 from pathlib import Path
 from typing import Any
@@ -45,28 +46,68 @@ def save_checkpoint(path: str | Path, state: dict[str, Any], *, run_id: str, par
 
 
 def load_checkpoint(path: str | Path, *, run_id: str, party: str) -> dict[str, Any]:
-    """Read a checkpoint written by :func:`save_checkpoint`, checking it belongs to ``run_id`` and ``party``."""
+    """Read a checkpoint written by :func:`save_checkpoint`, checking it belongs to ``run_id`` and ``party``.
+
+    A file that is not one (truncated, altered, another format) raises :class:`UnreadableCheckpoint`; reading it
+    never allocates more than the file holds (each array's declared shape is checked against its stored bytes)."""
     path = Path(path)
     if not path.is_file():
         raise CheckpointError(f"no checkpoint at {path}; start without --resume")
+
+    def unreadable(why: object) -> UnreadableCheckpoint:
+        return UnreadableCheckpoint(f"checkpoint {path} is unreadable ({why}); delete it and start without --resume")
+
     try:
-        with np.load(path, allow_pickle=False) as archive:  # own file; never unpickle anything
-            meta = json.loads(archive["__meta__"].tobytes())
-            arrays = {k: archive[k] for k in archive.files if k != "__meta__"}
-    except (OSError, EOFError, ValueError, KeyError, zipfile.BadZipFile, json.JSONDecodeError) as exc:
-        raise UnreadableCheckpoint(
-            f"checkpoint {path} is unreadable ({exc}); delete it and start without --resume"
-        ) from None
-    if meta.get("format") != FORMAT:
-        raise CheckpointError(f"{path} is not a vsplit checkpoint ({meta.get('format')!r})")
-    if meta["run_id"] != run_id:
+        meta, arrays = _read_archive(path)
+    except _UNREADABLE as exc:
+        raise unreadable(exc) from None
+    if not isinstance(meta, dict) or meta.get("format") != FORMAT:
+        found = meta.get("format") if isinstance(meta, dict) else type(meta).__name__
+        raise CheckpointError(f"{path} is not a vsplit checkpoint ({found!r})")
+    if meta.get("run_id") != run_id:
         raise CheckpointError(
-            f"checkpoint {path} belongs to run {meta['run_id']!r}, not {run_id!r}; "
+            f"checkpoint {path} belongs to run {meta.get('run_id')!r}, not {run_id!r}; "
             "use the run's own folder or start without --resume"
         )
-    if meta["party"] != party:
-        raise CheckpointError(f"checkpoint {path} belongs to party {meta['party']!r}, not {party!r}")
-    return _unflatten(meta["tree"], arrays)
+    if meta.get("party") != party:
+        raise CheckpointError(f"checkpoint {path} belongs to party {meta.get('party')!r}, not {party!r}")
+    try:
+        state = _unflatten(meta.get("tree"), arrays)
+    except _UNREADABLE as exc:
+        raise unreadable(f"its structure does not match its arrays: {type(exc).__name__} {exc}") from None
+    if not isinstance(state, dict):
+        raise unreadable(f"it holds a {type(state).__name__}, not a state")
+    return state
+
+
+# what a corrupt archive or tree can raise while being read (zipfile raises NotImplementedError for an unknown
+# compression or version, json RecursionError for deep nesting; the tree's lookups KeyError, TypeError, ...)
+_UNREADABLE = (OSError, EOFError, ValueError, KeyError, TypeError, IndexError, AttributeError, RuntimeError,
+               zipfile.BadZipFile, NotImplementedError, RecursionError, UnicodeDecodeError)
+
+
+def _read_archive(path: Path) -> tuple[Any, dict[str, np.ndarray]]:
+    """The JSON meta entry and the arrays of an ``.npz`` written by :func:`save_checkpoint`, never unpickling and
+    never allocating more than the file holds: every entry must be stored (``np.savez`` does not compress), and each
+    array's header must declare no more bytes than its entry has."""
+    from numpy.lib import format as npy
+
+    arrays: dict[str, np.ndarray] = {}
+    limit = path.stat().st_size
+    with zipfile.ZipFile(path) as archive:
+        for info in archive.infolist():
+            if info.compress_type != zipfile.ZIP_STORED or info.file_size > limit or not info.filename.endswith(".npy"):
+                raise ValueError(f"entry {info.filename!r} is not a stored .npy array")
+            data = io.BytesIO(archive.read(info))  # at most the file's size: the entry is stored
+            version = npy.read_magic(data)
+            shape, _, dtype = (npy.read_array_header_1_0 if version == (1, 0) else npy.read_array_header_2_0)(data)
+            if dtype.hasobject or math.prod(shape) * dtype.itemsize > info.file_size - data.tell():
+                raise ValueError(f"entry {info.filename!r} declares {dtype}{list(shape)}, more than it holds")
+            data.seek(0)
+            arrays[info.filename.removesuffix(".npy")] = npy.read_array(data, allow_pickle=False)
+    if "__meta__" not in arrays:
+        raise ValueError("no __meta__ entry")
+    return json.loads(arrays.pop("__meta__").tobytes()), arrays
 
 
 def _flatten(node: Any, arrays: dict[str, np.ndarray]) -> Any:
@@ -90,7 +131,10 @@ def _flatten(node: Any, arrays: dict[str, np.ndarray]) -> Any:
 def _unflatten(node: Any, arrays: dict[str, np.ndarray]) -> Any:
     if isinstance(node, dict):
         if "__tensor__" in node:
-            return torch.from_numpy(np.array(arrays[node["__tensor__"]])).to(getattr(torch, node["dtype"]))
+            dtype = getattr(torch, str(node["dtype"]), None)
+            if not isinstance(dtype, torch.dtype):
+                raise TypeError(f"{node['dtype']!r} is not a torch dtype")
+            return torch.from_numpy(np.array(arrays[node["__tensor__"]])).to(dtype)
         if "__array__" in node:
             return arrays[node["__array__"]]
         if "__dict__" in node:

@@ -6,7 +6,7 @@ imported on first use (from :mod:`vsplit.privacy.defenses.registry`, which check
 
 Example:
     >>> names()  # doctest: +NORMALIZE_WHITESPACE
-    ['clip_noise', 'embedding_noise', 'label_dp', 'marvell', 'max_norm', 'none', 'nopeek',
+    ['clip_noise', 'embedding_noise', 'gap_noise', 'label_dp', 'marvell', 'max_norm', 'none', 'nopeek',
      'secretflow_embedding_dp', 'secretflow_label_dp']
     >>> sorted(sides("clip_noise+nopeek"))
     ['feature', 'label']
@@ -25,8 +25,8 @@ _REGISTRY = "vsplit.privacy.defenses.registry"
 _LAZY = {
     name: f"{_REGISTRY}:{name}"
     for name in (
-        "DEFENSES", "ClipNoise", "Combined", "Defense", "EmbeddingNoise", "Marvell", "MaxNorm", "NoDefense", "NoPeek",
-        "RandomizedResponse", "make_defense",
+        "DEFENSES", "ClipNoise", "Combined", "Defense", "EmbeddingNoise", "GapNoise", "Marvell", "MaxNorm", "NoDefense",
+        "NoPeek", "RandomizedResponse", "make_defense",
     )
 }
 __getattr__, __dir__ = lazy_attributes(__name__, _LAZY)
@@ -38,6 +38,7 @@ if TYPE_CHECKING:  # for type checkers and IDEs only
         Combined,
         Defense,
         EmbeddingNoise,
+        GapNoise,
         Marvell,
         MaxNorm,
         NoDefense,
@@ -79,6 +80,7 @@ __all__ = [
     "Combined",
     "Defense",
     "EmbeddingNoise",
+    "GapNoise",
     "Marvell",
     "MaxNorm",
     "NoDefense",

@@ -12,6 +12,7 @@ Example:
 CATALOG: dict[str, tuple[str, str]] = {
     "clip_noise": ("gradient_noise", "label"),
     "embedding_noise": ("embedding_noise", "feature"),
+    "gap_noise": ("gap_noise", "label"),
     "label_dp": ("label_dp", "label"),
     "marvell": ("marvell", "label"),
     "max_norm": ("gradient_noise", "label"),

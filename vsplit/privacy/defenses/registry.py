@@ -13,6 +13,7 @@ import functools
 from vsplit.privacy.defenses.base import DEFENSES, Combined, Defense, NoDefense, make_defense
 from vsplit.privacy.defenses.catalog import CATALOG
 from vsplit.privacy.defenses.embedding_noise import EmbeddingNoise
+from vsplit.privacy.defenses.gap_noise import GapNoise
 from vsplit.privacy.defenses.gradient_noise import ClipNoise, MaxNorm
 from vsplit.privacy.defenses.label_dp import RandomizedResponse
 from vsplit.privacy.defenses.marvell import Marvell
@@ -39,6 +40,7 @@ __all__ = [
     "Combined",
     "Defense",
     "EmbeddingNoise",
+    "GapNoise",
     "Marvell",
     "MaxNorm",
     "NoDefense",

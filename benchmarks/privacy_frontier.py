@@ -1,0 +1,174 @@
+"""The label-defense frontier: every setting tried, its leak (the stronger of norm and direction scoring) against its
+cost in test AUC, means over seeds; used by ``benchmarks/privacy_audit.py --frontier``.
+
+A setting is a defense config string, optionally with training-recipe changes after ``@``::
+
+    max_norm+clip_noise:noise_multiplier=0.3
+    gap_noise:noise_multiplier=0.6@batch_size=1024,lr=0.002
+
+Its cost is measured against ``none`` with the audit's default recipe, seed by seed (a recipe change that lowers the
+undefended AUC does not hide in its own baseline); ``cost_vs_own_recipe`` is against ``none`` with the same recipe
+where that was run too (a recipe change that raises the undefended AUC does not pass for a cheap defense). A setting
+meets the goal only if its leak and both costs are within it.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import math
+import os
+import time
+from collections.abc import Callable, Sequence
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+
+from vsplit.privacy import audit
+from vsplit.privacy.defenses.base import _value
+
+#: The goal of issue 28: the stronger label attack at most this leak AUC, for at most this cost in AUC points.
+GOAL_LEAK, GOAL_COST_POINTS = 0.60, 1.0
+
+#: The settings tried by default: the earlier search's best (docs/privacy.md), the new defense, and the recipe changes
+#: (20 epochs: the estimator's default, which the audit caps at 10; batch 1024 with a larger learning rate).
+DEFAULT_FRONTIER = (
+    "none",
+    "clip_noise",
+    "marvell:power=3",
+    "max_norm+clip_noise:noise_multiplier=0.3",
+    "max_norm+clip_noise:noise_multiplier=0.5",
+    "gap_noise:noise_multiplier=0.8",
+    "gap_noise:noise_multiplier=1.2",
+    "none@epochs=20",
+    "max_norm+clip_noise:noise_multiplier=0.4@epochs=20",
+    "max_norm+clip_noise:noise_multiplier=0.5@epochs=20",
+    "none@batch_size=1024,lr=0.003",
+    "max_norm+clip_noise:noise_multiplier=0.4@batch_size=1024,lr=0.003",
+)
+
+
+def parse_setting(setting: str) -> tuple[str, dict[str, Any]]:
+    """The defense config string and the estimator parameters of ``"defense@key=value,..."``.
+
+    >>> parse_setting("gap_noise:noise_multiplier=0.6@batch_size=1024,lr=0.002")
+    ('gap_noise:noise_multiplier=0.6', {'batch_size': 1024, 'lr': 0.002})
+    """
+    defense, _, recipe = setting.partition("@")
+    params = {}
+    for item in filter(None, (part.strip() for part in recipe.split(","))):
+        key, _, value = item.partition("=")
+        params[key.strip()] = _value(value)
+    return defense.strip(), params
+
+
+def run_frontier(
+    preset: str,
+    settings: Sequence[str],
+    *,
+    seeds: int,
+    epochs: int,
+    batch_size: int,
+    progress: Callable[[str], None],
+    cache: Path | None = None,
+) -> dict[str, Any]:
+    """Audit every setting (label attacks only) over ``seeds`` seeds; the frontier's JSON block. With ``cache``, each
+    setting's runs are kept there (one file per setting, seeds and recipe) and taken from there when present, so that
+    an interrupted or extended search only runs what it has not yet."""
+    settings = list(dict.fromkeys([*settings, "none"]))  # the baseline of every cost, run last if not listed
+    per_setting: dict[str, list[dict[str, Any]]] = {}
+    cached: list[str] = []
+    started = time.perf_counter()
+    for setting in settings:
+        defense, recipe = parse_setting(setting)
+        params = {"epochs": epochs, "batch_size": batch_size, **recipe}
+        key = json.dumps([preset, setting, seeds, params], sort_keys=True)
+        kept = cache / f"{hashlib.sha1(key.encode()).hexdigest()[:16]}.json" if cache else None
+        if kept is not None and kept.exists():
+            per_setting[setting] = json.loads(kept.read_text())["runs"]
+            cached.append(setting)
+            progress(f"[frontier {setting}] from {kept}")
+            continue
+        report = audit(
+            preset, defenses=[defense], seeds=seeds, estimator=params, attacks=("label_leakage",),
+            progress=lambda line, s=setting: progress(f"[frontier {s}] {line}"),
+        )
+        per_setting[setting] = report.runs
+        if kept is not None:
+            kept.parent.mkdir(parents=True, exist_ok=True)
+            kept.write_text(json.dumps({"key": key, "runs": report.runs, "load_average": os.getloadavg(),
+                                        "finished": time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime())}, default=str))
+    baseline = {run["seed"]: run["test_auc"] for run in per_setting["none"]}
+    points = []
+    for setting, runs in per_setting.items():
+        defense, recipe = parse_setting(setting)
+        own = per_setting.get(f"none@{setting.partition('@')[2]}") if recipe else per_setting["none"]
+        costs = [100 * (baseline[r["seed"]] - r["test_auc"]) for r in runs]
+        point = {
+            "setting": setting, "defense": defense, "recipe": recipe, "n_seeds": len(runs),
+            "test_auc": _mean(r["test_auc"] for r in runs),
+            "cost_points": float(np.mean(costs)), "cost_points_per_seed": [round(c, 3) for c in costs],
+            "norm_leak_auc": _mean(r["norm_leak_auc"] for r in runs),
+            "direction_leak_auc": _mean(r["direction_leak_auc"] for r in runs),
+            "leak_auc_chance": _mean(r["leak_auc_chance"] for r in runs),
+            "epochs_run": _mean(r["epochs_run"] for r in runs),
+        }
+        if own is not None:
+            own_auc = {r["seed"]: r["test_auc"] for r in own}
+            point["cost_vs_own_recipe"] = float(np.mean([100 * (own_auc[r["seed"]] - r["test_auc"]) for r in runs]))
+        point["leak_auc"] = max(point["norm_leak_auc"], point["direction_leak_auc"])
+        worst_cost = max(point["cost_points"], point.get("cost_vs_own_recipe", -math.inf))
+        point["meets_goal"] = bool(point["leak_auc"] <= GOAL_LEAK and worst_cost <= GOAL_COST_POINTS)
+        points.append(point)
+    pareto = [
+        p["setting"] for p in points
+        if not any(q["leak_auc"] <= p["leak_auc"] and q["cost_points"] <= p["cost_points"]
+                   and (q["leak_auc"], q["cost_points"]) != (p["leak_auc"], p["cost_points"]) for q in points)
+    ]
+    return {
+        "preset": preset, "seeds": seeds, "epochs": epochs, "batch_size": batch_size,
+        "goal": {"leak_auc_at_most": GOAL_LEAK, "cost_points_at_most": GOAL_COST_POINTS},
+        "baseline_test_auc": _mean(baseline.values()),
+        "points": points, "pareto": pareto, "meeting_goal": [p["setting"] for p in points if p["meets_goal"]],
+        "seconds": round(time.perf_counter() - started, 1),
+        "from_cache": cached,  # measured by an earlier run (seconds and load average above are this run's)
+    }
+
+
+def _mean(values) -> float:
+    finite = [float(v) for v in values if v is not None and not math.isnan(float(v))]
+    return float(np.mean(finite)) if finite else math.nan
+
+
+def plot_frontier(frontier: dict[str, Any], path: Path) -> Path:
+    """Leak AUC (the stronger attack) against AUC cost, one point per setting, the goal's box shaded."""
+    import matplotlib
+
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+
+    fig, ax = plt.subplots(figsize=(9, 6), constrained_layout=True)
+    ax.fill_between([-0.5, GOAL_COST_POINTS], 0.45, GOAL_LEAK, color="tab:green", alpha=0.12, label="goal")
+    for i, p in enumerate(sorted(frontier["points"], key=lambda p: p["cost_points"])):
+        color = "tab:red" if p["setting"] in frontier["pareto"] else "tab:blue"
+        ax.scatter([p["cost_points"]], [p["leak_auc"]], s=30, color=color)
+        short = p["setting"].replace("noise_multiplier=", "σ=").replace("batch_size=", "batch ").replace(",lr=", " lr ")
+        ax.annotate(short, (p["cost_points"], p["leak_auc"]), fontsize=6, xytext=(3, 3 if i % 2 else -8),
+                    textcoords="offset points")
+    chance = _mean(p["leak_auc_chance"] for p in frontier["points"] if "batch_size" not in p["recipe"])
+    ax.axhline(chance, color="grey", ls=":", label=f"chance (batch {frontier['batch_size']}): {chance:.3f}")
+    ax.set_xlabel("test AUC cost against no defense (points; mean of seeds)")
+    ax.set_ylabel("leak AUC, the stronger of norm and direction scoring")
+    ax.set_title(f"label defenses on {frontier['preset']}: {frontier['seeds']} seeds (red: Pareto front; "
+                 "σ: noise_multiplier)")
+    ax.grid(alpha=0.3)
+    right = max(p["cost_points"] for p in frontier["points"])
+    ax.set_xlim(-0.5, right + 0.35 * (right + 0.5))  # room for the labels
+    ax.legend(loc="upper right", fontsize=8)
+    path.parent.mkdir(parents=True, exist_ok=True)
+    tmp = path.with_suffix(".tmp.png")
+    fig.savefig(tmp, dpi=110)
+    plt.close(fig)
+    tmp.replace(path)
+    return path
