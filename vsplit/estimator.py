@@ -411,6 +411,18 @@ class _SplitEstimator(BaseEstimator):
         known[label_rows] = True
         return p, known
 
+    def explain(self, views: Mapping[str, pd.DataFrame], *, steps: int = 32, chunk: int = 256,
+                share_top_k: int | Mapping[str, int] = 0) -> Any:
+        """Attribute the score of each row every party knows to the label party's own columns and to each partner
+        as one group (integrated gradients through the cuts, ``steps`` quadrature nodes): a
+        :class:`~vsplit.explain.explanation.Explanation`. Each partner computes its own columns' share locally
+        (``.partners``, at hand here because every party runs in this process) and tells the label party one
+        number per row, plus its ``share_top_k`` most influential column names if it allows (docs/governance.md).
+        """
+        from vsplit.explain.local import explain_views
+
+        return explain_views(self, views, steps=steps, chunk=chunk, share_top_k=share_top_k)
+
     # -- helpers ---------------------------------------------------------------------------------------------------
     def _settings(self) -> ModelSettings:
         """The party settings named like this estimator's parameters (the rest at their defaults)."""
