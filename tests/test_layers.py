@@ -63,7 +63,8 @@ LAYERS: tuple[tuple[str, tuple[str, ...]], ...] = (
     ("foundations", ("vsplit.errors", "vsplit.lazy", "vsplit.atomic", "vsplit.metrics", "vsplit.strict_json",
                      "vsplit.version")),
     ("topology", ("vsplit.topology",)),
-    ("blocks", ("vsplit.models", "vsplit.data", "vsplit.datasets", "vsplit.report", "vsplit.plan")),
+    ("blocks", ("vsplit.models", "vsplit.data", "vsplit.datasets", "vsplit.report", "vsplit.plan",
+                "vsplit.monitor")),
     ("protocol", ("vsplit.protocol",)),
     ("wire", ("vsplit.transport", "vsplit.psi")),
     ("plug-ins", (
@@ -71,12 +72,13 @@ LAYERS: tuple[tuple[str, tuple[str, ...]], ...] = (
         "vsplit.privacy.detectors", "vsplit.privacy.hooks", "vsplit.privacy.accounting", "vsplit.privacy.images",
     )),
     ("runtime", ("vsplit.runtime",)),
-    ("application", ("vsplit.app", "vsplit.horizontal.session", "vsplit.party", "vsplit.config", "vsplit.tune")),
+    ("application", ("vsplit.app", "vsplit.horizontal.session", "vsplit.party", "vsplit.config", "vsplit.tune",
+                     "vsplit.explain")),
     ("front doors", (
         "vsplit.estimator", "vsplit.horizontal.run", "vsplit.node",
     )),
     ("tools", ("vsplit.evaluation", "vsplit.boosting", "vsplit.privacy", "vsplit.pilot",
-               "vsplit.horizontal.processes")),
+               "vsplit.horizontal.processes", "vsplit.explain.process", "vsplit.monitor.process")),
     ("cli", ("vsplit.cli",)),
     ("package", ("vsplit",)),
 )

@@ -244,6 +244,25 @@ class OutputSection:
 
 
 @dataclass(frozen=True)
+class ExplainSection:
+    """``vsplit explain`` and ``vsplit monitor`` (docs/governance.md)."""
+
+    #: quadrature nodes of integrated gradients' path (label party; every party follows it)
+    steps: int = 32
+    #: rows explained per exchange (label party)
+    chunk: int = 256
+    #: a party with columns: how many of its most influential column names per row it tells the label party
+    #: (0: none, only its group's attribution)
+    share_top_k: int = 0
+    #: label party: reasons per declined row, and which scores decline ("high": at or above threshold; "low")
+    reasons: int = 4
+    decline_when: str = "high"
+    threshold: float = 0.5
+    #: label party: plain-words text of a reason, per own column or partner name
+    texts: dict[str, str] = field(default_factory=dict)
+
+
+@dataclass(frozen=True)
 class PartyConfig:
     party: PartySection
     network: NetworkSection
@@ -255,5 +274,6 @@ class PartyConfig:
     privacy: PrivacySection = field(default_factory=PrivacySection)
     schedule: ScheduleSection = field(default_factory=ScheduleSection)
     output: OutputSection = field(default_factory=OutputSection)
+    explain: ExplainSection = field(default_factory=ExplainSection)
     #: the file the config came from (for resolving relative paths and error messages)
     source: str = ""

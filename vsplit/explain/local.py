@@ -22,14 +22,13 @@ from __future__ import annotations
 from collections.abc import Iterable, Mapping
 from typing import Any
 
-import numpy as np
 import pandas as pd
 from sklearn.utils.validation import check_is_fitted
 
 from vsplit.app.local import run_sessions
 from vsplit.errors import DataError
 from vsplit.explain.explanation import Explanation
-from vsplit.explain.session import STAGES, explain_session
+from vsplit.explain.session import STAGES, explain_session, explanation_of
 
 
 def explain_views(estimator: Any, views: Mapping[str, pd.DataFrame], *, steps: int = 32, chunk: int = 256,
@@ -68,18 +67,15 @@ def explain_views(estimator: Any, views: Mapping[str, pd.DataFrame], *, steps: i
     outcomes = run_sessions(sessions, session=est._session("explain"), taps=taps, order=STAGES.index)
     ids = [str(v) for v in prepared[label][0][rows[label]]]
     mine = outcomes[label].result
-    values = pd.DataFrame(mine.values, columns=mine.columns, index=ids)
+    explanation = explanation_of(label, ids, mine)
     own = [c for c in mine.columns if not any(c.startswith(f"{p}.") for p in est.feature_parties_)]
-    groups = {p: v for p, v in mine.groups.items()}
-    partners = {}
+    values, explanation.features = explanation.features, explanation.features[own]
     for name in est.feature_parties_:
         if name in outcomes and name != label and outcomes[name].result.columns:
             result = outcomes[name].result
-            partners[name] = pd.DataFrame(result.values, columns=result.columns, index=ids)
+            explanation.partners[name] = pd.DataFrame(result.values, columns=result.columns, index=ids)
         placed_columns = [c for c in mine.columns if c.startswith(f"{name}.")]
         if placed_columns:  # a baseline run: the partner's columns were attributed at the label party
-            partners[name] = values[placed_columns].rename(columns=lambda c, n=name: c[len(n) + 1:])
-            groups[name] = partners[name].to_numpy().sum(axis=1)
-    return Explanation(label_party=label, ids=ids, score=np.asarray(mine.score), baseline_score=np.asarray(
-        mine.baseline_score), features=values[own], groups=pd.DataFrame(groups, index=ids), partners=partners,
-        top=dict(mine.top), steps=mine.steps)
+            explanation.partners[name] = values[placed_columns].rename(columns=lambda c, n=name: c[len(n) + 1:])
+            explanation.groups[name] = explanation.partners[name].to_numpy().sum(axis=1)
+    return explanation

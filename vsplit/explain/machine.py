@@ -103,6 +103,7 @@ class ExplainMachine:
         self._started = False
         self._current = 0
         self._inbox: dict[tuple[str, int, int] | tuple[str, str, int], Any] = {}
+        self._received: set[Any] = set()
         self._parts: list[np.ndarray] = []
         self._scores: list[np.ndarray] = []
         self._group_parts: dict[str, list[np.ndarray]] = {p: [] for p in self.group_parties}
@@ -121,7 +122,17 @@ class ExplainMachine:
         return out
 
     def expects(self, peer: str) -> bool:
-        return not self.done
+        """Whether ``peer`` still owes this machine a message (a peer that sent its last one may leave)."""
+        if self.done:
+            return False
+        if not self._started or self.n_rows is None:
+            return True
+        last = max(0, -(-self.n_rows // self.chunk) - 1)
+        owed = [("act", c.id, last) for c in self.topology.cuts if c.src_owner == peer and c.dst == self.name]
+        owed += [("grad", c.id, last) for c in self.topology.cuts if c.dst == peer and c.src_owner == self.name]
+        if peer in self.group_parties:
+            owed.append(("group", peer, last))
+        return any(key not in self._received for key in owed)
 
     def receive(self, sender: str, msg: Any) -> list[Outgoing]:
         if sender not in self.peers:
@@ -168,6 +179,7 @@ class ExplainMachine:
             raise ProtocolError(f"{self.name}: a message for chunk {chunk} not expected now (at chunk "
                                 f"{self._current})")
         self._inbox[key] = value
+        self._received.add(key)
 
     # -- chunks ------------------------------------------------------------------------------------------------------
     def _rows_of(self, chunk: int) -> int:

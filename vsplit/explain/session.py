@@ -12,13 +12,15 @@ from collections.abc import Mapping, Sequence
 from typing import Any
 
 import numpy as np
+import pandas as pd
 import torch
 from torch import nn
 
 from vsplit.app.session import AnyParty, Outcome, PsiSettings, Session, psi_machine
 from vsplit.data.tables import all_ids
 from vsplit.errors import ConfigError
-from vsplit.explain.machine import ExplainMachine, Source
+from vsplit.explain.explanation import Explanation
+from vsplit.explain.machine import ExplainMachine, PartyExplanation, Source
 from vsplit.explain.paths import Baseline, column_names
 from vsplit.party import LabelParty
 from vsplit.psi.alignment import canonical_rows
@@ -99,3 +101,12 @@ def explain_session(party: AnyParty, topology: Topology, inputs: tuple[np.ndarra
                               steps=steps, chunk=chunk, share_top_k=share_top_k, placed=placed)
     outcome.result = yield "explain", machine
     return outcome
+
+
+def explanation_of(label_party: str, ids: list[str], result: PartyExplanation) -> Explanation:
+    """The label party's :class:`Explanation` from its machine's result for the rows ``ids`` (aligned order)."""
+    features = pd.DataFrame(result.values, columns=result.columns, index=ids)
+    groups = pd.DataFrame({p: v for p, v in result.groups.items()}, index=ids)
+    return Explanation(label_party=label_party, ids=ids, score=np.asarray(result.score),
+                       baseline_score=np.asarray(result.baseline_score), features=features, groups=groups,
+                       top=dict(result.top), steps=result.steps)
