@@ -260,6 +260,8 @@ class ExplainSection:
     threshold: float = 0.5
     #: label party: plain-words text of a reason, per own column or partner name
     texts: dict[str, str] = field(default_factory=dict)
+    #: label party: the model card's fairness slices (AUC and approval rate) by this test-table column
+    fairness_column: str | None = None
 
 
 @dataclass(frozen=True)

@@ -139,3 +139,31 @@ class Calibrator:
     @classmethod
     def load(cls, path: Path) -> Calibrator:
         return cls.from_dict(json.loads(Path(path).read_text(encoding="utf-8")))
+
+
+#: the label party's calibration in its run folder, applied by ``vsplit predict`` when present
+FILE = "calibration.json"
+
+
+def calibrated(folder: Path, proba: np.ndarray) -> np.ndarray:
+    """``proba`` through the calibration saved in the run ``folder`` (:data:`FILE`), or as it is if there is none
+    (or the scores are not one probability per row)."""
+    path = Path(folder) / FILE
+    if not path.is_file() or np.ndim(proba) != 1:
+        return proba
+    return Calibrator.load(path).apply(proba)
+
+
+def fit_from_predictions(predictions: pd.DataFrame, labels: pd.DataFrame, *, id_column: str, label: str,
+                         positive_label: Any, method: str = "temperature") -> Calibrator:
+    """A calibrator fitted on a prediction job's scores (``predictions.csv``: ``id_column``, ``probability``) of
+    validation rows and the label party's labels of the same IDs (rows without both are left out)."""
+    scored = predictions[predictions.get("status", "scored") == "scored"] if "status" in predictions else predictions
+    joined = scored[[id_column, "probability"]].astype({id_column: str}).merge(
+        labels[[id_column, label]].astype({id_column: str}), on=id_column, how="inner")
+    if joined.empty:
+        raise ConfigError(f"calibration: no ID of the predictions is in the labelled table ({id_column!r}); score "
+                          "validation rows with vsplit predict first")
+    positive = positive_label if positive_label is not None else 1
+    y = (joined[label].astype(str) == str(positive)).astype(int).to_numpy()
+    return Calibrator.fit(y, joined["probability"].astype(float).to_numpy(), method=method)
