@@ -20,6 +20,7 @@ from __future__ import annotations
 from collections.abc import Mapping
 from typing import Any
 
+import numpy as np
 import pandas as pd
 
 from vsplit.monitor.embeddings import embedding_frame
@@ -49,8 +50,10 @@ def party_stability(party: Any, modules: Mapping[str, Any], sources: list[str], 
 
 
 def score_stability(expected: Any, actual: Any, *, party: str, bins: int = 10) -> pd.DataFrame:
-    """The score's stability row (probabilities of the training rows against the new rows')."""
-    value = population_stability(expected, actual, bins=bins)
+    """The score's stability row (probabilities of the training rows against the new rows'; rows the split could
+    not score, NaN, are left out: they are no part of the score's population)."""
+    expected, actual = np.asarray(expected, dtype=float), np.asarray(actual, dtype=float)
+    value = population_stability(expected[np.isfinite(expected)], actual[np.isfinite(actual)], bins=bins)
     return pd.DataFrame([{"party": party, "name": "score", "kind": "score", "stability": value,
                           "band": band(value)}], columns=COLUMNS)
 
