@@ -1,4 +1,5 @@
-"""``vsplit explain`` and ``vsplit monitor`` with a bank and two partners as separate OS processes over mutual TLS.
+"""``vsplit explain`` and ``vsplit monitor`` as separate OS processes over mutual TLS: a bank and two partners, and a
+U-shaped split's client and server.
 
 The bank gets its own columns' attributions, each partner's group and its reason codes; each partner keeps its own
 columns' attributions, which add up to the group the bank got; only the partner whose config allows it shares its
@@ -11,8 +12,12 @@ import json
 
 import numpy as np
 import pandas as pd
-from _pilot_support import free_port, start, wait_all
+from _pilot_support import free_port, start, wait_all, write_configs
 from _three_party_support import COLUMNS, PARTNERS, prepare_three_parties
+
+from vsplit.datasets import preset
+from vsplit.pilot.orchestrate import pilot_data
+from vsplit.pilot.prepare import ensure_keys, export_tables
 
 
 def _launch(root, configs, command, tag, extra):
@@ -74,3 +79,25 @@ def test_three_processes_explain_over_tls_and_each_partner_keeps_its_own_columns
     shop = pd.read_csv(run / "shop" / "monitor" / "m" / "stability.csv")
     assert set(shop["kind"]) == {"feature", "embedding"} and (shop["stability"] < 0.25).all()
     assert "stability" in logs["bank"].read_text()
+
+
+def test_a_u_shaped_split_explains_over_tls_and_the_server_keeps_nothing(tmp_path):
+    tables = pilot_data(preset("secretflow_bank", seed=0), "u_shaped")
+    roles = {"bank": "label", "cloud": "compute"}
+    export_tables(tables, tmp_path)
+    ensure_keys(tmp_path, list(roles))
+    configs = write_configs(tmp_path, port=free_port(), run_id="u-why", kind="u_shaped", roles=roles,
+                            extra="[train]\nepochs = 1\n[explain]\nsteps = 8\n")
+    procs, logs = _launch(tmp_path, configs, ["train"], "train", lambda p: ["--quiet"])
+    wait_all(procs, logs, timeout=180)
+    inputs = {"bank": ["--input", str(tmp_path / "bank" / "data" / "test.parquet"), "--job", "u"],
+              "cloud": ["--job", "u"]}
+    procs, logs = _launch(tmp_path, configs, ["explain"], "explain", inputs.__getitem__)
+    wait_all(procs, logs, timeout=120)
+    run = tmp_path / "runs" / "u-why"
+    table = pd.read_csv(run / "bank" / "explanations" / "u" / "explanations.csv")
+    assert len(table) == len(tables.test["bank"]) and not [c for c in table.columns if c.startswith("party:")]
+    cloud = sorted(p.name for p in (run / "cloud" / "explanations" / "u").iterdir())
+    assert cloud == ["explain.json"]  # the server keeps no score, attribution or row of its own
+    sent = json.loads((run / "cloud" / "explanations" / "u" / "explain.json").read_text())["communication"]["sent"]
+    assert set(sent) <= {"PathActivations", "PathGradients", "Hello"}
