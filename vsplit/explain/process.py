@@ -120,6 +120,7 @@ def _label_outputs(config: PartyConfig, explanation: Explanation, folder: Path) 
                            threshold=ex.threshold)
     write_reasons(reasons, folder)
     error = explanation.completeness_error()
+    _add_to_card(folder.parent.parent, explanation)
     return {
         "steps": explanation.steps,
         "declined": len(reasons),
@@ -129,6 +130,21 @@ def _label_outputs(config: PartyConfig, explanation: Explanation, folder: Path) 
         "partners_sharing_top_k": sorted(explanation.top),
         "files": ["explanations.csv", "reasons.csv", "reasons.json"],
     }
+
+
+def _add_to_card(run_folder: Path, explanation: Explanation) -> None:
+    """Add the global importances (and their bar chart) to the model card the label party's training run wrote."""
+    from vsplit.report.card import RECORD, write_model_card
+
+    record = run_folder / RECORD
+    if not record.is_file():
+        return
+    card = json.loads(record.read_text(encoding="utf-8"))
+    card["importance"] = {k: float(v) for k, v in explanation.global_importance().items()}
+    card.setdefault("limits", []).append(
+        f"Importances from vsplit explain on {len(explanation.ids)} rows ({explanation.steps} nodes; largest "
+        f"completeness error {float(explanation.completeness_error().max()):.2g} log-odds).")
+    write_model_card(run_folder, card)
 
 
 def _plain(value: Any) -> Any:

@@ -22,7 +22,7 @@ from typing import Any
 
 from vsplit.atomic import write_atomic
 
-MARKDOWN, HTML = "model_card.md", "model_card.html"
+MARKDOWN, HTML, RECORD = "model_card.md", "model_card.html", "model_card.json"
 IMPORTANCE, RELIABILITY = "card_importance.png", "card_reliability.png"
 
 
@@ -127,10 +127,14 @@ def _pictures(folder: Path, card: Mapping[str, Any]) -> dict[str, str]:
 
 
 def write_model_card(folder: Path, card: Mapping[str, Any]) -> tuple[Path, Path]:
-    """Write ``model_card.md``, its pictures and ``model_card.html`` (pictures inline) into ``folder``."""
+    """Write ``model_card.md``, its pictures, ``model_card.html`` (pictures inline) and the card's data
+    (``model_card.json``, so that a later step can add to it) into ``folder``."""
     from vsplit.report.html import write_html_report
+    from vsplit.strict_json import dumps
 
     folder.mkdir(parents=True, exist_ok=True)
+    plain = dumps(dict(card), indent=2, default=lambda v: v.item() if hasattr(v, "item") else str(v))
+    write_atomic(folder / RECORD, (plain + "\n").encode())
     markdown = folder / MARKDOWN
     write_atomic(markdown, card_markdown(card, pictures=_pictures(folder, card)).encode())
     return markdown, write_html_report(markdown, HTML)
