@@ -131,3 +131,18 @@ def test_a_centralized_baseline_explains_the_same_columns_in_one_place(views):
     assert list(a.features.columns) == list(b.features.columns)
     np.testing.assert_allclose(a.partners["shop"].to_numpy(), b.partners["shop"].to_numpy(), atol=1e-4)
     np.testing.assert_allclose(a.features.to_numpy(), b.features.to_numpy(), atol=1e-4)
+
+
+def test_a_request_beyond_the_memory_bound_or_from_a_stranger_is_refused(vertical):
+    from vsplit.errors import ProtocolError
+    from vsplit.explain.session import explain_machine
+
+    with pytest.raises(ProtocolError, match="path rows"):
+        ExplainRequest(n_rows=10, chunk=60_000, steps=32, topology="x")  # 2 million path rows
+    party = vertical.feature_parties_["shop"]
+    machine = explain_machine(party, vertical.topology_, party.rows_of(np.arange(5)), n_rows=5)
+    request = ExplainRequest(n_rows=5, chunk=5, steps=4, topology=vertical.topology_.view_fingerprint("shop"))
+    with pytest.raises(ProtocolError, match="not a peer"):
+        machine.receive("telco", request)
+    with pytest.raises(ProtocolError, match="another topology"):
+        machine.receive("bank", ExplainRequest(n_rows=5, chunk=5, steps=4, topology="0" * 16))

@@ -27,6 +27,8 @@ NAME_SEP = "\x1f"
 #: the most rows per chunk and the most names a party may share per row
 MAX_CHUNK = 1 << 16
 MAX_TOP_K = 64
+#: the most path rows (rows per chunk times path points) a party computes at once: a bound on its memory
+MAX_PATH_ROWS = 1 << 20
 
 
 @message(0x0A01)
@@ -44,6 +46,8 @@ class ExplainRequest(Message):
         require(self.n_rows >= 0, "n_rows must be non-negative")
         require(1 <= self.chunk <= MAX_CHUNK, f"chunk must be 1 to {MAX_CHUNK}")
         require(1 <= self.steps <= 512, "steps must be 1 to 512")
+        require(self.chunk * (self.steps + 2) <= MAX_PATH_ROWS,
+                f"chunk x (steps + 2) must be at most {MAX_PATH_ROWS} path rows; lower explain.chunk")
         require(0 < len(self.topology) <= 64, "topology fingerprint must be 1 to 64 characters")
 
 

@@ -32,7 +32,7 @@ from vsplit.data.sources import about_file
 from vsplit.errors import ConfigError
 from vsplit.explain.explanation import Explanation
 from vsplit.explain.machine import PartyExplanation
-from vsplit.explain.messages import MAX_TOP_K
+from vsplit.explain.messages import MAX_PATH_ROWS, MAX_TOP_K
 from vsplit.explain.reasons import DIRECTIONS, reason_codes, write_reasons
 from vsplit.explain.session import explain_session, explanation_of
 from vsplit.party import LabelParty
@@ -51,6 +51,9 @@ def check_settings(config: PartyConfig) -> None:
         problems.append(f"explain.steps: must be 1 to 512, got {ex.steps}")
     if not 1 <= ex.chunk <= 65536:
         problems.append(f"explain.chunk: must be 1 to 65536, got {ex.chunk}")
+    if ex.chunk * (ex.steps + 2) > MAX_PATH_ROWS:
+        problems.append(f"explain.chunk, explain.steps: chunk x (steps + 2) must be at most {MAX_PATH_ROWS} path "
+                        f"rows (a bound on every party's memory), got {ex.chunk * (ex.steps + 2)}; lower chunk")
     if not 0 <= ex.share_top_k <= MAX_TOP_K:
         problems.append(f"explain.share_top_k: must be 0 (share nothing) to {MAX_TOP_K}, got {ex.share_top_k}")
     if ex.reasons < 1:
