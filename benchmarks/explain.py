@@ -1,6 +1,6 @@
 """Explanations, calibration and stability of a split model on bank_marketing; prints one JSON object.
 
-    python benchmarks/explain.py [--epochs 8] [--rows 10000] [--out benchmarks/results-explain.json]
+    python benchmarks/explain.py [--epochs 6] [--rows 10000] [--out benchmarks/results-explain.json]
                                  [--card docs/governance]
 
 The split model (SplitClassifier's defaults, ``random_state`` 0) and the same network trained in one place
@@ -43,7 +43,7 @@ def subset(views: dict, ids: set) -> dict:
 
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument("--epochs", type=int, default=8)
+    parser.add_argument("--epochs", type=int, default=6)
     parser.add_argument("--rows", type=int, default=10_000)
     parser.add_argument("--out", type=Path, default=RESULTS)
     parser.add_argument("--card", type=Path, default=None)
