@@ -32,7 +32,7 @@ from vsplit.atomic import write_atomic
 from vsplit.errors import ConfigError
 from vsplit.explain.explanation import GROUP_PREFIX, Explanation
 
-#: the text of a partner group's reason; ``{party}`` is the partner's name, ``{columns}`` its shared top names
+#: the text of a partner group's reason; ``{party}`` stands for the partner's name (in a configured text too)
 PARTNER_TEXT = "information held by partner {party}"
 DIRECTIONS = ("high", "low")
 
@@ -89,7 +89,7 @@ def _text(code: str, texts: Mapping[str, str], explanation: Explanation, row: in
     if not code.startswith(GROUP_PREFIX):
         return texts.get(code, code)
     party = code[len(GROUP_PREFIX):]
-    text = texts.get(party, PARTNER_TEXT).format(party=party, columns="")
+    text = texts.get(party, PARTNER_TEXT).replace("{party}", party)
     top = explanation.top.get(party)
     if top:
         text += f" (mainly {', '.join(top[row])})"
