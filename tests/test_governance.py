@@ -144,3 +144,15 @@ def test_the_model_card_renders_to_markdown_and_html(views, tmp_path):
     assert not (tmp_path / "report.html").exists()
     with pytest.raises(ConfigError, match="fairness_column"):
         model_card(clf, train, test, fairness_column="nope")
+
+
+def test_vsplit_predict_applies_the_label_partys_calibration_file_when_there_is_one(tmp_path):
+    from vsplit.explain.calibration import FILE, calibrated
+
+    proba = np.array([0.1, 0.5, 0.9])
+    assert calibrated(tmp_path, proba) is proba  # no file: the scores as they are
+    Calibrator(method="temperature", temperature=2.0).save(tmp_path / FILE)
+    np.testing.assert_allclose(calibrated(tmp_path, proba), 1 / (1 + np.exp(-np.log(proba / (1 - proba)) / 2)))
+    (tmp_path / FILE).write_text('{"method": "magic"}')
+    with pytest.raises(ConfigError, match="method must be one of"):
+        calibrated(tmp_path, proba)
