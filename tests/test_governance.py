@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+from pathlib import Path
 
 import numpy as np
 import pandas as pd
@@ -156,3 +157,28 @@ def test_vsplit_predict_applies_the_label_partys_calibration_file_when_there_is_
     (tmp_path / FILE).write_text('{"method": "magic"}')
     with pytest.raises(ConfigError, match="method must be one of"):
         calibrated(tmp_path, proba)
+
+
+def test_vsplit_calibrate_writes_the_label_partys_calibration_file(tmp_path):
+    from vsplit.cli.main import main
+    from vsplit.pilot.prepare import ensure_keys
+
+    ensure_keys(tmp_path, ["bank", "partner"])
+    bank = tmp_path / "bank"
+    (bank / "data").mkdir(parents=True, exist_ok=True)
+    rng = np.random.default_rng(0)
+    ids = [f"c{i}" for i in range(300)]
+    truth = rng.uniform(0.05, 0.95, 300)
+    pd.DataFrame({"customer_id": ids, "age": rng.normal(size=300),
+                  "y": np.where(rng.random(300) < truth, "yes", "no")}).to_parquet(bank / "data" / "valid.parquet")
+    (bank / "data" / "train.parquet").write_bytes((bank / "data" / "valid.parquet").read_bytes())
+    config = (Path(__file__).resolve().parents[1] / "parties" / "bank" / "party.toml").read_text()
+    (bank / "party.toml").write_text(config.replace('dir = "../../runs"', 'dir = "../runs"')
+                                     .replace('test_path = "data/test.parquet"\n', ""))
+    overconfident = 1 / (1 + np.exp(-4 * np.log(truth / (1 - truth))))
+    pd.DataFrame({"customer_id": ids, "probability": overconfident, "status": "scored"}).to_csv(
+        tmp_path / "predictions.csv", index=False)
+    assert main(["calibrate", "--config", str(bank / "party.toml"), "--input", str(bank / "data" / "valid.parquet"),
+                 "--predictions", str(tmp_path / "predictions.csv")]) == 0
+    saved = Calibrator.load(tmp_path / "runs" / "bank-marketing-pilot" / "bank" / "calibration.json")
+    assert saved.method == "temperature" and 2.5 < saved.temperature < 6
