@@ -35,7 +35,7 @@ def test_three_processes_explain_over_tls_and_each_partner_keeps_its_own_columns
         table[table["customer_id"].isin(keep)].to_parquet(path, index=False)
     configs["shop"].write_text(configs["shop"].read_text() + "\n[explain]\nshare_top_k = 2\n")
     configs["bank"].write_text(configs["bank"].read_text() + '\n[explain]\nsteps = 8\nchunk = 200\nreasons = 3\n'
-                               'decline_when = "low"\n'
+                               'decline_when = "low"\nfairness_column = "age"\n'
                                'texts = { age = "age of the applicant" }\n')
     procs, logs = _launch(tmp_path, configs, ["train"], "train", lambda p: ["--quiet"])
     wait_all(procs, logs, timeout=180)
@@ -73,6 +73,7 @@ def test_three_processes_explain_over_tls_and_each_partner_keeps_its_own_columns
     assert (bank_dir / "reasons.csv").is_file()
     card = (run / "bank" / "model_card.md").read_text()  # written by training, given the importances by explain
     assert "## What drives the score" in card and "| party:shop |" not in card and "| shop |" in card
+    assert "## Fairness slices: age" in card and (run / "bank" / "model_card.html").is_file()
 
     new = {p: ["--input", str(tmp_path / p / "data" / "test.parquet"), "--job", "m"] for p in configs}
     procs, logs = _launch(tmp_path, configs, ["monitor"], "monitor", new.__getitem__)
