@@ -245,7 +245,7 @@ class OutputSection:
 
 @dataclass(frozen=True)
 class ExplainSection:
-    """``vsplit explain`` and ``vsplit monitor`` (docs/governance.md)."""
+    """``vsplit explain``, its reason codes and the model card (docs/governance.md)."""
 
     #: quadrature nodes of integrated gradients' path (label party; every party follows it)
     steps: int = 32
