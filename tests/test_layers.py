@@ -10,7 +10,8 @@ modules by name.
    (``vsplit.strict_json``) and the package version (``vsplit.version``).
 2. topology: a split as pure data (no torch); every layer above reads it.
 3. blocks: what a party is built from, on topology and the foundations only: torch modules (``models``), its tables and
-   ID files (``data``), the bundled data (``datasets``), run reports (``report``) and the cut planner (``plan``).
+   ID files (``data``), the bundled data (``datasets``), run reports (``report``), the cut planner (``plan``) and the
+   stability index (``monitor``, but not its process).
 4. protocol: the sans-IO machines and messages, split training among them (on models and topology).
 5. wire: the codec and channels that carry protocol messages (``transport``), and the PSI machines (``psi``).
 6. plug-ins: machines and hooks built on the protocol and the codec: secure aggregation and averaging
@@ -20,14 +21,16 @@ modules by name.
 7. runtime: what drives machines over channels: the pump, the in-process runner, the PSI runners, checkpoints and
    progress (``runtime``, but not its nodes).
 8. application: one party's session, PSI then training then scoring (``app``, ``horizontal.session``), the party's
-   data and models (``party``) and its config (``config``, which checks defense and schedule names).
+   data and models (``party``), its config (``config``, which checks defense and schedule names) and its joint
+   explanation (``explain``: the machine, reason codes, calibration; but not its process).
 9. front doors, where an application runs: the notebook estimator (``estimator``), the horizontal runner of
    benchmarks, in one process or forked (``horizontal.run``) and one organization's process over mutual TLS for
    every topology (``node``: one node, its links, outputs and each topology family's program).
 10. tools, experiments that drive a front door: baseline comparisons (``evaluation``), the privacy studies
     (``privacy``: ``audit``, ``redteam``, ``cut_study``, ``u_shaped``, ``topology_audit`` train with
-    ``SplitClassifier``; their reports, pictures and data), pilots (``pilot``) and online scoring (``serve``:
-    the bank's service and the partners' daemons, on the node's model loading).
+    ``SplitClassifier``; their reports, pictures and data), pilots (``pilot``), online scoring (``serve``: the
+    bank's service and the partners' daemons, on the node's model loading) and a party process's explanation and
+    monitoring (``explain.process``, ``monitor.process``).
 11. the command line (``cli``), 12. the package's front door (``vsplit``).
 
 A package's ``__init__`` re-exports its contents, so it stands as high as its highest module (``vsplit.privacy``'s
@@ -63,7 +66,8 @@ LAYERS: tuple[tuple[str, tuple[str, ...]], ...] = (
     ("foundations", ("vsplit.errors", "vsplit.lazy", "vsplit.atomic", "vsplit.metrics", "vsplit.strict_json",
                      "vsplit.version")),
     ("topology", ("vsplit.topology",)),
-    ("blocks", ("vsplit.models", "vsplit.data", "vsplit.datasets", "vsplit.report", "vsplit.plan")),
+    ("blocks", ("vsplit.models", "vsplit.data", "vsplit.datasets", "vsplit.report", "vsplit.plan",
+                "vsplit.monitor")),
     ("protocol", ("vsplit.protocol",)),
     ("wire", ("vsplit.transport", "vsplit.psi")),
     ("plug-ins", (
@@ -71,11 +75,13 @@ LAYERS: tuple[tuple[str, tuple[str, ...]], ...] = (
         "vsplit.privacy.detectors", "vsplit.privacy.hooks", "vsplit.privacy.accounting", "vsplit.privacy.images",
     )),
     ("runtime", ("vsplit.runtime",)),
-    ("application", ("vsplit.app", "vsplit.horizontal.session", "vsplit.party", "vsplit.config", "vsplit.tune")),
+    ("application", ("vsplit.app", "vsplit.horizontal.session", "vsplit.party", "vsplit.config", "vsplit.tune",
+                     "vsplit.explain")),
     ("front doors", (
         "vsplit.estimator", "vsplit.horizontal.run", "vsplit.node",
     )),
-    ("tools", ("vsplit.evaluation", "vsplit.boosting", "vsplit.privacy", "vsplit.pilot", "vsplit.serve")),
+    ("tools", ("vsplit.evaluation", "vsplit.boosting", "vsplit.privacy", "vsplit.pilot", "vsplit.serve",
+               "vsplit.explain.process", "vsplit.monitor.process")),
     ("cli", ("vsplit.cli",)),
     ("package", ("vsplit",)),
 )

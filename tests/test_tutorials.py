@@ -108,6 +108,17 @@ def test_secretflow_setting_reaches_their_quoted_auc(script):
     assert sf["quoted"]["auc"] == 0.845 and sf["quoted"]["source"] == "SecretFlow bank-marketing SL tutorial"
 
 
+def test_the_script_explains_customers_and_writes_the_model_card(script):
+    gov = script["figures"]["governance"]
+    assert gov["rows"] == 1000 and gov["declined"] > 0 and gov["completeness_max_error"] < 0.2
+    assert "partner" in gov["top"]  # the bank lacks the call history: the partner's group drives the score
+    lo, hi = gov["auc_interval"]
+    assert lo < script["figures"]["metrics"]["split"]["auc"] < hi
+    card = script["out"] / "model_card"
+    assert "## Fairness slices: age" in (card / "model_card.md").read_text()
+    assert "data:image/png;base64," in (card / "model_card.html").read_text()
+
+
 def test_script_draws_its_plot(script):
     data = (script["out"] / "bank_marketing.png").read_bytes()
     assert data.startswith(PNG_MAGIC) and len(data) > 20_000
@@ -170,4 +181,5 @@ def test_notebook_figures_match_its_claims(notebook):
     assert figures["split_auc"] - figures["bank_alone_auc"] >= 0.05
     # every test customer scored: the ones the partner does not know by the bank's own model
     assert figures["unscored"] == 0
+    assert figures["explained"] == 500 and figures["card"]  # the last step: an explanation and the model card
     assert figures["bank_only"] == 9043 - bank_customers_the_partner_knows("test")

@@ -233,6 +233,33 @@ def secretflow_setting(*, epochs: int | None, seed: int) -> dict[str, Any]:
 
 
 # -- the plot ------------------------------------------------------------------------------------------------------
+def explain_and_card(clf: SplitClassifier, data: Any, out: Path, *, rows: int = 1000) -> dict[str, Any]:
+    """Explain the first ``rows`` shared test customers, print a declined one's reasons, and write the model card."""
+    from vsplit.explain.card import model_card
+    from vsplit.explain.reasons import reason_codes
+    from vsplit.report.card import write_model_card
+
+    test = shared_test_views(data.test, label_party="bank", id_column="customer_id")
+    keep = set(test["bank"]["customer_id"].head(rows))
+    some = {n: v[v["customer_id"].isin(keep)] for n, v in test.items()}
+    explanation = clf.explain(some)
+    importance = explanation.global_importance()
+    print("mean |attribution| (log-odds):", {k: round(float(v), 3) for k, v in importance.head(5).items()})
+    texts = {"partner": "call history held by the partner", "housing": "has a housing loan"}
+    reasons = reason_codes(explanation, n=3, texts=texts, decline_when="low", threshold=0.5)
+    first = reasons.iloc[0]
+    print(f"customer {first['id']} (P = {first['probability']:.3f}): " +
+          "; ".join(first[f"text_{i}"] for i in (1, 2, 3) if first[f"text_{i}"]))
+    card = model_card(clf, data.train, test, explanation=explanation, fairness_column="age", draws=100,
+                      decline_when="low", title="bank_marketing_no_duration, bank + partner")
+    markdown, html = write_model_card(out / "model_card", card)
+    print(f"model card: {markdown} and {html}")
+    return {"rows": len(explanation.ids), "top": list(importance.index[:3]),
+            "completeness_max_error": float(explanation.completeness_error().max()),
+            "declined": len(reasons), "card": [markdown.name, html.name], "auc_interval": card["metrics"][
+                "auc_interval"], "ece": card["metrics"]["ece"]}
+
+
 def plot(figures: dict[str, Any], path: Path) -> None:
     import matplotlib
 
@@ -332,6 +359,9 @@ def main(argv: list[str] | None = None) -> int:
 
     section("9. SecretFlow's tutorial setting")
     figures["secretflow_bank"] = secretflow_setting(epochs=args.epochs, seed=args.seed)
+
+    section("10. Why a customer got their score, and the model card")
+    figures["governance"] = explain_and_card(clf, data, args.out)
 
     figures["seconds"] = round(time.perf_counter() - started, 1)
     plot(figures, args.out / "bank_marketing.png")

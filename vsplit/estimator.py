@@ -409,7 +409,35 @@ class _SplitEstimator(BaseEstimator):
         p[label_rows] = result
         known = np.zeros(len(label_ids), dtype=bool)
         known[label_rows] = True
+        if getattr(self, "calibrator_", None) is not None:  # the label party's calibration (calibrate)
+            p = self.calibrator_.apply(p)
         return p, known
+
+    def calibrate(self: E, views: Mapping[str, pd.DataFrame], *, method: str = "temperature") -> E:
+        """Fit the label party's calibration of the probabilities on ``views``, validation rows the model did not
+        train on (``"temperature"`` or ``"isotonic"``, :class:`~vsplit.explain.calibration.Calibrator`); from then on
+        :meth:`predict_proba`, :meth:`predict` and :meth:`evaluate` apply it (``calibrator_``; set it to ``None`` to
+        remove it). Binary models only."""
+        from vsplit.explain.calibration import Calibrator
+
+        self.calibrator_ = None
+        y, p, known = self._targets(views)
+        if p.ndim != 1 or _task_name(self._task()) != "binary":
+            raise ConfigError("calibrate fits a binary model's probabilities; this model is not binary")
+        self.calibrator_ = Calibrator.fit(y[known], p[known], method=method)
+        return self
+
+    def explain(self, views: Mapping[str, pd.DataFrame], *, steps: int = 32, chunk: int = 256,
+                share_top_k: int | Mapping[str, int] = 0) -> Any:
+        """Attribute the score of each row every party knows to the label party's own columns and to each partner
+        as one group (integrated gradients through the cuts, ``steps`` quadrature nodes): a
+        :class:`~vsplit.explain.explanation.Explanation`. Each partner computes its own columns' share locally
+        (``.partners``, at hand here because every party runs in this process) and tells the label party one
+        number per row, plus its ``share_top_k`` most influential column names if it allows (docs/governance.md).
+        """
+        from vsplit.explain.local import explain_views
+
+        return explain_views(self, views, steps=steps, chunk=chunk, share_top_k=share_top_k)
 
     # -- helpers ---------------------------------------------------------------------------------------------------
     def _settings(self) -> ModelSettings:

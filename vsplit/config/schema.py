@@ -281,6 +281,27 @@ class ServeSection:
 
 
 @dataclass(frozen=True)
+class ExplainSection:
+    """``vsplit explain``, its reason codes and the model card (docs/governance.md)."""
+
+    #: quadrature nodes of integrated gradients' path (label party; every party follows it)
+    steps: int = 32
+    #: rows explained per exchange (label party)
+    chunk: int = 256
+    #: a party with columns: how many of its most influential column names per row it tells the label party
+    #: (0: none, only its group's attribution)
+    share_top_k: int = 0
+    #: label party: reasons per declined row, and which scores decline ("high": at or above threshold; "low")
+    reasons: int = 4
+    decline_when: str = "high"
+    threshold: float = 0.5
+    #: label party: plain-words text of a reason, per own column or partner name
+    texts: dict[str, str] = field(default_factory=dict)
+    #: label party: the model card's fairness slices (AUC and approval rate) by this test-table column
+    fairness_column: str | None = None
+
+
+@dataclass(frozen=True)
 class PartyConfig:
     party: PartySection
     network: NetworkSection
@@ -293,5 +314,6 @@ class PartyConfig:
     schedule: ScheduleSection = field(default_factory=ScheduleSection)
     output: OutputSection = field(default_factory=OutputSection)
     serve: ServeSection = field(default_factory=ServeSection)
+    explain: ExplainSection = field(default_factory=ExplainSection)
     #: the file the config came from (for resolving relative paths and error messages)
     source: str = ""

@@ -393,7 +393,10 @@ class AlignedNode(PartyNode, kinds=("vertical", "vanilla", "u_shaped")):
         if isinstance(self.party, LabelParty):
             assert scored.proba is not None
             out.ids = [str(v) for v in scored.ids]
-            out.by_id = dict(zip([out.ids[r] for r in scored.rows], scored.proba.tolist(), strict=True))
+            from vsplit.explain.calibration import calibrated
+
+            proba = calibrated(self.folder, scored.proba)  # the label party's calibration.json, if it fitted one
+            out.by_id = dict(zip([out.ids[r] for r in scored.rows], proba.tolist(), strict=True))
             from vsplit.app.fallback import FILE, load_bank_only, score_unknown
 
             saved = self.folder / FILE  # the label party's own model, if the run trained one (a vertical split)
@@ -468,6 +471,10 @@ class AlignedNode(PartyNode, kinds=("vertical", "vanilla", "u_shaped")):
                   "warnings": training_warnings(result.history, result.best_epoch, result.baselines), "psi": result.psi,
                   "communication": {self.name: {"sent": result.comm["sent"], "received": result.comm["received"]}},
                   "plots": plots, **credit}
+        from vsplit.explain.card import run_card
+        from vsplit.report.card import write_model_card
+
+        write_model_card(self.folder, run_card(self, scored, y, result))  # model_card.md and .html
         return write_label_report(self.folder, report)
 
 

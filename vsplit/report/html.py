@@ -28,8 +28,8 @@ _STYLE = ("body{font-family:system-ui,sans-serif;max-width:60rem;margin:2rem aut
           "blockquote{border-left:4px solid #e0a800;margin:0;padding:.2rem 1rem;background:#fff8e1}")
 
 
-def write_html_report(markdown_path: Path) -> Path:
-    """Render ``markdown_path`` (a ``report.md``) to ``report.html`` beside it, pictures inline; return its path."""
+def write_html_report(markdown_path: Path, name: str = "report.html") -> Path:
+    """Render ``markdown_path`` (a ``report.md``) to ``name`` beside it, pictures inline; return its path."""
     import markdown
 
     folder = markdown_path.parent
@@ -46,6 +46,6 @@ def write_html_report(markdown_path: Path) -> Path:
     title = html.escape(markdown_path.read_text(encoding="utf-8").splitlines()[0].lstrip("# ").strip())
     page = (f"<!DOCTYPE html>\n<html lang=\"en\"><head><meta charset=\"utf-8\"><title>{title}</title>"
             f"<style>{_STYLE}</style></head>\n<body>\n{body}\n</body></html>\n")
-    path = folder / "report.html"
+    path = folder / name
     write_atomic(path, page.encode("utf-8"))
     return path

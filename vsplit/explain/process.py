@@ -1,0 +1,156 @@
+"""``vsplit explain`` in one organization's process: explain its saved split model's score with its peers over
+mutual TLS, each party keeping its own columns' attributions.
+
+Every party runs ``vsplit explain --config party.toml --input rows`` (a compute party without ``--input``) with the
+same ``--job``. PSI aligns the rows; then the explanation machines (:mod:`vsplit.explain.machine`) exchange the path's
+activations and gradients in their own session (``<run_id>:explain``). Outputs, in
+``<output.dir>/<run_id>/<party>/explanations/<job>/``:
+
+- label party: ``explanations.csv`` (per row: ID, score, baseline score, each own column's attribution, each
+  partner's group as ``party:<name>``), ``reasons.csv`` and ``reasons.json`` (reason codes of the declined rows,
+  ``[explain]`` settings), ``explain.json`` (counts, completeness, global importance, traffic);
+- a party with columns: ``attributions.csv``, its own columns' attributions per row, which never leave it, and
+  ``explain.json``;
+- a compute party: ``explain.json``.
+"""
+
+from __future__ import annotations
+
+import json
+import re
+import time
+from collections.abc import Mapping
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+import pandas as pd
+
+from vsplit.atomic import write_atomic
+from vsplit.config import PartyConfig
+from vsplit.data.sources import about_file
+from vsplit.errors import ConfigError
+from vsplit.explain.explanation import Explanation
+from vsplit.explain.machine import PartyExplanation
+from vsplit.explain.messages import MAX_PATH_ROWS, MAX_TOP_K
+from vsplit.explain.reasons import DIRECTIONS, reason_codes, write_reasons
+from vsplit.explain.session import explain_session, explanation_of
+from vsplit.party import LabelParty
+from vsplit.runtime.jobs import default_job_id
+from vsplit.transport.channel import Channel
+
+FOLDER = "explanations"
+_JOB = re.compile(r"[A-Za-z0-9._-]{1,64}")
+
+
+def check_settings(config: PartyConfig) -> None:
+    """Refuse ``[explain]`` settings out of range, naming the key and the fix."""
+    ex = config.explain
+    problems = []
+    if not 1 <= ex.steps <= 512:
+        problems.append(f"explain.steps: must be 1 to 512, got {ex.steps}")
+    if not 1 <= ex.chunk <= 65536:
+        problems.append(f"explain.chunk: must be 1 to 65536, got {ex.chunk}")
+    if ex.chunk * (ex.steps + 2) > MAX_PATH_ROWS:
+        problems.append(f"explain.chunk, explain.steps: chunk x (steps + 2) must be at most {MAX_PATH_ROWS} path "
+                        f"rows (a bound on every party's memory), got {ex.chunk * (ex.steps + 2)}; lower chunk")
+    if not 0 <= ex.share_top_k <= MAX_TOP_K:
+        problems.append(f"explain.share_top_k: must be 0 (share nothing) to {MAX_TOP_K}, got {ex.share_top_k}")
+    if ex.reasons < 1:
+        problems.append(f"explain.reasons: must be at least 1, got {ex.reasons}")
+    if ex.decline_when not in DIRECTIONS:
+        problems.append(f"explain.decline_when: must be 'high' or 'low', got {ex.decline_when!r}")
+    if not 0 < ex.threshold < 1:
+        problems.append(f"explain.threshold: a probability strictly between 0 and 1, got {ex.threshold}")
+    if problems:
+        raise ConfigError(f"{config.source}: " + "; ".join(problems))
+
+
+def explain_party(config: PartyConfig, input_path: Path | None, *, job: str | None = None,
+                  channels: Mapping[str, Channel] | None = None) -> Path:
+    """Explain ``input_path``'s rows with the peers (``channels``: already open; default: dial and listen as
+    configured); the path of this party's ``explain.json``."""
+    from vsplit.node import PartyNode
+    from vsplit.node.aligned import AlignedNode
+
+    check_settings(config)
+    job = job or default_job_id()
+    if not _JOB.fullmatch(job):
+        raise ConfigError(f"--job {job!r}: use 1 to 64 letters, digits, '.', '_' or '-'")
+    began = time.perf_counter()
+    node = PartyNode(config, progress=False)
+    if not isinstance(node, AlignedNode):
+        raise ConfigError(f"{config.source}: vsplit explain explains vertical, vanilla and U-shaped splits, not "
+                          f"{config.topology.kind!r}")
+    node.load_model()
+    table, _ = node.read_input(input_path, None)
+    folder = node.folder / FOLDER / job
+    folder.mkdir(parents=True, exist_ok=True)
+    with about_file(input_path):
+        prepared = node.party.prepare(table) if table is not None else None
+    ex = config.explain
+    session = explain_session(node.party, node.topology, prepared,
+                              psi=node.psi_settings("explain", state_dir=folder / "psi-state"), steps=ex.steps,
+                              chunk=ex.chunk, share_top_k=ex.share_top_k)
+    channels = dict(channels) if channels is not None else node.open_channels()
+    pump = node.pump(channels, purpose=":explain")
+    outcome = node.drive(session, channels, pump)
+    summary: dict[str, Any] = {"run_id": config.output.run_id, "party": node.name, "job": job,
+                               "communication": pump.stats.as_dict()}
+    result: PartyExplanation = outcome.result
+    rows = outcome.rows
+    if prepared is not None and rows is not None:
+        ids = [str(v) for v in prepared[0][rows]]
+        summary["rows"] = len(ids)
+        if isinstance(node.party, LabelParty):
+            summary.update(_label_outputs(config, explanation_of(node.name, ids, result), folder))
+        elif result.columns:
+            local = pd.DataFrame(result.values, columns=result.columns)
+            local.insert(0, config.data.id_column, ids)
+            write_atomic(folder / "attributions.csv", local.to_csv(index=False).encode())
+            summary["attributions"] = "attributions.csv (kept by this party; never sent)"
+            summary["shared_top_k"] = ex.share_top_k
+    summary["seconds"] = round(time.perf_counter() - began, 3)
+    path = folder / "explain.json"
+    write_atomic(path, (json.dumps(summary, indent=2, default=_plain) + "\n").encode())
+    return path
+
+
+def _label_outputs(config: PartyConfig, explanation: Explanation, folder: Path) -> dict[str, Any]:
+    ex = config.explain
+    write_atomic(folder / "explanations.csv", explanation.table().to_csv(index=False).encode())
+    reasons = reason_codes(explanation, n=ex.reasons, texts=ex.texts, decline_when=ex.decline_when,
+                           threshold=ex.threshold)
+    write_reasons(reasons, folder)
+    error = explanation.completeness_error()
+    _add_to_card(folder.parent.parent, explanation)
+    return {
+        "steps": explanation.steps,
+        "declined": len(reasons),
+        "completeness_max_error": float(error.max()) if len(error) else 0.0,
+        "completeness_mean_error": float(error.mean()) if len(error) else 0.0,
+        "global_importance": {k: float(v) for k, v in explanation.global_importance().items()},
+        "partners_sharing_top_k": sorted(explanation.top),
+        "files": ["explanations.csv", "reasons.csv", "reasons.json"],
+    }
+
+
+def _add_to_card(run_folder: Path, explanation: Explanation) -> None:
+    """Add the global importances (and their bar chart) to the model card the label party's training run wrote."""
+    from vsplit.report.card import RECORD, write_model_card
+
+    record = run_folder / RECORD
+    if not record.is_file():
+        return
+    card = json.loads(record.read_text(encoding="utf-8"))
+    card["importance"] = {k: float(v) for k, v in explanation.global_importance().items()}
+    card.setdefault("limits", []).append(
+        f"Importances from vsplit explain on {len(explanation.ids)} rows ({explanation.steps} nodes; largest "
+        f"completeness error {float(explanation.completeness_error().max()):.2g} log-odds).")
+    write_model_card(run_folder, card)
+
+
+def _plain(value: Any) -> Any:
+    if isinstance(value, np.generic):
+        return value.item()
+    raise TypeError(f"not JSON: {type(value).__name__}")
