@@ -380,6 +380,8 @@ def test_tapped_frames_live_partner_never_gets_bank_columns_or_scores_cached_no_
                     assert {k.tobytes() for k in m.id_keys([r.id for r in rows], run_id="v1")} <= asked
                 for frame in tap.frames[before[p]:]:
                     assert not any(v in frame for v in values)  # no score, no bank column value
+            if mode == "cached":  # the label party's calibration (vsplit calibrate) applies as in vsplit predict
+                _calibration_applies_to_split_scores(scorer, rows, scored)
             _hellos_and_snapshots_are_checked(scorer)
             # the table path (models trained with data.missing = "impute") scores the same
             monkeypatch.setattr(RowEncoder, "supports", staticmethod(lambda prep: False))
@@ -391,6 +393,29 @@ def test_tapped_frames_live_partner_never_gets_bank_columns_or_scores_cached_no_
                 daemon.close()
             for tap in taps.values():
                 tap.close()
+
+
+def _calibration_applies_to_split_scores(scorer, rows, scored) -> None:
+    from vsplit.explain.calibration import FILE, Calibrator
+    from vsplit.serve.model import BankModel
+    from vsplit.serve.scorer import SPLIT
+
+    calibrator = Calibrator(method="temperature", temperature=2.0)
+    model = scorer.model
+    path = calibrator.save(model.node.folder / FILE)
+    try:
+        assert BankModel.load(model.node.config, "v1").calibrator == calibrator
+    finally:
+        path.unlink()
+    model.calibrator = calibrator
+    try:
+        again = scorer.score(rows)
+    finally:
+        model.calibrator = None
+    split = [i for i, s in enumerate(scored) if s.model == SPLIT]
+    assert split, "no row scored by the split"
+    want = calibrator.apply(np.array([scored[i].score for i in split]))
+    assert np.abs(np.array([again[i].score for i in split]) - want).max() <= 1e-9
 
 
 def _hellos_and_snapshots_are_checked(scorer) -> None:

@@ -128,8 +128,13 @@ class Calibrator:
         method = state.get("method")
         if method not in METHODS:
             raise ConfigError(f"calibration file: method must be one of {METHODS}, got {method!r}")
-        return cls(method=method, temperature=float(state.get("temperature", 1.0)),
-                   x=tuple(map(float, state.get("x", ()))), y=tuple(map(float, state.get("y", ()))))
+        out = cls(method=method, temperature=float(state.get("temperature", 1.0)),
+                  x=tuple(map(float, state.get("x", ()))), y=tuple(map(float, state.get("y", ()))))
+        if not (np.isfinite(out.temperature) and out.temperature > 0):
+            raise ConfigError(f"calibration file: temperature must be a positive number, got {out.temperature}")
+        if method == "isotonic" and (len(out.x) != len(out.y) or not out.x or np.any(np.diff(out.x) < 0)):
+            raise ConfigError("calibration file: isotonic steps need x and y of one length, x in increasing order")
+        return out
 
     def save(self, path: Path) -> Path:
         """Write this calibrator as JSON (atomically)."""

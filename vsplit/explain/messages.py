@@ -1,4 +1,4 @@
-"""The messages of joint explanation (integrated gradients through the cuts). Type codes 0x0A01-0x0AFF.
+"""The messages of joint explanation (integrated gradients through the cuts). Type codes 0x0B01-0x0BFF.
 
 What crosses, and why: the coordinator (the label party) asks for an explanation of ``n_rows`` aligned rows with a
 path of ``steps`` points (:class:`ExplainRequest`); every cut then carries, per chunk of rows, the outputs of the
@@ -31,7 +31,7 @@ MAX_TOP_K = 64
 MAX_PATH_ROWS = 1 << 20
 
 
-@message(0x0A01)
+@message(0x0B01)
 @dataclass(frozen=True)
 class ExplainRequest(Message):
     """Coordinator -> every other party: explain ``n_rows`` aligned rows, ``chunk`` rows at a time, with ``steps``
@@ -56,7 +56,7 @@ def _check_tensor(values: np.ndarray) -> None:
     require(all_finite(values), "values must be finite")
 
 
-@message(0x0A02)
+@message(0x0B02)
 @dataclass(frozen=True)
 class PathActivations(Message):
     """The output of the segment before cut ``cut`` at every path point of chunk ``chunk`` (path-point major)."""
@@ -70,7 +70,7 @@ class PathActivations(Message):
         _check_tensor(self.values)
 
 
-@message(0x0A03)
+@message(0x0B03)
 @dataclass(frozen=True)
 class PathGradients(Message):
     """The quadrature-weighted gradient of the score with respect to :class:`PathActivations` of the same cut."""
@@ -84,7 +84,7 @@ class PathGradients(Message):
         _check_tensor(self.values)
 
 
-@message(0x0A04)
+@message(0x0B04)
 @dataclass(frozen=True)
 class GroupAttribution(Message):
     """A party with columns -> the coordinator: its group's attribution of each row of chunk ``chunk`` (``totals``)

@@ -161,6 +161,9 @@ class BankModel:
     partners: dict[str, tuple[str, int, str]]
     fallback: Any
     casefold: bool
+    #: the label party's calibration of the split's probabilities (``vsplit calibrate``), as ``vsplit predict``
+    #: applies it; ``None`` without one
+    calibrator: Any = None
 
     @classmethod
     def load(cls, config: PartyConfig, run_id: str | None = None) -> BankModel:
@@ -174,8 +177,12 @@ class BankModel:
                                   pair_digest(config.output.run_id, topology.view_fingerprint(c.src_owner)))
                     for c in topology.cuts_into(me)}
         modules = node.party.modules_for(topology, task_width=node.party.task_width)
+        from vsplit.explain.calibration import FILE, Calibrator
+
+        saved = node.folder / FILE
         return cls(node=node, run_id=config.output.run_id, modules=modules, partners=partners,
-                   fallback=_load_fallback(node), casefold=config.psi.case_fold)
+                   fallback=_load_fallback(node), casefold=config.psi.case_fold,
+                   calibrator=Calibrator.load(saved) if saved.is_file() else None)
 
     @property
     def name(self) -> str:
@@ -202,7 +209,8 @@ class BankModel:
         received = {self.partners[p][0]: torch.from_numpy(np.ascontiguousarray(v, dtype=np.float32))
                     for p, v in embeddings.items()}
         out = forward(self.node.topology, self.name, self.modules, inputs, received)
-        return np.asarray(party.task.predict(out), dtype=np.float64)
+        proba = np.asarray(party.task.predict(out), dtype=np.float64)
+        return self.calibrator.apply(proba) if self.calibrator is not None and proba.ndim == 1 else proba
 
     def score_alone(self, rows: Sequence[Mapping[str, Any]]) -> np.ndarray | None:
         """The bank-only fallback's predictions of ``rows``, or ``None`` without a fallback model."""
