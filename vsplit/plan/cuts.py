@@ -21,6 +21,11 @@ from torch import fx
 from vsplit.plan.graph import Captured
 
 
+def crossing_positions(*, produced: int, last_read: int) -> range:
+    """The cut positions at which a value produced at op ``produced`` and last read at ``last_read`` crosses."""
+    return range(produced + 1, last_read + 1)
+
+
 @dataclass(frozen=True)
 class Cut:
     """One candidate cut: a position in the execution order and the names it goes by."""

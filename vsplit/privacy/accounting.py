@@ -50,6 +50,13 @@ class Guarantee:
         return asdict(self)
 
 
+def randomized_response_epsilon(*, flip_probability: float) -> float:
+    """Epsilon of binary randomized response that flips each label with ``flip_probability`` (< 0.5)."""
+    if not 0 <= flip_probability < 0.5:
+        raise ConfigError(f"flip_probability must be in [0, 0.5), got {flip_probability}")
+    return math.inf if flip_probability == 0 else math.log((1 - flip_probability) / flip_probability)
+
+
 def gaussian_guarantee(
     *,
     noise_multiplier: float,
