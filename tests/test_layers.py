@@ -76,7 +76,7 @@ LAYERS: tuple[tuple[str, tuple[str, ...]], ...] = (
         "vsplit.estimator", "vsplit.horizontal.run", "vsplit.node",
     )),
     ("tools", ("vsplit.evaluation", "vsplit.boosting", "vsplit.privacy", "vsplit.pilot",
-               "vsplit.horizontal.processes")),
+               "vsplit.horizontal.processes", "vsplit.tune.trial", "vsplit.tune.between")),
     ("cli", ("vsplit.cli",)),
     ("package", ("vsplit",)),
 )
