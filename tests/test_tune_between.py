@@ -22,9 +22,11 @@ from _pilot_support import free_port, start, wait_all
 from _three_party_support import COLUMNS, PARTNERS, prepare_three_parties
 
 from vsplit.config import load_config
+from vsplit.errors import DataError
 from vsplit.models.rng import PartyRng
 from vsplit.transport import codec
 from vsplit.transport.memory import memory_pair
+from vsplit.tune import between
 from vsplit.tune.between import tune
 from vsplit.tune.messages import TuneAnswer
 
@@ -236,18 +238,31 @@ def test_poisoned_test_labels_change_nothing_and_partner_frames_carry_only_answe
             assert (answer.knob, answer.bound) in {("", ""), ("numeric_bins", "[4, 10]")}, answer
 
 
-def test_a_study_resumes_from_its_journal(study, private_streams, tmp_path):
+def test_a_study_resumes_from_its_journal_and_a_crashed_trial_is_recorded_not_fatal(study, private_streams,
+                                                                                     tmp_path, monkeypatch):
     configs, run, _ = study
-    journal = tmp_path / "study.log"  # a copy of the processes' study (3 trials), resumed up to 4
+    journal = tmp_path / "study.log"  # a copy of the processes' study (3 trials), resumed up to 5
     shutil.copy(run / "bank" / "tune" / "study.log", journal)
-    more = ["output.dir=../runs-resumed", f"tune.study={journal}", "tune.n_trials=4"]
-    narrow = {"telco": ["tune.bounds={ bottom_width = [1, 1] }"]}  # telco now refuses any trial: a quick fourth
+    more = ["output.dir=../runs-resumed", f"tune.study={journal}", "tune.n_trials=5"]
+    narrow = {"bank": ["tune.space={ lr = [0.001, 0.01], numeric_bins = [4, 8], bottom_width = [16, 32] }"]}
+    real = between.trial_config
+
+    def telco_crashes(config, values, *, number):  # telco's trials 3 and 4 fail before training
+        if config.party.name == "telco" and number >= 3:
+            raise DataError("telco: a column failed validation (injected by the test)")
+        return real(config, values, number=number)
+
+    monkeypatch.setattr(between, "trial_config", telco_crashes)
     outcomes, _ = _run_in_process(configs, more, narrow)
     keep = ("number", "state", "values", "auc", "error")
     trials = outcomes["bank"].trials
-    assert [t["number"] for t in trials] == [0, 1, 2, 3]
+    assert [t["number"] for t in trials] == [0, 1, 2, 3, 4]
     assert [{k: t[k] for k in keep} for t in trials[:3]] == [{k: t[k] for k in keep} for t in
                                                              _summary(run, "bank")["trials"]]
-    assert "telco refuses the trial: bottom_width" in trials[3]["error"] and "bound [1, 1]" in trials[3]["error"]
+    for trial in trials[3:]:  # the bank learns telco's abort code, never its reason
+        assert trial["state"] == "FAIL" and trial["error"].startswith("crashed: "), trial
+        assert "telco" in trial["error"] and "injected" not in trial["error"], trial
     assert outcomes["bank"].best == _summary(run, "bank")["best"]
-    assert [t["number"] for t in outcomes["shop"].trials] == [3]  # the partners take part in the new trial only
+    assert [t["number"] for t in outcomes["shop"].trials] == [3, 4]  # the partners take part in new trials only
+    assert all(t["state"] == "FAIL" for t in outcomes["shop"].trials)
+    assert all("injected" in t["error"] for t in outcomes["telco"].trials)  # telco logs its own reason
