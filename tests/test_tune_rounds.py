@@ -103,3 +103,13 @@ def test_best_toml_is_the_partys_config_with_the_trials_values_and_absolute_path
     assert best.train.weight_decay == 1e-4 and best.train.optimizer == "adamw" and best.train.epochs == 7
     assert best.data.path == str(tmp_path / "partner.csv") and best.tune.bounds == {"dropout": (0.0, 0.4)}
     assert tomllib.loads(path.read_text())["network"]["peers"] == {"bank": str(tmp_path / "keys" / "bank.pem")}
+
+
+def test_vsplit_tune_has_help_with_an_example(capsys):
+    from vsplit.cli.main import main
+
+    with pytest.raises(SystemExit) as exit_:
+        main(["tune", "--help"])
+    assert exit_.value.code == 0
+    out = capsys.readouterr().out
+    assert "Example" in out and "vsplit tune --config" in out
