@@ -266,3 +266,31 @@ def test_a_study_resumes_from_its_journal_and_a_crashed_trial_is_recorded_not_fa
     assert [t["number"] for t in outcomes["shop"].trials] == [3, 4]  # the partners take part in new trials only
     assert all(t["state"] == "FAIL" for t in outcomes["shop"].trials)
     assert all("injected" in t["error"] for t in outcomes["telco"].trials)  # telco logs its own reason
+
+
+def test_a_trials_validation_auc_is_the_same_split_trained_in_a_notebook_on_the_inner_training_rows(study):
+    """The bank's validation rows and the inner-train rows are the training rows cut in two; the trial the processes
+    trained is, bit for bit, SplitClassifier fit on the inner-train rows and scored on the validation rows."""
+    import torch
+
+    from vsplit.estimator import SplitClassifier
+    from vsplit.evaluation import shared_test_views
+    from vsplit.tune.space import estimator_params
+
+    configs, run, _ = study
+    rows = run / "bank" / "tune" / "rows"
+    fit, valid = pd.read_parquet(rows / "fit.parquet"), pd.read_parquet(rows / "valid.parquet")
+    train = pd.read_parquet(configs["bank"].parent / "data" / "train.parquet")
+    assert len(fit) + len(valid) == len(train) and set(fit["customer_id"]).isdisjoint(valid["customer_id"])
+    partners = {p: pd.read_parquet(configs[p].parent / "data" / "train.parquet") for p in PARTNERS}
+    best = _summary(run, "bank")["best"]
+    threads = torch.get_num_threads()
+    torch.set_num_threads(1)  # as in the party processes (train.threads)
+    try:
+        clf = SplitClassifier(label_party="bank", label="y", positive_label="yes", random_state=0, epochs=2,
+                              batch_size=256, patience=100, numeric_embedding="piecewise",
+                              **estimator_params(best["values"])).fit({"bank": fit, **partners})
+    finally:
+        torch.set_num_threads(threads)
+    views = shared_test_views({"bank": valid, **partners}, label_party="bank", id_column="customer_id")
+    assert clf.evaluate(views)["auc"] == best["auc"]
