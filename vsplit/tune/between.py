@@ -182,6 +182,8 @@ def _partner(config: PartyConfig, *, progress: bool, overrides: Sequence[str], c
                     _train(config, outcome.values, outcome.number, channels)
                 except Exception as exc:  # a crashed trial is recorded, not fatal
                     record.update(state="FAIL", error=f"crashed: {exc}")
+            if record["error"]:
+                log.warning("%s: trial %d failed: %s", me, outcome.number, record["error"])
             trials.append(record)
             bar.update(1)
     finally:
