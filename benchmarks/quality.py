@@ -2,6 +2,7 @@
 
     python benchmarks/quality.py [--quick] [--seeds 0 1 2] [--presets ...] [--out benchmarks/results-quality.json]
     python benchmarks/quality.py --readme    # the README's quality table, from the saved JSON
+    python benchmarks/quality.py --quick --presets default_credit --recipe '{"members": 4}'   # try a recipe
 
 Per preset: ``split``, ``centralized``, ``label_party_only`` (SplitClassifier's defaults), ``hgb``
 (HistGradientBoosting, defaults) and ``lightgbm`` (tuned on an inner validation split of the training rows), each
@@ -33,14 +34,15 @@ TITLES = {
 }
 
 
-def one_seed(name: str, seed: int) -> dict[str, dict]:
-    """Every model of :data:`MODELS` on preset ``name`` with ``seed``."""
+def one_seed(name: str, seed: int, recipe: dict | None = None) -> dict[str, dict]:
+    """Every model of :data:`MODELS` on preset ``name`` with ``seed`` (``recipe``: the split's, default
+    :data:`RECIPE`)."""
     from vsplit.boosting import score_boosters
     from vsplit.datasets import preset
     from vsplit.evaluation import compare, shared_test_views
 
     data = preset(name, seed=seed)
-    out = compare(data, modes=MODES, random_state=seed, **RECIPE)
+    out = compare(data, modes=MODES, random_state=seed, **(RECIPE if recipe is None else recipe))
     test = shared_test_views(data.test, label_party=data.label_party, id_column=data.id_column)
     out.update(score_boosters(data.train, test, label_party=data.label_party, label=data.label,
                               id_column=data.id_column, positive_label=data.positive_label, seed=seed))
@@ -81,6 +83,8 @@ def main() -> int:
     parser.add_argument("--quick", action="store_true", help="seed 0 only")
     parser.add_argument("--out", type=Path, default=None, help="also write the JSON here (atomically)")
     parser.add_argument("--readme", action="store_true", help="print the README table from the saved JSON")
+    parser.add_argument("--recipe", type=json.loads, default=None,
+                        help="the split's SplitClassifier parameters as JSON (default: RECIPE), to try one")
     args = parser.parse_args()
     if args.readme:
         print(readme_table(json.loads(RESULTS.read_text())))
@@ -91,11 +95,12 @@ def main() -> int:
     for name in args.presets:
         per_seed = {}
         for seed in seeds:
-            per_seed[seed] = one_seed(name, seed)
+            per_seed[seed] = one_seed(name, seed, args.recipe)
             print(f"{name} seed {seed}: " + ", ".join(f"{m} {per_seed[seed][m]['auc']:.4f}" for m in MODELS),
                   file=sys.stderr, flush=True)
         report[name] = summarise(per_seed)
-    report["meta"] = {"seeds": seeds, "wall_seconds": round(time.perf_counter() - started, 1), "cpus": os.cpu_count(),
+    report["meta"] = {"seeds": seeds, "recipe": RECIPE if args.recipe is None else args.recipe,
+                      "wall_seconds": round(time.perf_counter() - started, 1), "cpus": os.cpu_count(),
                       "load_before": [round(x, 2) for x in load_before],
                       "load_after": [round(x, 2) for x in os.getloadavg()]}
     text = json.dumps(report, indent=2)

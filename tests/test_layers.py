@@ -29,8 +29,9 @@ modules by name.
 10. tools, experiments that drive a front door: baseline comparisons (``evaluation``), the privacy studies
     (``privacy``: ``audit``, ``redteam``, ``cut_study``, ``u_shaped``, ``topology_audit`` train with
     ``SplitClassifier``; their reports, pictures and data), pilots (``pilot``), online scoring (``serve``: the
-    bank's service and the partners' daemons, on the node's model loading) and a party process's explanation and
-    monitoring (``explain.process``, ``monitor.process``).
+    bank's service and the partners' daemons, on the node's model loading), a party process's explanation and
+    monitoring (``explain.process``, ``monitor.process``) and its part in a search between organizations
+    (``tune.trial``, ``tune.between``: trials run the node's program).
 11. the command line (``cli``), 12. the package's front door (``vsplit``).
 
 A package's ``__init__`` re-exports its contents, so it stands as high as its highest module (``vsplit.privacy``'s
@@ -81,7 +82,7 @@ LAYERS: tuple[tuple[str, tuple[str, ...]], ...] = (
         "vsplit.estimator", "vsplit.horizontal.run", "vsplit.node",
     )),
     ("tools", ("vsplit.evaluation", "vsplit.boosting", "vsplit.privacy", "vsplit.pilot", "vsplit.serve",
-               "vsplit.explain.process", "vsplit.monitor.process")),
+               "vsplit.explain.process", "vsplit.monitor.process", "vsplit.tune.trial", "vsplit.tune.between")),
     ("cli", ("vsplit.cli",)),
     ("package", ("vsplit",)),
 )

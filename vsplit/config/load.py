@@ -199,6 +199,9 @@ def _cross_checks(config: PartyConfig, folder: Path, *, check_files: bool) -> li
         return errors + recipe_checks(config) + horizontal_checks(config) + _limit_checks(config) + \
             (file_checks(config, folder) if check_files else [])
     errors += recipe_checks(config)
+    from vsplit.tune.settings import tune_checks
+
+    errors += tune_checks(config)
     if party.role not in ROLES:
         errors.append(f"party.role: must be 'label', 'feature' or 'compute', got {party.role!r}")
     if kind not in KINDS:

@@ -302,6 +302,24 @@ class ExplainSection:
 
 
 @dataclass(frozen=True)
+class TuneSection:
+    """``vsplit tune``: a search between organizations (docs/tuning.md); ``vsplit train`` ignores it."""
+
+    #: label party: the trials the study holds (trials of a resumed study count)
+    n_trials: int = 20
+    #: label party: the study's Optuna journal file, resumed when it exists (default: <run folder>/tune/study.log)
+    study: str = ""
+    #: label party: the share of its training rows each trial is scored on and never trained on
+    validation_fraction: float = 0.2
+    #: label party: the sampler's seed
+    seed: int = 0
+    #: label party: the knobs it searches, knob = [low, high] (numeric_embedding: the choices); empty: the default
+    space: dict[str, tuple[float | str, ...]] = field(default_factory=dict)
+    #: every party: the values it accepts for knobs that shape its own model, knob = [low, high] or the choices
+    bounds: dict[str, tuple[float | str, ...]] = field(default_factory=dict)
+
+
+@dataclass(frozen=True)
 class PartyConfig:
     party: PartySection
     network: NetworkSection
@@ -315,5 +333,6 @@ class PartyConfig:
     output: OutputSection = field(default_factory=OutputSection)
     serve: ServeSection = field(default_factory=ServeSection)
     explain: ExplainSection = field(default_factory=ExplainSection)
+    tune: TuneSection = field(default_factory=TuneSection)
     #: the file the config came from (for resolving relative paths and error messages)
     source: str = ""

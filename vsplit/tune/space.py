@@ -2,23 +2,24 @@
 
 A trial is a dict of knob values. The label party draws every knob from its search space; a knob in
 :data:`PARTNER_KNOBS` shapes each partner's bottom too (its width, its numeric embedding, its dropout), so each
-partner checks it against the bounds in its own config (``[tune]``) and refuses a trial outside them with
-:class:`TrialRefused`, naming the knob, the value and the bound. :func:`estimator_params` maps a trial onto
+partner checks it against the bounds in its own config (``[tune] bounds``) and refuses a trial outside them with
+:class:`TrialRefused`, naming the knob, the value and the bound. A bound is ``(low, high)`` for a number and the
+allowed choices for a word (``numeric_embedding``). :func:`estimator_params` maps a trial onto
 :class:`~vsplit.estimator.SplitClassifier` parameters.
 
 Example:
     >>> try:
     ...     check_trial("shop", {"numeric_bins": 40, "lr": 0.01}, {"numeric_bins": (8, 32)})
     ... except TrialRefused as refusal:
-    ...     print(str(refusal).split(" (")[0])
-    shop refuses the trial: numeric_bins = 40 is outside its bound [8, 32]
+    ...     print(str(refusal).split(" (")[0], "|", refusal.knob, refusal.bound)
+    shop refuses the trial: numeric_bins = 40 is outside its bound [8, 32] | numeric_bins [8, 32]
     >>> estimator_params({"bottom_width": 96, "lr": 0.002})
     {'bottom_hidden': (96,), 'lr': 0.002}
 """
 
 from __future__ import annotations
 
-from collections.abc import Mapping
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
 
@@ -26,22 +27,36 @@ from vsplit.errors import ConfigError
 
 
 class TrialRefused(ConfigError):
-    """A party refused a trial's value: it lies outside a bound the party declared."""
+    """A party refused a trial's value: it lies outside a bound the party declared (``knob``, ``bound``)."""
+
+    def __init__(self, text: str, *, knob: str = "", bound: str = "") -> None:
+        super().__init__(text)
+        self.knob, self.bound = knob, bound
 
 
 @dataclass(frozen=True)
 class Knob:
-    """One searched value: an int or float between ``low`` and ``high`` (inclusive), on a log scale if ``log``."""
+    """One searched value: an int or float between ``low`` and ``high`` (inclusive), on a log scale if ``log``; or
+    (``kind="choice"``) one of ``choices``."""
 
     kind: str
-    low: float
-    high: float
+    low: float = 0.0
+    high: float = 0.0
     log: bool = False
+    choices: tuple[str, ...] = ()
 
     def suggest(self, trial: Any, name: str) -> Any:
+        if self.kind == "choice":
+            return trial.suggest_categorical(name, list(self.choices))
         if self.kind == "int":
             return trial.suggest_int(name, int(self.low), int(self.high), log=self.log)
         return trial.suggest_float(name, self.low, self.high, log=self.log)
+
+    def narrowed(self, limits: Sequence[Any]) -> Knob:
+        """This knob searched only within ``limits`` (``[low, high]``, or the choices)."""
+        if self.kind == "choice":
+            return Knob("choice", choices=tuple(str(c) for c in limits))
+        return Knob(self.kind, float(limits[0]), float(limits[1]), log=self.log)
 
 
 #: the default search space of the label party (shared knobs and every party's bottom)
@@ -56,19 +71,37 @@ SPACE: dict[str, Knob] = {
     "top_width": Knob("int", 16, 64),
     "dropout": Knob("float", 0.0, 0.3),
 }
+#: every knob a search may propose (those of :data:`SPACE`, and the ones searched only when a config asks)
+KNOBS: dict[str, Knob] = {**SPACE, "numeric_embedding": Knob("choice", choices=("piecewise", "periodic", "none"))}
 #: knobs that shape a partner's own bottom model: each partner's bounds apply to these
-PARTNER_KNOBS = ("embedding_width", "numeric_width", "numeric_bins", "bottom_width", "dropout")
+PARTNER_KNOBS = ("embedding_width", "numeric_embedding", "numeric_width", "numeric_bins", "bottom_width", "dropout")
 
 
-def check_trial(party: str, values: Mapping[str, Any], bounds: Mapping[str, tuple[float, float]]) -> None:
-    """Refuse (:class:`TrialRefused`) any value of ``values`` outside ``party``'s ``bounds`` (knob -> (low, high))."""
-    for name, (low, high) in bounds.items():
-        if name not in SPACE:
+def show_bound(limits: Sequence[Any]) -> str:
+    """A bound as refusals print it: ``[8, 32]`` for a range, ``{piecewise, none}`` for choices."""
+    if limits and isinstance(limits[0], str):
+        return "{" + ", ".join(str(c) for c in limits) + "}"
+    return "[" + ", ".join(f"{v:g}" if isinstance(v, float) else str(v) for v in limits) + "]"
+
+
+def inside(value: Any, limits: Sequence[Any]) -> bool:
+    """Whether ``value`` is within ``limits`` (a ``(low, high)`` range, or the allowed choices)."""
+    if limits and isinstance(limits[0], str):
+        return str(value) in {str(c) for c in limits}
+    return isinstance(value, (int, float)) and not isinstance(value, bool) and limits[0] <= value <= limits[1]
+
+
+def check_trial(party: str, values: Mapping[str, Any], bounds: Mapping[str, Sequence[Any]]) -> None:
+    """Refuse (:class:`TrialRefused`) any value of ``values`` outside ``party``'s ``bounds`` (knob -> (low, high),
+    or knob -> allowed choices)."""
+    for name, limits in bounds.items():
+        if name not in KNOBS:
             raise ConfigError(f"{party}: tune.{name} bounds a knob vsplit does not search; choose from: "
                               f"{', '.join(PARTNER_KNOBS)}")
-        if name in values and not low <= values[name] <= high:
-            raise TrialRefused(f"{party} refuses the trial: {name} = {values[name]} is outside its bound "
-                               f"[{low}, {high}] (tune.{name} in {party}'s config)")
+        if name in values and not inside(values[name], limits):
+            bound = show_bound(limits)
+            raise TrialRefused(f"{party} refuses the trial: {name} = {values[name]} is outside its bound {bound} "
+                               f"(tune.{name} in {party}'s config)", knob=name, bound=bound)
 
 
 def estimator_params(values: Mapping[str, Any]) -> dict[str, Any]:
