@@ -57,9 +57,9 @@ from dataclasses import dataclass, replace
 
 from vsplit.errors import AuthenticationError, ConfigError, ProtocolError, TransportError
 from vsplit.transport import numbered
-from vsplit.transport.channel import PeerClosed, PeerLost, RecvTimeout, take
+from vsplit.transport.channel import PeerClosed, PeerLost, RecvTimeout
 from vsplit.transport.framing import PREFIX_LIMIT
-from vsplit.transport.stream import ChannelOptions, Inbox, check_frame
+from vsplit.transport.stream import ChannelOptions, Inbox, check_frame, read_until
 from vsplit.transport.tls import TlsChannel
 
 log = logging.getLogger(__name__)
@@ -69,6 +69,7 @@ ACK_EVERY_FRAMES, ACK_EVERY_BYTES = 32, 1 << 20
 #: With an ack owed, the reader waits this long for a frame to piggyback on before sending the ACK alone.
 ACK_DELAY_S = 0.02
 _TICK_S = 0.5
+_HANDOVER_S = 0.005
 _LINK_BUFFER = 8 << 20
 _BACKOFF_START_S, _BACKOFF_MAX_S = 0.05, 1.0
 
@@ -175,6 +176,7 @@ class ResumableChannel:
         self._inbox = Inbox(self.options.max_buffered)
         self._told = 0  # the received count the peer last heard from us
         self._owed = (0, 0)  # frames and bytes received since then
+        self._owed_since = 0.0  # when the first of them arrived
         self._state = "up"  # up | down | lost | done
         self._deadline = 0.0
         self._up_since = time.monotonic()
@@ -211,11 +213,26 @@ class ResumableChannel:
             raise _again(self._raised)
         if self._closing:
             raise TransportError(f"channel to {self.peer!r} is closed")
-        item = take(self._inbox.get, timeout, peer=repr(self.peer))
+        item = self._inbox.take_nowait()
+        if item is None:
+            item = self._read_for_caller(timeout)
         if isinstance(item, BaseException):
             self._raised = item
             raise _again(item)
         return item
+
+    def _read_for_caller(self, timeout: float | None) -> bytearray | BaseException:
+        """``recv`` with nothing queued: read the current link on the caller's thread (frames are numbered,
+        acknowledged and queued as they arrive, :class:`_LinkSink`); while the link is down, wait for the frames the
+        next link brings (its reader thread queues them) or for the end."""
+        def step(left: float | None) -> None:
+            link = self._link
+            if link is None:  # down: the next link's reader thread queues what it brings
+                self._inbox.wait(_TICK_S if left is None else min(left, _TICK_S))
+            elif not link.pump(left):  # its reader thread was reading: it hands the frames over
+                self._inbox.wait(_HANDOVER_S if left is None else min(left, _HANDOVER_S))
+
+        return read_until(self._inbox, step, timeout, peer=self.peer)
 
     def close(self) -> None:
         """Say goodbye, wait until the peer has everything (see the module docstring), close the link; idempotent."""
@@ -333,27 +350,21 @@ class ResumableChannel:
             self._told, self._owed = received, (0, 0)
         self._write(link, numbered.ack(received))
 
-    # -- receiving -------------------------------------------------------------------------------------------------
+    # -- receiving: on the link's own reader thread (a FrameSink, see vsplit.transport.stream) ----------------------
     def _read_from(self, link: TlsChannel) -> None:
-        """Start the thread that reads ``link`` while it is the current one (one thread per link, so a new link is
-        read at once even while the thread of a dead one still waits for its last tick)."""
-        threading.Thread(target=self._read_loop, args=(link,), name=f"vsplit-resume-{self.peer}", daemon=True).start()
+        """Take ``link``'s frames and its end, on its reader thread, while it is the current link: no second thread
+        sits between the socket and :meth:`recv` (frames are numbered, acknowledged and queued where they arrive)."""
+        link.attach(_LinkSink(self, link))
 
-    def _read_loop(self, link: TlsChannel) -> None:
-        try:
-            while link is self._link and not self._stop.is_set():
-                owed = self._inbound.received > self._told
-                try:
-                    frame = link.recv(timeout=ACK_DELAY_S if owed else _TICK_S)
-                except RecvTimeout:
-                    self._send_ack(link, force=True)
-                    continue
-                except TransportError as exc:
-                    self._link_failed(link, exc)
-                    return
-                self._handle(link, frame)
-        except ProtocolError as exc:
-            self._fatal(exc)
+    def _quiet_s(self) -> float:
+        """How long a reader may wait before an owed acknowledgement is due (it waits for a frame to ride on)."""
+        if self._inbound.received <= self._told:
+            return _TICK_S
+        return max(0.0, self._owed_since + ACK_DELAY_S - time.monotonic())
+
+    def _ack_if_due(self, link: TlsChannel) -> None:
+        if self._inbound.received > self._told and time.monotonic() >= self._owed_since + ACK_DELAY_S:
+            self._send_ack(link, force=True)
 
     def _watch_deadline(self) -> None:
         """While the link is down: declare the peer lost when the deadline passes."""
@@ -371,7 +382,7 @@ class ResumableChannel:
                     return
                 self._cond.wait(left)
 
-    def _handle(self, link: TlsChannel, frame: bytearray) -> None:
+    def _handle(self, link: TlsChannel, frame: bytearray, *, wait: bool = True) -> None:
         env = numbered.parse(frame)
         if env.kind == numbered.RESUME:
             raise ProtocolError(f"{self.peer!r} sent a second resume handshake on one connection")
@@ -397,8 +408,10 @@ class ResumableChannel:
             del frame[: numbered.OVERHEAD]
             with self._cond:
                 frames, nbytes = self._owed
+                if not frames:
+                    self._owed_since = time.monotonic()
                 self._owed = (frames + 1, nbytes + len(frame))
-            if not self._inbox.put(frame, stop=self._stop):
+            if not self._inbox.put(frame, stop=self._stop if wait else None):
                 return
         self._send_ack(link)
 
@@ -525,6 +538,34 @@ class ResumableChannel:
     def _raise_if_lost(self) -> None:
         if self._state == "lost" and self._failure is not None:
             raise _again(self._failure)
+
+
+class _LinkSink:
+    """One link's frames and failure, handed to its channel on the link's reader thread."""
+
+    def __init__(self, channel: ResumableChannel, link: TlsChannel) -> None:
+        self.channel, self.link = channel, link
+
+    def frame(self, frame: bytearray, *, wait: bool) -> bool:
+        channel = self.channel
+        if self.link is not channel._link or channel._stop.is_set():
+            return False
+        try:
+            channel._handle(self.link, frame, wait=wait)
+        except ProtocolError as exc:
+            channel._fatal(exc)
+            return False
+        return True
+
+    def failed(self, exc: TransportError) -> None:
+        self.channel._link_failed(self.link, exc)
+
+    def quiet_s(self) -> float:
+        return self.channel._quiet_s()
+
+    def quiet(self) -> None:
+        if self.link is self.channel._link:
+            self.channel._ack_if_due(self.link)
 
 
 def _again(exc: BaseException) -> BaseException:
