@@ -221,8 +221,8 @@ def _tls_epoch_s(data, *, batch_size: int, epochs: int, reconnect: bool) -> floa
     """Median seconds per epoch (after the first) of bank and partner as two processes over mutual TLS."""
     import subprocess
 
-    from vsplit.pilot.orchestrate import free_port
     from vsplit.pilot.prepare import prepare_preset
+    from vsplit.transport.ports import free_ports
 
     settings = [f"train.batch_size={batch_size}", f"train.epochs={epochs}", "train.validation_fraction=0.0",
                 "output.baselines=false", "data.test_path=\"\""]
@@ -231,7 +231,7 @@ def _tls_epoch_s(data, *, batch_size: int, epochs: int, reconnect: bool) -> floa
     with tempfile.TemporaryDirectory() as tmp:
         root = Path(tmp)
         prepare_preset(data, root)
-        port = free_port()
+        (port,) = free_ports(1)
         from vsplit.pilot.configs import write_missing_configs
 
         configs = write_missing_configs(root, label=data.label, positive_label=data.positive_label)
