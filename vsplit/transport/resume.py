@@ -48,6 +48,7 @@ buffer), every wait has a timeout, and nothing ever crosses without mutual TLS.
 
 from __future__ import annotations
 
+import contextlib
 import logging
 import random
 import threading
@@ -232,7 +233,9 @@ class ResumableChannel:
             elif not link.pump(left):  # its reader thread was reading: it hands the frames over
                 self._inbox.wait(_HANDOVER_S if left is None else min(left, _HANDOVER_S))
 
-        return read_until(self._inbox, step, timeout, peer=self.peer)
+        link = self._link
+        with link.reading() if link is not None else contextlib.nullcontext():
+            return read_until(self._inbox, step, timeout, peer=self.peer)
 
     def close(self) -> None:
         """Say goodbye, wait until the peer has everything (see the module docstring), close the link; idempotent."""

@@ -31,6 +31,7 @@ sans-IO: it turns plaintext into wire bytes and back, and this module does all t
 
 from __future__ import annotations
 
+import contextlib
 import logging
 import queue
 import selectors
@@ -38,7 +39,7 @@ import socket
 import threading
 import time
 from collections import deque
-from collections.abc import Callable, Iterable
+from collections.abc import Callable, Iterable, Iterator
 from dataclasses import dataclass
 from typing import Protocol
 
@@ -315,6 +316,18 @@ class StreamChannel:
             self._failure = item
             raise type(item)(str(item))
         return item
+
+    @contextlib.contextmanager
+    def reading(self) -> Iterator[None]:
+        """While the block runs, this thread reads (through :meth:`pump`) and the background reader stays off the
+        socket: a caller that pumps in a loop keeps it for the whole wait, so no frame takes the thread hop."""
+        with self._callers_cond:
+            self._callers += 1
+        try:
+            yield
+        finally:
+            with self._callers_cond:
+                self._callers -= 1
 
     def pump(self, timeout: float | None) -> bool:
         """Read, on this thread, what arrives within ``timeout`` seconds (at most one read) and hand the frames to
