@@ -335,16 +335,16 @@ def reference(pilot: Pilot, work: Path) -> None:
 
 
 def plan(pilot: Pilot, rng: random.Random, *, budget: int, tmpfs: bool) -> list[Fault]:
-    """The faults of one run: 2..4 passing faults per attempt, at most two stopping ones, maybe a corruption."""
+    """The faults of one run: 3..6 passing faults per attempt, one or two stopping ones, maybe a corruption."""
     stopping = [k for k in STOPPING if tmpfs or k != "disk_full"]
-    stops = rng.choice([0, 1, 1, 2]) if budget > 1 else 0
+    stops = rng.choice([1, 1, 2]) if budget > 1 else 0
     faults: list[Fault] = []
-    span = pilot.seconds
+    span = pilot.seconds  # the uninterrupted run, start-up included: faults fall in its first two thirds
     for attempt in range(stops + 1):
-        for _ in range(rng.randint(2, 4)):
-            faults.append(Fault(rng.choice(PASSING), rng.uniform(0.25, 0.85) * span, attempt=attempt))
+        for _ in range(rng.randint(3, 6)):
+            faults.append(Fault(rng.choice(PASSING), rng.uniform(0.15, 0.65) * span, attempt=attempt))
         if attempt < stops:
-            faults.append(Fault(rng.choice(stopping), rng.uniform(0.3, 0.8) * span, attempt=attempt))
+            faults.append(Fault(rng.choice(stopping), rng.uniform(0.3, 0.7) * span, attempt=attempt))
             if rng.random() < 0.5:
                 faults.append(Fault("corrupt_checkpoint", 0.0, attempt=attempt + 1))
     for fault in faults:
