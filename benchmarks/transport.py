@@ -8,19 +8,31 @@ Keys:
   framing_overhead  bytes on the wire (TLS records, 4-byte length prefix, codec header) for one 1024 x 64 float32
                     embedding batch, divided by the tensor's own bytes; counted by the channel on the raw socket,
                     which the wire-tap test checks against a TCP proxy. Target <= 1.01.
-  tls_roundtrip_ms  median time to send a 128 KiB frame over mutual TLS on 127.0.0.1 and get 128 KiB back.
-  tls_epoch_s, inprocess_epoch_s, ratio
+  tls_roundtrip_ms  median time to send a 128 KiB frame over mutual TLS on 127.0.0.1 and get 128 KiB back, over
+                    a plain TLS channel (``network.reconnect_timeout_s = 0``).
+  round_trip_ms     the same between two processes (a partner and an echoing hub, as parties run) over the
+                    default channel: resumable (numbered frames, acks, a resend buffer), which survives a dropped
+                    connection; target <= 0.35 ms.
+  round_trip_ms_reconnect_off
+                    the same over a plain TLS channel.
+  tls_epoch_s, inprocess_epoch_s, ratio (= ratio_reconnect_on)
                     seconds per training epoch of the bank-marketing preset at batch 1024: bank and partner as two
-                    processes over mutual TLS on 127.0.0.1, and both in one process; target ratio <= 1.6.
-  *_batch256        the same at batch 256.
+                    processes over mutual TLS on 127.0.0.1 with the default (resumable) channels, and both in one
+                    process; target ratio <= 1.25.
+  tls_epoch_s_reconnect_off, ratio_reconnect_off
+                    the same with plain TLS channels (``network.reconnect_timeout_s = 0``).
+  *_batch256        the same at batch 256; target ratio_batch256 <= 1.5.
+  load_average      the 1-minute load average when the run ended (the machine is shared: compare within a run).
 
-Run: .venv/bin/python benchmarks/transport.py
+Writes benchmarks/results-transport.json (``--out``).
+Run: .venv/bin/python benchmarks/transport.py [--only tls_roundtrip tls_epoch]
 """
 
 from __future__ import annotations
 
 import argparse
 import json
+import os
 import statistics
 import sys
 import tempfile
@@ -33,12 +45,15 @@ from pathlib import Path
 
 import numpy as np
 
+from vsplit.atomic import write_atomic
+from vsplit.errors import TransportError
 from vsplit.protocol.message import Message, message
 from vsplit.transport import codec
+from vsplit.transport.channel import Channel
 from vsplit.transport.connect import Listener, dial
 from vsplit.transport.identity import create_identity, write_identity
 from vsplit.transport.pinning import Credentials
-from vsplit.transport.tls import TlsChannel
+from vsplit.transport.reconnect import StandingListener, dial_resumable
 
 SESSION = b"benchmark-sessio"
 
@@ -53,8 +68,9 @@ class EmbeddingBatch(Message):
 
 
 @contextmanager
-def tls_pair() -> Iterator[tuple[TlsChannel, TlsChannel]]:
-    """A hub channel and a partner channel joined by mutual TLS on 127.0.0.1."""
+def tls_pair(*, resumable: bool = False) -> Iterator[tuple[Channel, Channel]]:
+    """A hub channel and a partner channel joined by mutual TLS on 127.0.0.1 (``resumable``: the default kind, which
+    survives a dropped connection)."""
     with tempfile.TemporaryDirectory() as tmp:
         ids = {p: write_identity(create_identity(p), Path(tmp)) for p in ("bank", "insurer")}
 
@@ -62,16 +78,24 @@ def tls_pair() -> Iterator[tuple[TlsChannel, TlsChannel]]:
             return Credentials.load(me, own_cert=ids[me].cert_path, own_key=ids[me].key_path,
                                     peers={peer: ids[peer].cert_path})
 
-        hub = Listener(creds("bank", "insurer"), address=("127.0.0.1", 0))
-        with ThreadPoolExecutor(max_workers=1) as pool:
-            accepted = pool.submit(hub.accept_all, deadline_s=30)
-            partner = dial(creds("insurer", "bank"), peer="bank", address=hub.address, deadline_s=30)
-            hub_side = accepted.result()["insurer"]
+        if resumable:
+            standing = StandingListener(creds("bank", "insurer"), address=("127.0.0.1", 0))
+            partner: Channel = dial_resumable(creds("insurer", "bank"), peer="bank", address=standing.address,
+                                              deadline_s=30)
+            hub_side: Channel = standing.accept_all(deadline_s=30)["insurer"]
+        else:
+            hub = Listener(creds("bank", "insurer"), address=("127.0.0.1", 0))
+            with ThreadPoolExecutor(max_workers=1) as pool:
+                accepted = pool.submit(hub.accept_all, deadline_s=30)
+                partner = dial(creds("insurer", "bank"), peer="bank", address=hub.address, deadline_s=30)
+                hub_side = accepted.result()["insurer"]
         try:
             yield hub_side, partner
         finally:
             partner.close()
             hub_side.close()
+            if resumable:
+                standing.close()
 
 
 def measure_framing_overhead() -> dict[str, float]:
@@ -87,9 +111,10 @@ def measure_framing_overhead() -> dict[str, float]:
     return {"framing_overhead": round(statistics.median(ratios), 5)}
 
 
-def measure_tls_roundtrip(*, size: int = 128 * 1024, rounds: int = 200, warmup: int = 20) -> dict[str, float]:
+def _round_trip_ms(*, resumable: bool, size: int, rounds: int, warmup: int) -> float:
+    """Median ms to send ``size`` bytes and get them back, both channel ends in this process (one thread)."""
     payload = np.random.default_rng(1).bytes(size)
-    with tls_pair() as (hub_side, partner):
+    with tls_pair(resumable=resumable) as (hub_side, partner):
         times = []
         for i in range(warmup + rounds):
             start = time.perf_counter()
@@ -98,7 +123,79 @@ def measure_tls_roundtrip(*, size: int = 128 * 1024, rounds: int = 200, warmup: 
             partner.recv(timeout=30)
             if i >= warmup:
                 times.append(time.perf_counter() - start)
-    return {"tls_roundtrip_ms": round(statistics.median(times) * 1000, 3)}
+    return statistics.median(times) * 1000
+
+
+def _credentials(ids: dict, me: str, peer: str) -> Credentials:
+    return Credentials.load(me, own_cert=ids[me].cert_path, own_key=ids[me].key_path, peers={peer: ids[peer].cert_path})
+
+
+def _echo(ids: dict, resumable: bool, pipe, count: int) -> None:
+    """The hub in its own process: listen, tell the port, echo ``count`` frames, wait for the partner's goodbye."""
+    creds = _credentials(ids, "bank", "insurer")
+    hub = (StandingListener(creds, address=("127.0.0.1", 0)) if resumable
+           else Listener(creds, address=("127.0.0.1", 0)))
+    pipe.send(hub.address[1])
+    channel = hub.accept_all(deadline_s=30)["insurer"]
+    for _ in range(count):
+        channel.send(channel.recv(timeout=30))
+    try:
+        channel.recv(timeout=30)
+    except TransportError:
+        pass  # the partner closed
+    channel.close()
+    hub.close()
+
+
+def _two_process_round_trip_ms(*, resumable: bool, size: int, rounds: int, warmup: int) -> float:
+    """Median ms to send ``size`` bytes to a hub in another process (as parties run) and get them back."""
+    import multiprocessing
+
+    payload = np.random.default_rng(1).bytes(size)
+    context = multiprocessing.get_context("fork")
+    with tempfile.TemporaryDirectory() as tmp:
+        ids = {p: write_identity(create_identity(p), Path(tmp)) for p in ("bank", "insurer")}
+        ours, theirs = context.Pipe()
+        child = context.Process(target=_echo, args=(ids, resumable, theirs, warmup + rounds))
+        child.start()
+        try:
+            if not ours.poll(60):
+                raise RuntimeError("the echoing hub process did not start")
+            address = ("127.0.0.1", ours.recv())
+            creds = _credentials(ids, "insurer", "bank")
+            partner: Channel = (dial_resumable(creds, peer="bank", address=address, deadline_s=30) if resumable
+                                else dial(creds, peer="bank", address=address, deadline_s=30))
+            times = []
+            for i in range(warmup + rounds):
+                start = time.perf_counter()
+                partner.send(payload)
+                partner.recv(timeout=30)
+                if i >= warmup:
+                    times.append(time.perf_counter() - start)
+            partner.close()
+        finally:
+            child.join(timeout=30)
+            if child.is_alive():
+                child.kill()
+    return statistics.median(times) * 1000
+
+
+def measure_tls_roundtrip(*, size: int = 128 * 1024, rounds: int = 400, warmup: int = 40) -> dict[str, float]:
+    """128 KiB there and back over a plain TLS channel and over the default resumable one, alternating blocks of
+    rounds so both see the same load; medians of the blocks. ``tls_roundtrip_ms``: both ends in this process, as
+    before; ``round_trip_ms`` (resumable) and ``round_trip_ms_reconnect_off`` (plain): the hub in another process."""
+    blocks = 4
+    per = rounds // blocks
+    inproc: list[float] = []
+    plain: list[float] = []
+    resumable: list[float] = []
+    for _ in range(blocks):
+        inproc.append(_round_trip_ms(resumable=False, size=size, rounds=per, warmup=warmup))
+        plain.append(_two_process_round_trip_ms(resumable=False, size=size, rounds=per, warmup=warmup))
+        resumable.append(_two_process_round_trip_ms(resumable=True, size=size, rounds=per, warmup=warmup))
+    return {"tls_roundtrip_ms": round(statistics.median(inproc), 3),
+            "round_trip_ms": round(statistics.median(resumable), 3),
+            "round_trip_ms_reconnect_off": round(statistics.median(plain), 3)}
 
 
 def measure_tls_epoch(*, batch_size: int = 1024, epochs: int = 12) -> dict[str, float]:
@@ -106,25 +203,38 @@ def measure_tls_epoch(*, batch_size: int = 1024, epochs: int = 12) -> dict[str, 
 
     Both use one torch thread per party (as party processes do by default, ``train.threads``), the same seeds and
     batches; no validation rows, so only training steps are timed. Medians over epochs 2.. (the first warms up).
+    The two-process run goes twice: with the default resumable channels and with reconnects off, between two
+    in-process runs (their mean is the denominator, so a load that drifts during the measurement counts less).
     """
-    import os
-    import subprocess
-
-    import torch
-
     from vsplit.datasets import preset
-    from vsplit.estimator import SplitClassifier
-    from vsplit.pilot.orchestrate import free_port
-    from vsplit.pilot.prepare import prepare_preset
-    from vsplit.runtime.progress import EpochClock
 
     data = preset("bank_marketing", seed=0)
+    before = _inprocess_epoch_s(data, batch_size=batch_size, epochs=epochs)
+    on = _tls_epoch_s(data, batch_size=batch_size, epochs=epochs, reconnect=True)
+    off = _tls_epoch_s(data, batch_size=batch_size, epochs=epochs, reconnect=False)
+    after = _inprocess_epoch_s(data, batch_size=batch_size, epochs=epochs)
+    inprocess = (before + after) / 2  # the in-process epoch before and after the two-process runs: less drift
+    return {"tls_epoch_s": round(on, 4), "tls_epoch_s_reconnect_off": round(off, 4),
+            "inprocess_epoch_s": round(inprocess, 4), "ratio": round(on / inprocess, 3),
+            "ratio_reconnect_on": round(on / inprocess, 3), "ratio_reconnect_off": round(off / inprocess, 3),
+            "epoch_batch_size": batch_size}
+
+
+def _tls_epoch_s(data, *, batch_size: int, epochs: int, reconnect: bool) -> float:
+    """Median seconds per epoch (after the first) of bank and partner as two processes over mutual TLS."""
+    import subprocess
+
+    from vsplit.pilot.prepare import prepare_preset
+    from vsplit.transport.ports import free_ports
+
     settings = [f"train.batch_size={batch_size}", f"train.epochs={epochs}", "train.validation_fraction=0.0",
                 "output.baselines=false", "data.test_path=\"\""]
+    if not reconnect:
+        settings.append("network.reconnect_timeout_s=0")
     with tempfile.TemporaryDirectory() as tmp:
         root = Path(tmp)
         prepare_preset(data, root)
-        port = free_port()
+        (port,) = free_ports(1)
         from vsplit.pilot.configs import write_missing_configs
 
         configs = write_missing_configs(root, label=data.label, positive_label=data.positive_label)
@@ -141,7 +251,16 @@ def measure_tls_epoch(*, batch_size: int = 1024, epochs: int = 12) -> dict[str, 
             if proc.returncode:
                 raise RuntimeError(f"party process failed: {err.decode()[-2000:]}")
         result = json.loads((root / "runs" / "bench" / "bank" / "result.json").read_text())
-    tls = result["epoch_seconds"][1:]
+    return statistics.median(result["epoch_seconds"][1:])
+
+
+def _inprocess_epoch_s(data, *, batch_size: int, epochs: int) -> float:
+    """Median seconds per epoch (after the first) of the same training in one process, on one torch thread."""
+    import torch
+
+    from vsplit.estimator import SplitClassifier
+    from vsplit.runtime.progress import EpochClock
+
     threads = torch.get_num_threads()
     torch.set_num_threads(1)
     try:
@@ -151,17 +270,15 @@ def measure_tls_epoch(*, batch_size: int = 1024, epochs: int = 12) -> dict[str, 
                         random_state=0, alignment="join", callbacks=[clock]).fit(data.train)
     finally:
         torch.set_num_threads(threads)
-    inprocess = clock.seconds[1:]
-    t, i = statistics.median(tls), statistics.median(inprocess)
-    return {"tls_epoch_s": round(t, 4), "inprocess_epoch_s": round(i, 4), "ratio": round(t / i, 3),
-            "epoch_batch_size": batch_size}
+    return statistics.median(clock.seconds[1:])
 
 
 def measure_tls_epoch_256() -> dict[str, float]:
     """The same at batch 256, for the record (SecretFlow's simulation mode took 5 to 10 s per epoch there)."""
     out = measure_tls_epoch(batch_size=256, epochs=6)
     return {"tls_epoch_s_batch256": out["tls_epoch_s"], "inprocess_epoch_s_batch256": out["inprocess_epoch_s"],
-            "ratio_batch256": out["ratio"]}
+            "ratio_batch256": out["ratio"], "tls_epoch_s_batch256_reconnect_off": out["tls_epoch_s_reconnect_off"],
+            "ratio_batch256_reconnect_off": out["ratio_reconnect_off"]}
 
 
 MEASUREMENTS: list[Callable[[], dict[str, float]]] = [
@@ -172,13 +289,17 @@ MEASUREMENTS: list[Callable[[], dict[str, float]]] = [
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description="Transport benchmarks; prints one JSON object.")
     parser.add_argument("--only", nargs="*", help="run only these measurements (function names without measure_)")
+    parser.add_argument("--out", type=Path, default=Path(__file__).with_name("results-transport.json"),
+                        help="where to write the results (default: benchmarks/results-transport.json)")
     args = parser.parse_args(argv)
     results: dict[str, float] = {}
     for measure in MEASUREMENTS:
         if args.only and measure.__name__.removeprefix("measure_") not in args.only:
             continue
         results.update(measure())
+    results["load_average"] = round(os.getloadavg()[0], 2)
     print(json.dumps(results))
+    write_atomic(args.out, (json.dumps(results, indent=2) + "\n").encode())
     return 0
 
 

@@ -19,6 +19,7 @@ from __future__ import annotations
 import contextlib
 import logging
 import logging.handlers
+import sys
 from collections.abc import Iterator
 from pathlib import Path
 
@@ -26,13 +27,27 @@ from pathlib import Path
 BACKUPS = 2
 
 
+class _RunLog(logging.handlers.RotatingFileHandler):
+    """``log.txt``; when it cannot be written (a full disk) that is said once on stderr, not with a traceback per
+    record, and the run goes on (it stops with a clear error if it cannot write what it must: a checkpoint)."""
+
+    failed = False
+
+    def handleError(self, record: logging.LogRecord) -> None:
+        if not self.failed:
+            self.failed = True
+            exc = sys.exc_info()[1]
+            why = getattr(exc, "strerror", None) or exc
+            print(f"vsplit: warning: cannot write {self.baseFilename} ({why}); log records are dropped",
+                  file=sys.stderr)
+
+
 @contextlib.contextmanager
 def log_to_run_folder(folder: Path, *, level: int = logging.INFO, max_mb: float = 10.0) -> Iterator[Path]:
     """Send vsplit's log records to ``folder/log.txt`` for the duration of the block, rotated past ``max_mb``."""
     folder.mkdir(parents=True, exist_ok=True)
     path = folder / "log.txt"
-    handler = logging.handlers.RotatingFileHandler(path, maxBytes=max(1, int(max_mb * (1 << 20))),
-                                                   backupCount=BACKUPS)
+    handler = _RunLog(path, maxBytes=max(1, int(max_mb * (1 << 20))), backupCount=BACKUPS)
     handler.setFormatter(logging.Formatter("%(asctime)s %(levelname)s %(name)s: %(message)s"))
     root = logging.getLogger("vsplit")
     previous = root.level
@@ -46,4 +61,7 @@ def log_to_run_folder(folder: Path, *, level: int = logging.INFO, max_mb: float 
     finally:
         root.removeHandler(handler)
         root.setLevel(previous)
-        handler.close()
+        try:
+            handler.close()
+        except OSError:  # the last records could not be flushed (a full disk)
+            handler.handleError(logging.makeLogRecord({}))

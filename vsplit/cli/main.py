@@ -8,6 +8,7 @@ not finite; the label party's message names the party whose input went out of ra
 from __future__ import annotations
 
 import argparse
+import errno
 import importlib
 import sys
 
@@ -52,6 +53,12 @@ def main(argv: list[str] | None = None) -> int:
         print(f"vsplit: error: {exc}", file=sys.stderr)
         diverged = isinstance(exc, DivergenceError) or (isinstance(exc, RemoteAbort) and exc.code == DIVERGED)
         return EXIT_DIVERGED if diverged else EXIT_ERROR
+    except OSError as exc:
+        if exc.errno not in (errno.ENOSPC, errno.EDQUOT):
+            raise
+        print(f"vsplit: error: the disk is full ({exc}); free space (or set output.dir to another folder) and run "
+              "again (with --resume to continue from the last checkpoint)", file=sys.stderr)
+        return EXIT_ERROR
     except KeyboardInterrupt:
         print("vsplit: interrupted", file=sys.stderr)
         return EXIT_INTERRUPTED

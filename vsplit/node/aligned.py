@@ -412,7 +412,8 @@ class AlignedNode(PartyNode, kinds=("vertical", "vanilla", "u_shaped")):
 
         def save(state: dict[str, Any]) -> None:
             save_checkpoint(self.checkpoint_path("epoch", state["epoch"]), state, run_id=run_id, party=self.name)
-            for old in sorted((self.folder / "checkpoints").glob("epoch-*.npz"))[:-2]:  # a peer may be one behind
+            # the last three: a peer may be one behind, and its newest may be unreadable (it resumes two behind)
+            for old in sorted((self.folder / "checkpoints").glob("epoch-*.npz"))[:-3]:
                 old.unlink()
 
         def restore(epoch: int) -> dict[str, Any]:

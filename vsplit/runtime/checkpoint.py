@@ -42,7 +42,13 @@ def save_checkpoint(path: str | Path, state: dict[str, Any], *, run_id: str, par
     meta = {"format": FORMAT, "run_id": run_id, "party": party, "tree": tree}
     buffer = io.BytesIO()
     np.savez(buffer, __meta__=np.frombuffer(json.dumps(meta).encode(), dtype=np.uint8), **arrays)
-    write_atomic(path, buffer.getvalue(), mode=0o600)
+    try:
+        write_atomic(path, buffer.getvalue(), mode=0o600)  # on failure the previous file stays as it was
+    except OSError as exc:
+        raise CheckpointError(
+            f"cannot write {path} ({exc.strerror or exc}): free space on that disk (or set output.dir to another "
+            "folder), then restart every party with --resume; the checkpoints already written are intact"
+        ) from None
 
 
 def load_checkpoint(path: str | Path, *, run_id: str, party: str) -> dict[str, Any]:
