@@ -99,24 +99,17 @@ class Pilot:
 
 def prepare_vertical3(root: Path, *, rows: int = 1200, epochs: int = 3, batch: int = 128) -> Pilot:
     """Bank, shop and telco on ``rows`` rows of the UCI bank sample, split three ways by columns."""
-    from sklearn.model_selection import train_test_split
 
-    from vsplit.atomic import save_with
-    from vsplit.datasets import load, partition
+    from vsplit.datasets import load
+    from vsplit.datasets.partition import partition_train_test
     from vsplit.pilot.configs import write_missing_configs
-    from vsplit.pilot.prepare import ensure_keys
+    from vsplit.pilot.prepare import ensure_keys, export_tables
 
     columns = {"bank": ["age", "job", "marital", "education", "y"], "shop": ["default", "balance", "housing", "loan"],
                "telco": ["contact", "day", "month", "duration", "campaign", "pdays", "previous", "poutcome"]}
     source = load("bank").sample(n=rows, random_state=0)
-    train, test = train_test_split(source, test_size=0.2, stratify=source["y"], random_state=0)
-    split = {"columns": columns, "label_party": "bank", "label": "y", "overlap": 0.9, "extra": 0.05}
-    tables = {"train": partition(train, seed=0, **split)}
-    used = set().union(*(t["customer_id"] for t in tables["train"].values()))
-    tables["test"] = partition(test, seed=1, reserved_ids=used, **split)
-    for name, parts in tables.items():
-        for party, table in parts.items():
-            save_with(root / party / "data" / f"{name}.parquet", lambda h, t=table: t.to_parquet(h, index=False))
+    tables = partition_train_test(source, columns=columns, label_party="bank", label="y", seed=0)
+    export_tables(tables, root)
     ensure_keys(root, list(columns))
     configs = write_missing_configs(root, label="y", positive_label="yes",
                                     roles={"bank": "label", "shop": "feature", "telco": "feature"})

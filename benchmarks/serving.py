@@ -38,6 +38,8 @@ from typing import Any
 import numpy as np
 import pandas as pd
 
+from vsplit.transport.ports import free_ports
+
 REPO = Path(__file__).resolve().parents[1]
 COLUMNS = {"bank": ["age", "job", "marital", "education", "balance", "housing", "loan", "y"],
            "partner": ["default", "contact", "day", "month", "campaign", "pdays", "previous", "poutcome"]}
@@ -89,30 +91,14 @@ reload_s = 1.0
 """
 
 
-def free_port() -> int:
-    import socket
-
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return int(s.getsockname()[1])
-
-
 def prepare(root: Path, *, http: int, link: int) -> None:
-    from sklearn.model_selection import train_test_split
-
-    from vsplit.atomic import save_with
-    from vsplit.datasets import load, partition
-    from vsplit.pilot.prepare import ensure_keys
+    from vsplit.datasets import load
+    from vsplit.datasets.partition import partition_train_test
+    from vsplit.pilot.prepare import ensure_keys, export_tables
 
     source = load("bank")
-    train, test = train_test_split(source, test_size=0.2, stratify=source["y"], random_state=0)
-    split = {"columns": COLUMNS, "label_party": "bank", "label": "y", "overlap": 0.9, "extra": 0.05}
-    tables = {"train": partition(train, seed=0, **split)}
-    used = set().union(*(t["customer_id"] for t in tables["train"].values()))
-    tables["test"] = partition(test, seed=1, reserved_ids=used, **split)
-    for name, parts in tables.items():
-        for party, table in parts.items():
-            save_with(root / party / "data" / f"{name}.parquet", lambda h, t=table: t.to_parquet(h, index=False))
+    tables = partition_train_test(source, columns=COLUMNS, label_party="bank", label="y", seed=0)
+    export_tables(tables, root)
     ensure_keys(root, list(COLUMNS))
     (root / "bank" / "party.toml").write_text(_BANK.format(seed=0, http=http, link=link))
     (root / "partner" / "party.toml").write_text(_PARTNER.format(seed=0, link=link))
@@ -316,7 +302,7 @@ def main(argv: list[str] | None = None) -> dict[str, Any]:
                               "cpus": os.cpu_count()}
     with tempfile.TemporaryDirectory(prefix="vsplit-serving-") as tmp:
         root = Path(tmp)
-        http, link = free_port(), free_port()
+        http, link = free_ports(2)
         prepare(root, http=http, link=link)
         batch = {"v1": train_and_predict(root, "v1", 0), "v2": train_and_predict(root, "v2", 1)}
         test = pd.read_parquet(root / "bank" / "data" / "test.parquet")

@@ -101,6 +101,38 @@ def partition(
     return tables
 
 
+def partition_train_test(
+    df: pd.DataFrame,
+    *,
+    columns: dict[str, list[str]],
+    label_party: str,
+    label: str,
+    seed: int,
+    test_size: float = 0.2,
+    overlap: float = 0.9,
+    extra: float = 0.05,
+) -> dict[str, dict[str, pd.DataFrame]]:
+    """``df`` cut into stratified train and test rows (``seed``), each partitioned into the parties' tables
+    (:func:`partition`, seeds ``seed`` and ``seed + 1``) so that no test ID is a training ID:
+    ``{"train": {party: table}, "test": {party: table}}``.
+
+    Example:
+        >>> df = pd.DataFrame({"a": range(40), "b": range(40), "y": ["no", "yes"] * 20})
+        >>> t = partition_train_test(df, columns={"bank": ["a", "y"], "shop": ["b"]}, label_party="bank", label="y",
+        ...                          seed=0)
+        >>> len(t["train"]["bank"]), len(t["test"]["bank"])
+        (32, 8)
+    """
+    from sklearn.model_selection import train_test_split
+
+    train, test = train_test_split(df, test_size=test_size, stratify=df[label], random_state=seed)
+    split = {"columns": columns, "label_party": label_party, "label": label, "overlap": overlap, "extra": extra}
+    tables = {"train": partition(train, seed=seed, **split)}
+    used = set().union(*(t["customer_id"] for t in tables["train"].values()))
+    tables["test"] = partition(test, seed=seed + 1, reserved_ids=used, **split)
+    return tables
+
+
 def _new_ids(rng: np.random.Generator, count: int, *, reserved: Iterable[str]) -> np.ndarray:
     """Draw ``count`` distinct 10-digit numeric strings, none of them in ``reserved``."""
     taken = set(reserved)

@@ -8,11 +8,9 @@ from __future__ import annotations
 
 from pathlib import Path
 
-from sklearn.model_selection import train_test_split
-
-from vsplit.atomic import save_with
-from vsplit.datasets import load, partition
-from vsplit.pilot.prepare import ensure_keys
+from vsplit.datasets import load
+from vsplit.datasets.partition import partition_train_test
+from vsplit.pilot.prepare import ensure_keys, export_tables
 
 COLUMNS = {
     "bank": ["age", "job", "marital", "education", "y"],
@@ -72,14 +70,8 @@ run_id = "{run_id}"
 def prepare_three_parties(root: Path, *, port: int, run_id: str, extra: str = "", seed: int = 0) -> dict[str, Path]:
     """Tables, keys and hand-written ``party.toml`` files for bank, shop and telco under ``root``; the configs."""
     source = load("bank")
-    train, test = train_test_split(source, test_size=0.2, stratify=source["y"], random_state=seed)
-    split = {"columns": COLUMNS, "label_party": "bank", "label": "y", "overlap": 0.9, "extra": 0.05}
-    tables = {"train": partition(train, seed=seed, **split)}
-    used = set().union(*(t["customer_id"] for t in tables["train"].values()))
-    tables["test"] = partition(test, seed=seed + 1, reserved_ids=used, **split)
-    for name, parts in tables.items():
-        for party, table in parts.items():
-            save_with(root / party / "data" / f"{name}.parquet", lambda h, t=table: t.to_parquet(h, index=False))
+    tables = partition_train_test(source, columns=COLUMNS, label_party="bank", label="y", seed=seed)
+    export_tables(tables, root)
     ensure_keys(root, list(COLUMNS))
     configs = {}
     for party in COLUMNS:

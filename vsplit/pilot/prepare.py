@@ -23,6 +23,7 @@ Example:
 from __future__ import annotations
 
 import shutil
+from collections.abc import Mapping
 from pathlib import Path
 from typing import Any
 
@@ -31,9 +32,10 @@ from vsplit.transport.identity import create_identity, write_identity
 
 
 def export_tables(preset: Any, root: Path) -> None:
-    """Write each party's train and test tables to ``root/<party>/data/``."""
+    """Write each party's train and test tables (``preset.train`` and ``.test``, or a mapping with those keys) to
+    ``root/<party>/data/``."""
     for split in ("train", "test"):
-        for party, table in getattr(preset, split).items():
+        for party, table in (preset[split] if isinstance(preset, Mapping) else getattr(preset, split)).items():
             target = root / party / "data" / f"{split}.parquet"
             save_with(target, lambda handle, t=table: t.to_parquet(handle, index=False))
 
