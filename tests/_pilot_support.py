@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import dataclasses
 import itertools
 import os
 import socket
@@ -101,3 +102,14 @@ def kill_after_buckets(proc: subprocess.Popen, state: Path, log: Path, *, bucket
             pass
         time.sleep(0.005)
     proc.kill()
+
+
+def small(data, rows: int, test_rows: int):
+    """The preset's first ``rows`` training (``test_rows`` test) customers of the bank and the partner rows of the same
+    customers: a run of a few seconds with the preset's columns, labels and overlap."""
+    def cut(tables, n):
+        ids = set(tables["bank"]["customer_id"].head(n))
+        return {p: t[t["customer_id"].isin(ids)].reset_index(drop=True) for p, t in tables.items()}
+
+    return dataclasses.replace(data, train=cut(data.train, rows), test=cut(data.test, test_rows))
+

@@ -4,13 +4,12 @@ model; every JSON of a run is strict; a truncated newest checkpoint is passed ov
 
 from __future__ import annotations
 
-import dataclasses
 import subprocess
 import sys
 from pathlib import Path
 
 import pytest
-from _pilot_support import REPO, free_port, in_process_metrics, start, wait_all, write_configs
+from _pilot_support import REPO, free_port, in_process_metrics, small, start, wait_all, write_configs
 from _transport_support import make_identities  # noqa: F401  (puts benchmarks/ on the path)
 from stranger_flood import Flood
 
@@ -24,18 +23,9 @@ LOG_MAX_MB = 0.02
 COMMON = ["--quiet", "--set", "output.baselines=false", "--set", f"output.log_max_mb={LOG_MAX_MB}"]
 
 
-def small(data):
-    """The first customers of the bank and the partner rows of the same customers: a run of a few seconds."""
-    def cut(tables, n):
-        ids = set(tables["bank"]["customer_id"].head(n))
-        return {p: t[t["customer_id"].isin(ids)].reset_index(drop=True) for p, t in tables.items()}
-
-    return dataclasses.replace(data, train=cut(data.train, ROWS), test=cut(data.test, TEST_ROWS))
-
-
 @pytest.fixture(scope="module")
 def data():
-    return small(preset("secretflow_bank"))
+    return small(preset("secretflow_bank"), ROWS, TEST_ROWS)
 
 
 @pytest.fixture(scope="module")

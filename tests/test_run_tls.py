@@ -1,11 +1,14 @@
-"""Two OS processes train the bank-marketing model over mutual TLS and reach the in-process parameters."""
+"""Two OS processes train the bank-marketing model over mutual TLS and reach the in-process parameters.
+
+On the preset's first 6,000 training and 1,500 test customers: equality does not depend on the row count, and every
+case still runs many batches (and windows of batches ahead)."""
 
 from __future__ import annotations
 
 import numpy as np
 import pytest
 import torch
-from _pilot_support import free_port, start, wait_all, write_configs
+from _pilot_support import free_port, small, start, wait_all, write_configs
 
 from vsplit.datasets import preset
 from vsplit.estimator import SplitClassifier
@@ -17,7 +20,7 @@ EPOCHS = 2
 
 @pytest.fixture(scope="module")
 def bank_marketing():
-    return preset("bank_marketing", seed=0)
+    return small(preset("bank_marketing", seed=0), 6000, 1500)
 
 
 AHEAD = {"exact": {}, "window_4": {"pipeline_window": 4}, "local_3": {"local_steps": 3}}
