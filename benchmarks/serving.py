@@ -3,15 +3,17 @@
     python benchmarks/serving.py [--seconds 10] [--single 2000] [--concurrency 32] [--out FILE.json]
 
 Trains two versions (``v1``, ``v2``) of a bank + partner vertical split on the bundled UCI bank sample (one epoch,
-in one process), starts ``vsplit serve`` for the partner (its daemon) and the bank (HTTP on 127.0.0.1, workers 2,
-micro-batches up to 256 rows) as separate OS processes over mutual TLS on loopback, and loads the API from an
-asyncio HTTP client (aiohttp, one keep-alive connection per concurrent client) in this process. Every process shares
-the same 2 cores, the load generator included. Prints ONE JSON object and writes it to ``--out``:
+in one process), starts ``vsplit serve`` for the partner (its daemon) and the bank (HTTP on 127.0.0.1, up to 2
+micro-batches in flight of up to 256 rows) as separate OS processes over mutual TLS on loopback, and loads the API
+from an asyncio HTTP/1.1 client in this process (:mod:`http_client`: one keep-alive connection per concurrent client,
+requests prebuilt as bytes, uvloop when installed). Every process shares the same 2 cores, the load generator
+included. Prints ONE JSON object and writes it to ``--out``:
 
   live.single.p50_ms / p99_ms       one request at a time (``--single`` requests), POST /v1/score, live mode
   live.load.throughput_rps / p99_ms ``--concurrency`` clients for ``--seconds``: scored requests per second, latency
                                     (at the client); ``server_p50_le_ms`` / ``server_p99_le_ms``: the bucket bound of
-                                    the bank's own histogram (request in to answer out) under which they fall
+                                    the bank's own histogram (request in to answer out) under which they fall;
+                                    ``cpu_cores``: CPU seconds per second of the run of the client, bank, partner
   cached.single.* / cached.load.*   the same with the bank restarted in cached mode (partner's snapshot held)
   swap.failed_requests              non-200 answers while ``POST /v1/models {"run_id": "v2"}`` switches the version
                                     under the live load (and ``swap.requests``, ``swap.seconds``)
@@ -39,6 +41,10 @@ import numpy as np
 import pandas as pd
 
 from vsplit.transport.ports import free_ports
+
+sys.path.insert(0, str(Path(__file__).resolve().parent))
+from http_client import Connection
+from http_client import post as post_bytes
 
 REPO = Path(__file__).resolve().parents[1]
 COLUMNS = {"bank": ["age", "job", "marital", "education", "balance", "housing", "loan", "y"],
@@ -172,58 +178,81 @@ async def wait_ready(base: str, timeout: float = 120) -> None:
     raise RuntimeError("the service did not become ready")
 
 
-async def single(base: str, rows: list[dict], n: int) -> dict[str, float]:
-    import aiohttp
+def _requests(base: str, rows: list[dict]) -> list[bytes]:
+    """``POST /v1/score`` of each row, prebuilt as bytes (the client then only writes and reads)."""
+    host = base.split("://", 1)[1]
+    return [post_bytes(host, "/v1/score", json.dumps(r).encode()) for r in rows]
 
+
+def cpu_seconds(pid: int | None = None) -> float:
+    """User + system CPU seconds of process ``pid`` so far (``None``: this one)."""
+    if pid is None:
+        return time.process_time()
+    fields = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()
+    return (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")
+
+
+async def single(base: str, rows: list[dict], n: int) -> dict[str, float]:
+    host, port = base.split("://", 1)[1].split(":")
+    requests = _requests(base, rows)
+    conn = await Connection.open(host, int(port))
     latencies = []
-    async with aiohttp.ClientSession() as session:
+    try:
         for i in range(n + 50):
             began = time.perf_counter()
-            async with session.post(f"{base}/v1/score", json=rows[i % len(rows)]) as reply:
-                await reply.read()
-                assert reply.status == 200, await reply.text()
+            status, body = await conn.send(requests[i % len(requests)])
+            assert status == 200, body
             if i >= 50:  # warm-up left out
                 latencies.append(time.perf_counter() - began)
+    finally:
+        conn.close()
     return _stats(latencies)
 
 
-async def load(base: str, rows: list[dict], *, seconds: float, concurrency: int,
-               during: Any = None) -> dict[str, Any]:
-    """``concurrency`` clients for ``seconds``; ``during``: a coroutine run once, half a second in."""
-    import aiohttp
-
+async def load(base: str, rows: list[dict], *, seconds: float, concurrency: int, during: Any = None,
+               pids: dict[str, int] | None = None) -> dict[str, Any]:
+    """``concurrency`` clients for ``seconds``; ``during``: a coroutine run once, half a second in; ``pids``: the
+    processes whose CPU use is reported (``cpu_cores``: CPU seconds per second of the run, this process as
+    ``client``)."""
+    host, port = base.split("://", 1)[1].split(":")
+    requests = _requests(base, rows)
     latencies: list[float] = []
     statuses: dict[int, int] = {}
+    conns = [await Connection.open(host, int(port)) for _ in range(concurrency)]
     stop = time.monotonic() + seconds
 
     async def client(k: int) -> None:
-        connector = aiohttp.TCPConnector(limit=1)
-        async with aiohttp.ClientSession(connector=connector) as session:
-            i = k
-            while time.monotonic() < stop:
-                began = time.perf_counter()
-                try:
-                    async with session.post(f"{base}/v1/score", json=rows[i % len(rows)]) as reply:
-                        await reply.read()
-                        status = reply.status
-                except aiohttp.ClientError:
-                    status = -1
-                latencies.append(time.perf_counter() - began)
-                statuses[status] = statuses.get(status, 0) + 1
-                i += concurrency
+        conn, i = conns[k], k
+        while time.monotonic() < stop:
+            began = time.perf_counter()
+            try:
+                status, _ = await conn.send(requests[i % len(requests)])
+            except OSError:
+                status = -1
+                conn = conns[k] = await Connection.open(host, int(port))
+            latencies.append(time.perf_counter() - began)
+            statuses[status] = statuses.get(status, 0) + 1
+            i += concurrency
 
     async def side() -> Any:
         await asyncio.sleep(0.5)
         return await during if during is not None else None
 
+    watched = {"client": None, **(pids or {})}
+    cpu = {name: cpu_seconds(pid) for name, pid in watched.items()}
     began = time.perf_counter()
-    results = await asyncio.gather(*(client(k) for k in range(concurrency)), side())
+    try:
+        results = await asyncio.gather(*(client(k) for k in range(concurrency)), side())
+    finally:
+        for conn in conns:
+            conn.close()
     elapsed = time.perf_counter() - began
+    cores = {name: round((cpu_seconds(pid) - cpu[name]) / elapsed, 2) for name, pid in watched.items()}
     ok = statuses.get(200, 0)
     return {"throughput_rps": round(ok / elapsed, 1), **_stats(latencies), "requests": sum(statuses.values()),
             "failed_requests": sum(v for k, v in statuses.items() if k != 200),
             "statuses": {str(k): v for k, v in sorted(statuses.items())}, "concurrency": concurrency,
-            "seconds": round(elapsed, 2), "side": results[-1]}
+            "seconds": round(elapsed, 2), "cpu_cores": cores, "side": results[-1]}
 
 
 async def post(base: str, path: str, body: Any) -> tuple[int, Any, float]:
@@ -260,13 +289,16 @@ def server_quantile(before: dict[str, float], after: dict[str, float], q: float)
     return None
 
 
-async def loaded(base: str, rows: list[dict], **options: Any) -> dict[str, Any]:
-    """:func:`load`, with the bank's own p50 and p99 bucket bounds of the same requests."""
+async def server_view(base: str, work: Any) -> dict[str, Any]:
+    """Await ``work`` (:func:`single` or :func:`load`), adding the bank's own p50 and p99 bucket bounds of the same
+    requests; under load also the bank's CPU microseconds per answered request."""
     before = await server_histogram(base)
-    out = await load(base, rows, **options)
+    out = await work
     after = await server_histogram(base)
     out["server_p50_le_ms"] = server_quantile(before, after, 0.5)
     out["server_p99_le_ms"] = server_quantile(before, after, 0.99)
+    if "cpu_cores" in out and out["throughput_rps"]:
+        out["bank_cpu_us_per_request"] = round(out["cpu_cores"]["bank"] / out["throughput_rps"] * 1e6, 1)
     return out
 
 
@@ -289,6 +321,19 @@ def _stats(latencies: list[float]) -> dict[str, float]:
     ms = np.asarray(latencies) * 1000
     return {"p50_ms": round(float(np.percentile(ms, 50)), 3), "p99_ms": round(float(np.percentile(ms, 99)), 3),
             "mean_ms": round(float(ms.mean()), 3), "n": len(ms)}
+
+
+def run(work: Any) -> Any:
+    """Run the coroutine ``work`` on uvloop when it is installed (the client's own CPU is taken from the service)."""
+    try:
+        import uvloop
+    except ImportError:
+        return asyncio.run(work)
+    return uvloop.run(work)
+
+
+def pids(procs: dict[str, subprocess.Popen]) -> dict[str, int]:
+    return {name: proc.pid for name, proc in procs.items()}
 
 
 def main(argv: list[str] | None = None) -> dict[str, Any]:
@@ -314,10 +359,11 @@ def main(argv: list[str] | None = None) -> dict[str, Any]:
         try:
             asyncio.run(wait_ready(base))
             live: dict[str, Any] = {"max_abs_diff_vs_batch": max_diff(asyncio.run(score_all(base, rows)), batch["v1"])}
-            live["single"] = asyncio.run(single(base, rows, args.single))
-            live["load"] = asyncio.run(loaded(base, rows, seconds=args.seconds, concurrency=args.concurrency))
+            live["single"] = run(server_view(base, single(base, rows, args.single)))
+            live["load"] = run(server_view(base, load(base, rows, seconds=args.seconds, concurrency=args.concurrency,
+                                                        pids=pids(procs))))
             live["load"].pop("side")
-            swap = asyncio.run(load(base, rows, seconds=args.seconds / 2, concurrency=args.concurrency,
+            swap = run(load(base, rows, seconds=args.seconds / 2, concurrency=args.concurrency,
                                     during=post(base, "/v1/models", {"run_id": "v2"})))
             status, body, ms = swap.pop("side")
             result["swap"] = {"failed_requests": swap["failed_requests"], "requests": swap["requests"],
@@ -336,8 +382,9 @@ def main(argv: list[str] | None = None) -> dict[str, Any]:
             asyncio.run(wait_ready(base))
             cached: dict[str, Any] = {"max_abs_diff_vs_batch": max_diff(asyncio.run(score_all(base, rows)),
                                                                         batch["v1"])}
-            cached["single"] = asyncio.run(single(base, rows, args.single))
-            cached["load"] = asyncio.run(loaded(base, rows, seconds=args.seconds, concurrency=args.concurrency))
+            cached["single"] = run(server_view(base, single(base, rows, args.single)))
+            cached["load"] = run(server_view(base, load(base, rows, seconds=args.seconds,
+                                                          concurrency=args.concurrency, pids=pids(procs))))
             cached["load"].pop("side")
             result["cached"] = cached
         finally:
@@ -347,7 +394,8 @@ def main(argv: list[str] | None = None) -> dict[str, Any]:
                 proc.wait()
     result["load_average"]["end"] = [round(v, 2) for v in os.getloadavg()]
     result["settings"] = {"workers": 2, "max_batch": 256, "concurrency": args.concurrency, "seconds": args.seconds,
-                          "client": "aiohttp, one connection per client, in the benchmark's process",
+                          "client": "benchmarks/http_client.py: asyncio HTTP/1.1 on uvloop, one keep-alive "
+                                    "connection per client, prebuilt requests, in the benchmark's process",
                           "rows_scored": len(rows), "bank_columns": columns}
     text = json.dumps(result, indent=2)
     print(text)

@@ -7,6 +7,7 @@ bank's test customers with batch prediction; the process tests then check that t
 
 from __future__ import annotations
 
+import asyncio
 import concurrent.futures
 import json
 import signal
@@ -172,7 +173,9 @@ def test_bank_and_two_partner_processes_live_then_cached_equal_batch_prediction(
 
         # a partner down: cached answers go on
         parties.procs.pop("telco").kill()
-        time.sleep(0.3)
+        deadline = time.monotonic() + 10  # the bank sees the link drop when its reader gets the end of the stream
+        while client.get("/healthz").json()["partners"]["telco"] == "connected" and time.monotonic() < deadline:
+            time.sleep(0.05)
         assert client.post("/v1/score", json=rows[1]).status_code == 200
         assert client.get("/healthz").json()["partners"]["telco"] == "cached"
     finally:
@@ -520,6 +523,53 @@ def test_https_api_requires_the_apps_client_certificate_and_the_queue_is_bounded
 
     service = BankService(load_config(root / "bank" / "party.toml", overrides=["serve.max_queue=2"]))
     row = Row(id="1", features={})
-    service.submit([row, row])  # no worker runs: the rows wait
-    with pytest.raises(Overloaded, match="max_queue"):
-        service.submit([row])
+
+    async def overfill() -> None:
+        waiting = service.submit([row, row])  # not started: the rows wait
+        with pytest.raises(Overloaded, match="max_queue"):
+            service.submit([row])
+        await asyncio.sleep(0.05)
+        assert not waiting.done()
+
+    asyncio.run(overfill())
+
+
+# -- the numpy fast paths ----------------------------------------------------------------------------------------------
+
+
+def test_numpy_forward_and_row_encoding_equal_pytorch_and_scikit_learn(run):
+    import torch
+    from sklearn.preprocessing import QuantileTransformer
+    from torch import nn
+
+    from vsplit.serve.encode import QuantileArithmetic
+    from vsplit.serve.model import BankModel, encode_rows, forward
+    from vsplit.serve.numpy_forward import compile_forward
+
+    bank = BankModel.load(load_config(run["root"] / "bank" / "party.toml"))
+    assert bank.fast is not None and bank.fast_alone is not None  # the default networks take the numpy path
+    columns = list(bank.columns)
+    rows = [r["features"] for r in _rows(run["test"], columns)]
+    rng = np.random.default_rng(0)
+    received = {seg: rng.normal(size=(len(rows), width)).astype(np.float32) for seg, width, _ in bank.partners.values()}
+    party = bank.node.party
+    slow = forward(bank.node.topology, bank.name, bank.modules, encode_rows(party, rows, id_column="id"),
+                   {k: torch.from_numpy(v) for k, v in received.items()}).numpy()
+    fast = bank.fast(encode_rows(party, rows, id_column="id", arrays=True), received)
+    assert fast.shape == slow.shape and float(np.abs(fast - slow).max()) <= 1e-6
+    alone = bank.fallback
+    slow = forward(alone.run, alone.party.name, alone.party.modules_for(alone.run, task_width=alone.party.task_width),
+                   encode_rows(alone.party, rows, id_column="id"), {}).numpy()
+    fast = bank.fast_alone(encode_rows(alone.party, rows, id_column="id", arrays=True), {})
+    assert float(np.abs(fast - slow).max()) <= 1e-6
+    # a module it does not know: PyTorch's forward is kept
+    odd = {**bank.modules, "top": nn.Sequential(nn.Tanh())}
+    assert compile_forward(bank.node.topology, bank.name, odd) is None
+
+    # the quantile scaling, bit for bit, at the fitted range's ends and beyond it too
+    x = np.round(rng.normal(size=(500, 3)) * 3)
+    probes = np.concatenate([x[:50], rng.normal(size=(50, 3)) * 100, x.min(0, keepdims=True),
+                             x.max(0, keepdims=True), x.min(0, keepdims=True) - 1e-9])
+    for output in ("normal", "uniform"):
+        scaler = QuantileTransformer(n_quantiles=40, output_distribution=output).fit(x)
+        assert np.array_equal(QuantileArithmetic(scaler)(probes), scaler.transform(probes))

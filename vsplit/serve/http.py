@@ -22,10 +22,13 @@ from fastapi.responses import JSONResponse, PlainTextResponse, Response
 
 from vsplit.errors import VsplitError
 from vsplit.serve.links import PartnerDown
-from vsplit.serve.requests import BadRequest, parse_body, parse_row, parse_rows
+from vsplit.serve.requests import BadRequest, dumps, parse_body, parse_row, parse_rows
 from vsplit.serve.service import BankService, Overloaded
 
 access = logging.getLogger("vsplit.serve.access")
+
+#: the scoring paths, answered by :class:`Scoring` without FastAPI's per-request machinery
+SCORING = ("/v1/score", "/v1/score:batch")
 
 _ROW = {"type": "object", "required": ["id", "features"],
         "properties": {"id": {"type": "string", "example": "c-000042"},
@@ -42,17 +45,19 @@ def _body(schema: dict[str, Any]) -> dict[str, Any]:
     return {"requestBody": {"required": True, "content": {"application/json": {"schema": schema}}}}
 
 
-def make_app(service: BankService, *, token: str | None = None) -> FastAPI:
-    """The API of ``service``; ``token``: the bearer token every ``/v1`` call must carry (``None``: none)."""
+def make_app(service: BankService, *, token: str | None = None) -> Observe:
+    """The API of ``service`` as an ASGI app; ``token``: the bearer token every ``/v1`` call must carry (``None``:
+    none). :class:`Observe` wraps the FastAPI app (its ``.app``) from the outside, so the scoring path skips
+    FastAPI's middleware stack."""
     config = service.config
     max_bytes = config.serve.max_body_kb * 1024
-    nulls = config.data.missing != "error"
     wait_s = 2 * config.serve.timeout_ms / 1000 + 5.0
 
     @asynccontextmanager
     async def lifespan(app: FastAPI) -> Any:
         yield
-        await asyncio.to_thread(service.close)  # uvicorn has drained the in-flight requests; now the queue
+        await service.drain()  # uvicorn has stopped taking requests and finished those it had; now the queue
+        await asyncio.to_thread(service.close)
 
     app = FastAPI(title="vsplit scoring", version="1", lifespan=lifespan,
                   description="Online joint scoring of a vertical split model: the bank's columns here, the "
@@ -62,18 +67,6 @@ def make_app(service: BankService, *, token: str | None = None) -> FastAPI:
         headers = {"Retry-After": "1"} if status == 503 else None
         return JSONResponse({"error": {"code": code, "message": message, **extra}}, status_code=status,
                             headers=headers)
-
-    async def scored(rows: list[Any]) -> list[Any]:
-        try:
-            future = service.submit(rows)
-        except Overloaded as exc:
-            raise _Http(error(503, "overloaded", str(exc))) from None
-        try:
-            return await asyncio.wait_for(asyncio.wrap_future(future), wait_s)
-        except PartnerDown as exc:
-            raise _Http(error(503, "partner_down", str(exc), party=exc.party)) from None
-        except asyncio.TimeoutError:
-            raise _Http(error(504, "timeout", f"no answer within {wait_s:g} s")) from None
 
     async def read(request: Request) -> Any:
         raw = await request.body()
@@ -93,26 +86,21 @@ def make_app(service: BankService, *, token: str | None = None) -> FastAPI:
         logging.getLogger(__name__).error("%s %s failed: %s", request.method, request.url.path, type(exc).__name__)
         return error(500, "internal", "internal error (see the service's log)")
 
-    @app.exception_handler(_Http)
-    async def http_error(request: Request, exc: _Http) -> Response:
-        return exc.response
+    # POST /v1/score and /v1/score:batch are answered by the lean path in :class:`Observe` (:class:`Scoring`); these
+    # routes describe them in the OpenAPI document and answer the same way if the app is mounted without Observe
+    scoring = Scoring(service, max_bytes=max_bytes, wait_s=wait_s)
 
     @app.post("/v1/score", summary="Score one applicant", openapi_extra=_body(_ROW),
               responses={200: {"content": {"application/json": {"schema": _SCORED}}}})
-    async def score(request: Request) -> JSONResponse:
-        row = parse_row(await read(request), columns=service.scorer.model.columns, nulls=nulls)
-        (result,) = await scored([row])
-        request.state.rows = 1
-        return JSONResponse(result.as_dict())
+    async def score(request: Request) -> Response:
+        status, body, headers, rows = await scoring.answer(request.url.path, await request.body())
+        request.state.rows = rows
+        return Response(body, status_code=status, headers=dict(headers), media_type="application/json")
 
     @app.post("/v1/score:batch", summary="Score several applicants at once",
               openapi_extra=_body({"type": "object", "properties": {"rows": {"type": "array", "items": _ROW}}}))
-    async def score_batch(request: Request) -> JSONResponse:
-        rows = parse_rows(await read(request), columns=service.scorer.model.columns, nulls=nulls,
-                          max_rows=service.max_batch)
-        results = await scored(rows)
-        request.state.rows = len(rows)
-        return JSONResponse({"results": [r.as_dict() for r in results]})
+    async def score_batch(request: Request) -> Response:
+        return await score(request)
 
     @app.get("/healthz", summary="Liveness and the partners' state (503 when one is down)")
     async def healthz() -> JSONResponse:
@@ -147,16 +135,63 @@ def make_app(service: BankService, *, token: str | None = None) -> FastAPI:
     async def metrics() -> PlainTextResponse:
         return PlainTextResponse(service.metrics.render(), media_type="text/plain; version=0.0.4")
 
-    app.add_middleware(Observe, service=service, token=token, max_bytes=max_bytes)
-    return app
+    return Observe(app, service=service, token=token, max_bytes=max_bytes, scoring=scoring)
+
+
+class Scoring:
+    """``POST /v1/score`` and ``/v1/score:batch`` from the request's bytes to the answer's bytes: the hot path.
+
+    It parses and checks the body (:mod:`vsplit.serve.requests`, the same 4xx naming the field), queues the rows
+    (:meth:`BankService.submit`) and encodes the answer with orjson when it is installed, with no framework object
+    per request: FastAPI's routing, dependency solving and response classes cost more CPU than scoring the row."""
+
+    def __init__(self, service: BankService, *, max_bytes: int, wait_s: float) -> None:
+        self.service, self.max_bytes, self.wait_s = service, max_bytes, wait_s
+        self.columns = service.scorer.model.columns  # every loaded version reads the same bank columns
+        self.nulls = service.config.data.missing != "error"
+
+    async def answer(self, path: str, raw: bytes) -> tuple[int, bytes, list[tuple[bytes, bytes]], int]:
+        """``(status, body, extra headers, rows scored)`` of a scoring request to ``path`` with body ``raw``."""
+        try:
+            body = parse_body(raw, max_bytes=self.max_bytes)
+            if path == "/v1/score":
+                rows = [parse_row(body, columns=self.columns, nulls=self.nulls)]
+            else:
+                rows = parse_rows(body, columns=self.columns, nulls=self.nulls, max_rows=self.service.max_batch)
+        except BadRequest as exc:
+            self.service.metrics.count("vsplit_serve_rejected_total", reason=exc.code)
+            return exc.status, dumps(exc.as_dict()), [], 0
+        try:
+            results = await asyncio.wait_for(self.service.submit(rows), self.wait_s)
+        except Overloaded as exc:
+            return _refusal(503, "overloaded", str(exc))
+        except PartnerDown as exc:
+            return _refusal(503, "partner_down", str(exc), party=exc.party)
+        except asyncio.TimeoutError:
+            return _refusal(504, "timeout", f"no answer within {self.wait_s:g} s")
+        except VsplitError as exc:
+            return _refusal(500, "scoring_failed", f"{type(exc).__name__}: {exc}")
+        except Exception as exc:  # a bug: logged here, the client gets no traceback
+            logging.getLogger(__name__).error("%s failed: %s", path, type(exc).__name__, exc_info=exc)
+            return _refusal(500, "internal", "internal error (see the service's log)")
+        if path == "/v1/score":
+            return 200, dumps(results[0].as_dict()), [], 1
+        return 200, dumps({"results": [r.as_dict() for r in results]}), [], len(rows)
+
+
+def _refusal(status: int, code: str, message: str, **extra: Any) -> tuple[int, bytes, list[tuple[bytes, bytes]], int]:
+    headers = [(b"retry-after", b"1")] if status == 503 else []
+    return status, dumps({"error": {"code": code, "message": message, **extra}}), headers, 0
 
 
 class Observe:
-    """ASGI middleware (plain, so it adds microseconds, not a task per request): the bearer token and the body size
-    of ``/v1`` calls, checked before the body is read; then metrics and the access log of every request."""
+    """The outermost ASGI layer (plain, so it adds microseconds, not a task per request): the bearer token and the
+    body size of ``/v1`` calls, checked before the body is read; the scoring paths answered by :class:`Scoring`,
+    everything else by the FastAPI app ``app``; then metrics and the access log of every request."""
 
-    def __init__(self, app: Any, *, service: BankService, token: str | None, max_bytes: int) -> None:
-        self.app, self.service, self.max_bytes = app, service, max_bytes
+    def __init__(self, app: Any, *, service: BankService, token: str | None, max_bytes: int,
+                 scoring: Scoring | None = None) -> None:
+        self.app, self.service, self.max_bytes, self.scoring = app, service, max_bytes, scoring
         self.expected = f"Bearer {token}".encode() if token is not None else None
 
     async def __call__(self, scope: Any, receive: Any, send: Any) -> None:
@@ -174,9 +209,34 @@ class Observe:
         refusal = self.refuse(scope)
         if refusal is not None:
             await refusal(scope, receive, sending)
+        elif self.scoring is not None and scope["method"] == "POST" and scope["path"] in SCORING:
+            await self.score(scope, receive, sending)
         else:
             await self.app(scope, receive, sending)
         _done(scope, status[0], started, self.service)
+
+    async def score(self, scope: Any, receive: Any, send: Any) -> None:
+        """The lean path of a scoring request: its body read here (at most ``max_bytes``), :class:`Scoring`."""
+        assert self.scoring is not None
+        chunks, size = [], 0
+        while True:
+            message = await receive()
+            if message["type"] == "http.disconnect":
+                return
+            chunk = message.get("body", b"")
+            size += len(chunk)
+            if size > self.max_bytes:  # a chunked body without Content-Length: stop reading at the cap
+                status, body, headers, rows = _too_large(size, self.max_bytes)
+                break
+            chunks.append(chunk)
+            if not message.get("more_body", False):
+                status, body, headers, rows = await self.scoring.answer(scope["path"], b"".join(chunks))
+                break
+        scope.setdefault("state", {})["rows"] = rows
+        await send({"type": "http.response.start", "status": status,
+                    "headers": [(b"content-type", b"application/json"),
+                                (b"content-length", str(len(body)).encode()), *headers]})
+        await send({"type": "http.response.body", "body": body})
 
     def refuse(self, scope: Any) -> Response | None:
         if not scope["path"].startswith("/v1/"):
@@ -188,18 +248,15 @@ class Observe:
                                 status_code=401, headers={"WWW-Authenticate": "Bearer"})
         length = headers.get(b"content-length", b"")
         if length.isdigit() and int(length) > self.max_bytes:
-            return JSONResponse(BadRequest("body", f"{int(length)} bytes is over the limit of {self.max_bytes} "
-                                           "(serve.max_body_kb)", status=413, code="too_large").as_dict(),
-                                status_code=413)
+            status, body, _, _ = _too_large(int(length), self.max_bytes)
+            return Response(body, status_code=status, media_type="application/json")
         return None
 
 
-class _Http(Exception):
-    """A ready error response raised from inside a handler."""
-
-    def __init__(self, response: Response) -> None:
-        super().__init__(response.status_code)
-        self.response = response
+def _too_large(size: int, max_bytes: int) -> tuple[int, bytes, list[tuple[bytes, bytes]], int]:
+    refusal = BadRequest("body", f"{size} bytes is over the limit of {max_bytes} (serve.max_body_kb)", status=413,
+                         code="too_large")
+    return 413, dumps(refusal.as_dict()), [], 0
 
 
 def _done(scope: Any, status: int, started: float, service: BankService) -> None:

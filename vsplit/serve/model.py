@@ -164,6 +164,10 @@ class BankModel:
     #: the label party's calibration of the split's probabilities (``vsplit calibrate``), as ``vsplit predict``
     #: applies it; ``None`` without one
     calibrator: Any = None
+    #: the forward pass in numpy (:mod:`vsplit.serve.numpy_forward`) of the split and of the fallback; ``None``
+    #: where a module is not supported (PyTorch's forward then)
+    fast: Any = None
+    fast_alone: Any = None
 
     @classmethod
     def load(cls, config: PartyConfig, run_id: str | None = None) -> BankModel:
@@ -178,11 +182,17 @@ class BankModel:
                     for c in topology.cuts_into(me)}
         modules = node.party.modules_for(topology, task_width=node.party.task_width)
         from vsplit.explain.calibration import FILE, Calibrator
+        from vsplit.serve.numpy_forward import compile_forward
 
         saved = node.folder / FILE
-        return cls(node=node, run_id=config.output.run_id, modules=modules, partners=partners,
-                   fallback=_load_fallback(node), casefold=config.psi.case_fold,
-                   calibrator=Calibrator.load(saved) if saved.is_file() else None)
+        fallback = _load_fallback(node)
+        alone = None
+        if fallback is not None:
+            alone = compile_forward(fallback.run, fallback.party.name,
+                                    fallback.party.modules_for(fallback.run, task_width=fallback.party.task_width))
+        return cls(node=node, run_id=config.output.run_id, modules=modules, partners=partners, fallback=fallback,
+                   casefold=config.psi.case_fold, calibrator=Calibrator.load(saved) if saved.is_file() else None,
+                   fast=compile_forward(topology, me, modules), fast_alone=alone)
 
     @property
     def name(self) -> str:
@@ -205,10 +215,13 @@ class BankModel:
         import torch
 
         party = self.node.party
-        inputs = encode_rows(party, rows, id_column=self.id_column)
-        received = {self.partners[p][0]: torch.from_numpy(np.ascontiguousarray(v, dtype=np.float32))
-                    for p, v in embeddings.items()}
-        out = forward(self.node.topology, self.name, self.modules, inputs, received)
+        received = {self.partners[p][0]: np.ascontiguousarray(v, dtype=np.float32) for p, v in embeddings.items()}
+        if self.fast is not None:
+            out = torch.from_numpy(self.fast(encode_rows(party, rows, id_column=self.id_column, arrays=True), received))
+        else:
+            out = forward(self.node.topology, self.name, self.modules,
+                          encode_rows(party, rows, id_column=self.id_column),
+                          {k: torch.from_numpy(v) for k, v in received.items()})
         proba = np.asarray(party.task.predict(out), dtype=np.float64)
         return self.calibrator.apply(proba) if self.calibrator is not None and proba.ndim == 1 else proba
 
@@ -217,15 +230,22 @@ class BankModel:
         model = self.fallback
         if model is None:
             return None
-        inputs = encode_rows(model.party, rows, id_column=self.id_column)
-        modules = model.party.modules_for(model.run, task_width=model.party.task_width)
-        out = forward(model.run, model.party.name, modules, inputs, {})
+        if self.fast_alone is not None:
+            import torch
+
+            out = torch.from_numpy(self.fast_alone(encode_rows(model.party, rows, id_column=self.id_column,
+                                                               arrays=True), {}))
+        else:
+            modules = model.party.modules_for(model.run, task_width=model.party.task_width)
+            out = forward(model.run, model.party.name, modules, encode_rows(model.party, rows,
+                                                                            id_column=self.id_column), {})
         return np.asarray(model.party.task.predict(out), dtype=np.float64)
 
 
-def encode_rows(party: Any, rows: Sequence[Mapping[str, Any]], *, id_column: str) -> Any:
-    """``party``'s model inputs of ``rows``: the fast path (:class:`~vsplit.serve.encode.RowEncoder`) where the
-    preprocessing allows it, else the table path batch prediction takes (:meth:`~vsplit.party.LabelParty.prepare`)."""
+def encode_rows(party: Any, rows: Sequence[Mapping[str, Any]], *, id_column: str, arrays: bool = False) -> Any:
+    """``party``'s model inputs of ``rows`` (tensors; numpy arrays if ``arrays``): the fast path
+    (:class:`~vsplit.serve.encode.RowEncoder`) where the preprocessing allows it, else the table path batch
+    prediction takes (:meth:`~vsplit.party.LabelParty.prepare`)."""
     from vsplit.serve.encode import RowEncoder
 
     prep = party.preprocessor
@@ -234,7 +254,7 @@ def encode_rows(party: Any, rows: Sequence[Mapping[str, Any]], *, id_column: str
         if encoder is None or encoder.prep is not prep:
             encoder = RowEncoder(prep)
             party._serve_encoder = encoder
-        return encoder.encode(rows)
+        return encoder.arrays(rows) if arrays else encoder.encode(rows)
     columns = list(party.feature_columns)
     # positions as IDs: two requests of one micro-batch may score the same customer
     frame = pd.DataFrame({id_column: [str(i) for i in range(len(rows))],
@@ -242,7 +262,8 @@ def encode_rows(party: Any, rows: Sequence[Mapping[str, Any]], *, id_column: str
     for c in columns:
         if prep is not None and c in prep.numeric_:
             frame[c] = frame[c].astype("float64")
-    return party.prepare(frame)[1]
+    inputs = party.prepare(frame)[1]
+    return tuple(t.numpy() for t in inputs) if arrays else inputs
 
 
 def _load_fallback(node: Any) -> Any:

@@ -20,6 +20,11 @@ import json
 import math
 from typing import Any
 
+try:  # orjson: several times faster than json both ways, and it refuses NaN and Infinity itself
+    import orjson
+except ImportError:  # pragma: no cover - the serve extra installs it
+    orjson = None
+
 from vsplit.errors import VsplitError
 from vsplit.serve.scorer import Row
 
@@ -41,12 +46,21 @@ def parse_body(raw: bytes, *, max_bytes: int) -> Any:
         raise BadRequest("body", f"{len(raw)} bytes is over the limit of {max_bytes} (serve.max_body_kb); send "
                          "fewer rows per request", status=413, code="too_large")
     try:
+        if orjson is not None:
+            return orjson.loads(raw)
         return json.loads(raw, parse_constant=_no_constant)
-    except json.JSONDecodeError as exc:
+    except json.JSONDecodeError as exc:  # orjson's error is one too
         raise BadRequest("body", f"malformed JSON at line {exc.lineno} column {exc.colno}: {exc.msg}", status=400,
                          code="malformed_json") from None
     except UnicodeDecodeError:
         raise BadRequest("body", "not UTF-8 text", status=400, code="malformed_json") from None
+
+
+def dumps(value: Any) -> bytes:
+    """``value`` as JSON bytes (orjson when installed)."""
+    if orjson is not None:
+        return orjson.dumps(value)
+    return json.dumps(value, separators=(",", ":")).encode()
 
 
 def _no_constant(name: str) -> Any:

@@ -69,6 +69,20 @@ class Scored:
         return out
 
 
+@dataclass
+class Batch:
+    """One micro-batch being scored: its version and rows, the keys asked (``asked`` of them, ``positions``: where
+    each row's true key went among the padded ones), and each partner's answer (``None``: down) or future."""
+
+    version: BankModel
+    rows: Sequence[Row]
+    ids: list[str]
+    positions: np.ndarray
+    asked: int
+    answers: dict[str, tuple[np.ndarray, np.ndarray] | None] = field(default_factory=dict)
+    waiting: dict[str, Future] = field(default_factory=dict)
+
+
 def check_serve_config(config: PartyConfig) -> None:
     """Refuse serve settings that cannot work, naming the key."""
     s = config.serve
@@ -239,17 +253,88 @@ class Scorer:
 
     # -- scoring -----------------------------------------------------------------------------------------------------
     def score(self, rows: Sequence[Row]) -> list[Scored]:
-        """Score ``rows`` (one micro-batch) with the active version; see the module docstring."""
-        version = self.model  # read once: a switch during this batch does not touch it
-        run_id = version.run_id
+        """Score ``rows`` (one micro-batch) with the active version, waiting here for the partners (a thread's way;
+        the service's event loop awaits them instead: :meth:`score_async`); see the module docstring."""
+        batch = self.begin(rows)
+        deadline = time.monotonic() + self.timeout_s
+        for partner, future in batch.waiting.items():
+            try:
+                reply = _wait(future, partner, deadline)
+            except PartnerDown:
+                self.give_up(batch, partner, future)
+                continue
+            self.take(batch, partner, reply)
+        return self.finish(batch)
+
+    async def score_async(self, rows: Sequence[Row]) -> list[Scored]:
+        """:meth:`score` on an event loop: the partners' answers are awaited, so the loop serves other requests
+        (and gathers the next micro-batch) meanwhile. Cached mode never waits."""
+        import asyncio
+
+        batch = self.begin(rows)
+        deadline = time.monotonic() + self.timeout_s
+        for partner, future in batch.waiting.items():
+            try:
+                reply = await asyncio.wait_for(asyncio.wrap_future(future), max(0.0, deadline - time.monotonic()))
+            except (asyncio.TimeoutError, PartnerDown):
+                self.give_up(batch, partner, future)
+                continue
+            self.take(batch, partner, reply)
+        return self.finish(batch)
+
+    def begin(self, rows: Sequence[Row]) -> Batch:
+        """Start scoring ``rows`` with the active version (read once: a switch during this batch does not touch
+        it): cached mode looks the partners' embeddings up; live mode sends each partner its request."""
+        version = self.model
         ids = canonical_ids([r.id for r in rows], casefold=version.casefold)
-        keys = m.id_keys(ids, run_id=run_id)
+        keys = m.id_keys(ids, run_id=version.run_id)
+        batch = Batch(version=version, rows=rows, ids=ids, positions=np.arange(len(rows)), asked=len(rows))
+        if self.mode == "cached":
+            for partner in version.partners:
+                table = self.cache.get((partner, version.run_id))
+                batch.answers[partner] = None if table is None else table.lookup(keys)
+            return batch
+        asked, batch.positions = self._padded(version, keys)
+        batch.asked = len(asked)
+        for partner in version.partners:
+            link = self.links.get(partner)
+            try:
+                if link is None:
+                    raise PartnerDown(partner, "not connected")
+                batch.waiting[partner] = link.embed(version.run_id, asked)
+            except PartnerDown:
+                batch.answers[partner] = None
+        return batch
+
+    def take(self, batch: Batch, partner: str, reply: m.EmbedReply) -> None:
+        """``partner``'s answer to ``batch``: its embeddings of the batch's rows, or down if the answer is wrong."""
+        width = batch.version.partners[partner][1]
+        if reply.code or reply.values.shape != (batch.asked, width) or not np.isfinite(reply.values).all():
+            log.warning("%s: %s answered request with code %d / shape %s; treated as down", batch.version.name,
+                        partner, reply.code, reply.values.shape)
+            batch.answers[partner] = None
+            return
+        batch.answers[partner] = (reply.known[batch.positions], reply.values[batch.positions])
+
+    def give_up(self, batch: Batch, partner: str, future: Future) -> None:
+        """``partner`` did not answer ``batch`` in time (or its link dropped): down for this batch."""
+        link = self.links.get(partner)
+        if link is not None:
+            link.forget(future)
+        batch.answers[partner] = None
+
+    def finish(self, batch: Batch) -> list[Scored]:
+        """The scores of ``batch`` once every partner answered or is down: the split where every partner knows the
+        row, the bank-only fallback elsewhere (or :class:`PartnerDown` without one, per ``serve.on_partner_down``)."""
+        version, rows, ids = batch.version, batch.rows, batch.ids
+        run_id = version.run_id
         features = [r.features for r in rows]
         known = np.ones(len(rows), dtype=bool)
         unknown: list[list[str]] = [[] for _ in rows]
         down: list[str] = []
         embeddings: dict[str, np.ndarray] = {}
-        for partner, answer in self._embeddings(version, keys).items():
+        for partner in version.partners:
+            answer = batch.answers.get(partner)
             if answer is None:
                 down.append(partner)
                 continue
@@ -277,44 +362,6 @@ class Scorer:
                     scores[i], models[i] = _value(alone[j]), BANK_ONLY
         return [Scored(id=ids[i], score=scores[i], model=models[i], version=run_id, unknown_to=unknown[i],
                        down=list(down)) for i in range(len(rows))]
-
-    def _embeddings(self, version: BankModel, keys: np.ndarray) -> dict[str, tuple[np.ndarray, np.ndarray] | None]:
-        """Each partner's ``(known, embeddings)`` of ``keys``, or ``None`` for a partner that is down."""
-        run_id = version.run_id
-        out: dict[str, tuple[np.ndarray, np.ndarray] | None] = {}
-        if self.mode == "cached":
-            for partner in version.partners:
-                table = self.cache.get((partner, run_id))
-                out[partner] = None if table is None else table.lookup(keys)
-            return out
-        asked, positions = self._padded(version, keys)
-        futures: dict[str, Future] = {}
-        for partner in version.partners:
-            link = self.links.get(partner)
-            try:
-                if link is None:
-                    raise PartnerDown(partner, "not connected")
-                futures[partner] = link.embed(run_id, asked)
-            except PartnerDown:
-                out[partner] = None
-        deadline = time.monotonic() + self.timeout_s
-        for partner, future in futures.items():
-            try:
-                reply = _wait(future, partner, deadline)
-            except PartnerDown:
-                link = self.links.get(partner)
-                if link is not None:
-                    link.forget(future)
-                out[partner] = None
-                continue
-            width = version.partners[partner][1]
-            if reply.code or reply.values.shape != (len(asked), width) or not np.isfinite(reply.values).all():
-                log.warning("%s: %s answered request with code %d / shape %s; treated as down", version.name,
-                            partner, reply.code, reply.values.shape)
-                out[partner] = None
-                continue
-            out[partner] = (reply.known[positions], reply.values[positions])
-        return out
 
     def _padded(self, version: BankModel, keys: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
         """``keys`` hidden among ``k - 1`` decoys each (``serve.k_anonymity``), shuffled, and where each true key went.
