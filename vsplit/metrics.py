@@ -1,5 +1,8 @@
 """The metrics finance users expect, from scikit-learn: ROC AUC, KS, accuracy, F1 and log loss.
 
+scikit-learn is imported when a metric is first computed, not with this module: a party process that never scores
+(a partner) does not pay for it.
+
 Example:
     >>> import numpy as np
     >>> m = binary_metrics(np.array([0, 0, 1, 1]), np.array([0.1, 0.4, 0.35, 0.8]))
@@ -12,13 +15,14 @@ from __future__ import annotations
 import math
 
 import numpy as np
-from sklearn import metrics as skm
 
 
 def roc_auc(y: np.ndarray, scores: np.ndarray) -> float:
     """ROC AUC, or NaN when only one class is present."""
     if len(np.unique(y)) < 2:
         return math.nan
+    from sklearn import metrics as skm
+
     return float(skm.roc_auc_score(y, scores))
 
 
@@ -26,12 +30,16 @@ def ks_statistic(y: np.ndarray, scores: np.ndarray) -> float:
     """Kolmogorov–Smirnov statistic: the largest gap between the true and false positive rates."""
     if len(np.unique(y)) < 2:
         return math.nan
+    from sklearn import metrics as skm
+
     fpr, tpr, _ = skm.roc_curve(y, scores)
     return float(np.max(tpr - fpr))
 
 
 def binary_metrics(y: np.ndarray, proba: np.ndarray, *, threshold: float = 0.5) -> dict[str, float]:
     """``auc``, ``ks``, ``accuracy``, ``f1`` and ``log_loss`` of probabilities ``proba`` for labels ``y``."""
+    from sklearn import metrics as skm
+
     y = np.asarray(y).astype(int)
     proba = np.clip(np.asarray(proba, dtype=np.float64), 1e-7, 1 - 1e-7)
     predicted = (proba >= threshold).astype(int)

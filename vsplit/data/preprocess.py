@@ -31,9 +31,9 @@ import numpy as np
 import pandas as pd
 import torch
 from pandas.api import types as ptypes
-from sklearn.preprocessing import QuantileTransformer
 
 from vsplit.data.column_types import mostly_numbers, show, to_numbers
+from vsplit.data.quantile import QuantileScaler
 from vsplit.errors import ConfigError, DataError
 
 MISSING = "<missing>"
@@ -107,10 +107,7 @@ class TablePreprocessor:
         numeric = self._numeric_matrix(table, fit=True)
         if numeric.shape[1]:
             if self.scaling == "quantile":
-                scaler = QuantileTransformer(
-                    n_quantiles=min(1000, len(table)), output_distribution="normal", random_state=self.seed
-                )
-                self._scaler = scaler.fit(numeric)
+                self._scaler = QuantileScaler.fit(numeric, n_quantiles=min(1000, len(table)), seed=self.seed)
             else:
                 mean, std = numeric.mean(0), numeric.std(0)
                 self._scaler = (mean, np.where(std > 0, std, 1.0))
@@ -207,7 +204,7 @@ class TablePreprocessor:
         True
         """
         scaler: dict[str, object] = {}
-        if isinstance(self._scaler, QuantileTransformer):
+        if isinstance(self._scaler, QuantileScaler):
             scaler = {"quantiles": self._scaler.quantiles_, "references": self._scaler.references_}
         elif self._scaler is not None:
             scaler = {"mean": self._scaler[0], "std": self._scaler[1]}
@@ -236,13 +233,7 @@ class TablePreprocessor:
         prep.imputed_ = {c: float(v) for c, v in state["imputed"].items()}
         scaler = state["scaler"]
         if "quantiles" in scaler:
-            quantiles = np.asarray(scaler["quantiles"], dtype=np.float64)
-            qt = QuantileTransformer(n_quantiles=len(quantiles), output_distribution="normal", random_state=prep.seed)
-            qt.quantiles_ = quantiles
-            qt.references_ = np.asarray(scaler["references"], dtype=np.float64)
-            qt.n_quantiles_ = len(quantiles)
-            qt.n_features_in_ = quantiles.shape[1]
-            prep._scaler = qt
+            prep._scaler = QuantileScaler(scaler["quantiles"], scaler["references"])
         elif "mean" in scaler:
             prep._scaler = (np.asarray(scaler["mean"]), np.asarray(scaler["std"]))
         return prep

@@ -8,7 +8,7 @@ nulls, whose pandas dtype over the whole table is float or object, so every batc
 
 - dtypes: :meth:`TablePreprocessor.choose_columns` on an empty frame of the file's (widened) dtypes;
 - category sets: the union of each batch's values, sorted at the end: the same sets in the same order;
-- ``"quantile"`` scaling: scikit-learn's :class:`QuantileTransformer` fits on ``subsample`` (10,000) rows drawn
+- ``"quantile"`` scaling: the scaler (:mod:`vsplit.data.quantile`) fits on ``subsample`` (10,000) rows drawn
   with the seeded generator from the row count alone, so the pass keeps exactly those rows and fits on them: the same
   quantiles, bit for bit (all rows when the table has at most 10,000);
 - ``"standard"`` scaling: per-column count, mean and sum of squared deviations merged batch by batch in float64
@@ -43,10 +43,11 @@ import pandas as pd
 from vsplit.data.column_types import show
 from vsplit.data.parquet_rows import ParquetRows
 from vsplit.data.preprocess import TablePreprocessor, raise_if_missing
+from vsplit.data.quantile import SUBSAMPLE, QuantileScaler, subsample_rows
 from vsplit.errors import DataError
 
-#: rows scikit-learn's QuantileTransformer fits on (its ``subsample`` default), drawn from the row count alone
-QUANTILE_SUBSAMPLE = 10_000
+#: rows the quantile scaler fits on (scikit-learn's ``subsample`` default), drawn from the row count alone
+QUANTILE_SUBSAMPLE = SUBSAMPLE
 
 
 def fit_parquet(prep: TablePreprocessor, path: str | Path, *, columns: Sequence[str],
@@ -96,11 +97,8 @@ def fit_parquet(prep: TablePreprocessor, path: str | Path, *, columns: Sequence[
     if not numeric:
         return prep
     if sample is not None:
-        from sklearn.preprocessing import QuantileTransformer
-
         matrix = prep._numeric_matrix(pd.concat(kept, ignore_index=True), fit=False)  # imputed, with flags
-        scaler = QuantileTransformer(n_quantiles=min(1000, n), output_distribution="normal", random_state=prep.seed)
-        prep._scaler = scaler.fit(matrix)
+        prep._scaler = QuantileScaler.fit(matrix, n_quantiles=min(1000, n), seed=prep.seed)
     else:
         mean, std = moments.mean_std(n, [holes[c] for c in numeric], [prep.imputed_.get(c) for c in numeric])
         prep._scaler = (mean, np.where(std > 0, std, 1.0))
@@ -137,14 +135,10 @@ def to_frame(batch: Any, dtypes: dict[str, Any]) -> pd.DataFrame:
     return frame
 
 
-def _quantile_rows(n: int, seed: int) -> np.ndarray | None:
-    """The sorted rows QuantileTransformer(random_state=seed) fits on for an ``n``-row table (``None``: all)."""
-    if n <= QUANTILE_SUBSAMPLE:
-        return np.arange(n)
-    from sklearn.utils import check_random_state, resample
-
-    return np.sort(resample(np.arange(n), replace=False, n_samples=QUANTILE_SUBSAMPLE,
-                            random_state=check_random_state(seed)))
+def _quantile_rows(n: int, seed: int) -> np.ndarray:
+    """The sorted rows the quantile scaler (seed ``seed``) fits on for an ``n``-row table."""
+    rows = subsample_rows(n, seed, QUANTILE_SUBSAMPLE)
+    return np.arange(n) if rows is None else np.sort(rows)
 
 
 def _median(path: str | Path, column: str, batch_rows: int) -> float:

@@ -30,7 +30,6 @@ import numpy as np
 import pandas as pd
 import torch
 import torch.nn.functional as F
-from sklearn import metrics as skm
 
 from vsplit.errors import ConfigError, DataError
 from vsplit.metrics import binary_metrics
@@ -254,6 +253,8 @@ class Multiclass(_Scored):
         return torch.softmax(outputs.detach(), dim=1).double().numpy()
 
     def metrics(self, targets: np.ndarray, predictions: np.ndarray) -> dict[str, float]:
+        from sklearn import metrics as skm  # here, not at import: a partner never scores
+
         y = np.asarray(targets).astype(int)
         proba = np.asarray(predictions, dtype=np.float64)
         labels = list(range(proba.shape[1]))
@@ -309,6 +310,8 @@ class Regression(_Scored):
         return _flat(outputs.detach()).double().numpy()
 
     def metrics(self, targets: np.ndarray, predictions: np.ndarray) -> dict[str, float]:
+        from sklearn import metrics as skm  # here, not at import: a partner never scores
+
         y, p = np.asarray(targets, dtype=np.float64), np.asarray(predictions, dtype=np.float64)
         return {
             "rmse": float(math.sqrt(skm.mean_squared_error(y, p))),

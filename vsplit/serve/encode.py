@@ -4,8 +4,9 @@
 table, which costs milliseconds for one row. A served row has already been checked (:mod:`vsplit.serve.requests`:
 every column present, numbers finite, no nulls), so :class:`RowEncoder` does only the arithmetic, the same
 arithmetic: category codes by the fitted mapping of each value's text, numeric columns through the fitted quantile
-scaler's arithmetic (:func:`quantile_transform`: scikit-learn's ``QuantileTransformer._transform_col`` step by step,
-without the per-call argument checks of ``scipy.stats.norm.ppf``, which cost more than the rest of a row's scoring).
+scaler's arithmetic (:class:`~vsplit.data.quantile.QuantileArithmetic`: scikit-learn's ``_transform_col`` step by
+step, without the per-call argument checks of ``scipy.stats.norm.ppf``, which cost more than the rest of a row's
+scoring).
 Models trained with ``data.missing = "impute"`` take the table path (:meth:`RowEncoder.supports`).
 ``tests/test_serving.py`` checks both paths give the same scores as batch prediction, and the quantile arithmetic
 equals scikit-learn's bit for bit.
@@ -26,6 +27,8 @@ from collections.abc import Mapping, Sequence
 from typing import Any
 
 import numpy as np
+
+from vsplit.data.quantile import QuantileArithmetic
 
 
 class RowEncoder:
@@ -69,48 +72,3 @@ class RowEncoder:
                 mean, std = self.scaler
                 numeric = (numeric - mean) / std
         return codes, np.ascontiguousarray(numeric, dtype=np.float32)
-
-
-class QuantileArithmetic:
-    """A fitted :class:`sklearn.preprocessing.QuantileTransformer`'s forward transform of finite values: the
-    arithmetic of its ``_transform_col``, with ``ndtri`` (what ``scipy.stats.norm.ppf`` computes inside (0, 1))
-    called directly and the per-column constants computed once.
-
-    Example:
-        >>> from sklearn.preprocessing import QuantileTransformer
-        >>> x = np.random.default_rng(0).normal(size=(200, 2))
-        >>> scaler = QuantileTransformer(n_quantiles=50, output_distribution="normal").fit(x)
-        >>> bool((QuantileArithmetic(scaler)(x[:5]) == scaler.transform(x[:5])).all())
-        True
-    """
-
-    def __init__(self, scaler: Any) -> None:
-        from scipy.special import ndtri
-        from sklearn.preprocessing._data import BOUNDS_THRESHOLD
-
-        self.ndtri, self.threshold = ndtri, BOUNDS_THRESHOLD
-        self.normal = scaler.output_distribution == "normal"
-        references = np.asarray(scaler.references_, dtype=np.float64)
-        self.columns = [(q, -q[::-1], references, -references[::-1], q[0], q[-1])
-                        for q in np.asarray(scaler.quantiles_, dtype=np.float64).T]
-        bound = BOUNDS_THRESHOLD - np.spacing(1)
-        self.clip = (ndtri(bound), ndtri(1 - bound))
-
-    def __call__(self, values: np.ndarray) -> np.ndarray:
-        """The transform of ``values`` (rows x columns, finite)."""
-        out = np.empty(values.shape, dtype=np.float64)
-        for j, (q, q_back, ref, ref_back, first, last) in enumerate(self.columns):
-            x = values[:, j]
-            if self.normal:
-                low, high = x - self.threshold < first, x + self.threshold > last
-            else:
-                low, high = x == first, x == last
-            y = 0.5 * (np.interp(x, q, ref) - np.interp(-x, q_back, ref_back))
-            y[high] = 1.0
-            y[low] = 0.0
-            if self.normal:  # norm.ppf is ndtri on [0, 1] (-inf at 0, inf at 1); clipped as scikit-learn clips
-                y = self.ndtri(y)
-                np.maximum(y, self.clip[0], out=y)
-                np.minimum(y, self.clip[1], out=y)
-            out[:, j] = y
-        return out
