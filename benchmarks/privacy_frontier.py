@@ -78,6 +78,7 @@ def run_frontier(
     an interrupted or extended search only runs what it has not yet."""
     settings = list(dict.fromkeys([*settings, "none"]))  # the baseline of every cost, run last if not listed
     per_setting: dict[str, list[dict[str, Any]]] = {}
+    measured: dict[str, dict[str, Any]] = {}
     cached: list[str] = []
     started = time.perf_counter()
     for setting in settings:
@@ -86,7 +87,10 @@ def run_frontier(
         key = json.dumps([preset, setting, seeds, params], sort_keys=True)
         kept = cache / f"{hashlib.sha1(key.encode()).hexdigest()[:16]}.json" if cache else None
         if kept is not None and kept.exists():
-            per_setting[setting] = json.loads(kept.read_text())["runs"]
+            record = json.loads(kept.read_text())
+            per_setting[setting] = record["runs"]
+            measured[setting] = {"finished": record.get("finished"),
+                                 "load_average": [round(v, 2) for v in record.get("load_average", [])]}
             cached.append(setting)
             progress(f"[frontier {setting}] from {kept}")
             continue
@@ -95,10 +99,11 @@ def run_frontier(
             progress=lambda line, s=setting: progress(f"[frontier {s}] {line}"),
         )
         per_setting[setting] = report.runs
+        measured[setting] = {"finished": time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime()),
+                             "load_average": [round(v, 2) for v in os.getloadavg()]}
         if kept is not None:
             kept.parent.mkdir(parents=True, exist_ok=True)
-            kept.write_text(json.dumps({"key": key, "runs": report.runs, "load_average": os.getloadavg(),
-                                        "finished": time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime())}, default=str))
+            kept.write_text(json.dumps({"key": key, "runs": report.runs, **measured[setting]}, default=str))
     baseline = {run["seed"]: run["test_auc"] for run in per_setting["none"]}
     points = []
     for setting, runs in per_setting.items():
@@ -113,6 +118,7 @@ def run_frontier(
             "direction_leak_auc": _mean(r["direction_leak_auc"] for r in runs),
             "leak_auc_chance": _mean(r["leak_auc_chance"] for r in runs),
             "epochs_run": _mean(r["epochs_run"] for r in runs),
+            "seed_list": [r["seed"] for r in runs], "measured": measured[setting],
         }
         if own is not None:
             own_auc = {r["seed"]: r["test_auc"] for r in own}
@@ -121,19 +127,49 @@ def run_frontier(
         worst_cost = max(point["cost_points"], point.get("cost_vs_own_recipe", -math.inf))
         point["meets_goal"] = bool(point["leak_auc"] <= GOAL_LEAK and worst_cost <= GOAL_COST_POINTS)
         points.append(point)
-    pareto = [
-        p["setting"] for p in points
-        if not any(q["leak_auc"] <= p["leak_auc"] and q["cost_points"] <= p["cost_points"]
-                   and (q["leak_auc"], q["cost_points"]) != (p["leak_auc"], p["cost_points"]) for q in points)
-    ]
     return {
         "preset": preset, "seeds": seeds, "epochs": epochs, "batch_size": batch_size,
         "goal": {"leak_auc_at_most": GOAL_LEAK, "cost_points_at_most": GOAL_COST_POINTS},
         "baseline_test_auc": _mean(baseline.values()),
-        "points": points, "pareto": pareto, "meeting_goal": [p["setting"] for p in points if p["meets_goal"]],
+        "points": points, "pareto": _pareto(points), "meeting_goal": [p["setting"] for p in points if p["meets_goal"]],
         "seconds": round(time.perf_counter() - started, 1),
         "from_cache": cached,  # measured by an earlier run (seconds and load average above are this run's)
     }
+
+
+def _pareto(points: Sequence[dict[str, Any]]) -> list[str]:
+    """The settings no other setting beats on both leak and cost."""
+    return [
+        p["setting"] for p in points
+        if not any(q["leak_auc"] <= p["leak_auc"] and q["cost_points"] <= p["cost_points"]
+                   and (q["leak_auc"], q["cost_points"]) != (p["leak_auc"], p["cost_points"]) for q in points)
+    ]
+
+
+def merge_frontier(earlier: dict[str, Any], new: dict[str, Any]) -> dict[str, Any]:
+    """``new``'s points and the points of ``earlier`` that ``new`` did not measure, with the Pareto front and the
+    settings meeting the goal over all of them. Refused unless both measured the same preset, seeds, epochs and batch
+    size against the same baseline (the runs are deterministic: the same ``none`` gives the same test AUCs).
+
+    >>> a = {"preset": "p", "seeds": 3, "epochs": 10, "batch_size": 256, "baseline_test_auc": 0.9, "from_cache": [],
+    ...      "points": [{"setting": "x", "leak_auc": 0.7, "cost_points": 0.5, "meets_goal": False}]}
+    >>> b = {**a, "points": [{"setting": "y", "leak_auc": 0.6, "cost_points": 0.4, "meets_goal": True}]}
+    >>> merged = merge_frontier(a, b)
+    >>> [p["setting"] for p in merged["points"]], merged["pareto"], merged["kept_from_earlier"]
+    (['x', 'y'], ['y'], ['x'])
+    """
+    same = ("preset", "seeds", "epochs", "batch_size")
+    if any(earlier.get(k) != new.get(k) for k in same) or \
+            not math.isclose(earlier["baseline_test_auc"], new["baseline_test_auc"], abs_tol=1e-9):
+        raise ValueError("the earlier frontier was measured on other settings or another baseline: "
+                         f"{ {k: earlier.get(k) for k in (*same, 'baseline_test_auc')} } against "
+                         f"{ {k: new.get(k) for k in (*same, 'baseline_test_auc')} }; measure it again")
+    ran = {p["setting"] for p in new["points"]}
+    kept = [p for p in earlier["points"] if p["setting"] not in ran]
+    points = kept + new["points"]
+    return {**new, "points": points, "pareto": _pareto(points),
+            "meeting_goal": [p["setting"] for p in points if p["meets_goal"]],
+            "kept_from_earlier": [p["setting"] for p in kept]}
 
 
 def _mean(values) -> float:
