@@ -13,7 +13,10 @@ takes over --timeout seconds is a *hang* and one that takes the process over --r
 stop that target (libFuzzer saves the input as timeout-* or oom-*).
 
 Prints one JSON object and writes it to benchmarks/results-fuzz.json (--out): per target the executions run, the
-crashes found (distinct, with where), hangs, out-of-memory, the corpus size at the end, and the load average.
+crashes found (distinct, with where), hangs, out-of-memory, the corpus size at the end, and the load average. With
+--merge the targets of --out not run now are kept (this run's settings and load average go under merged_runs); with
+--before FILE (a run on the code before its fixes, e.g. with PYTHONPATH pointing at that code) each target also
+gets before_fixes: the executions and the distinct crashes found there.
 Needs the `fuzz` extra: pip install -e '.[fuzz]'.
 """
 
@@ -32,7 +35,8 @@ from pathlib import Path
 HERE = Path(__file__).resolve().parent
 ROOT = HERE.parent
 #: pure-Python code outside vsplit that a target's input drives, instrumented too (coverage guides the fuzzer there)
-EXTRA_COVERAGE = {"config_file": ("tomllib",), "parquet_table": ("pyarrow.pandas_compat",)}
+EXTRA_COVERAGE = {"config_file": ("tomllib",), "parquet_table": ("pyarrow.pandas_compat",),
+                  "tune_study_file": ("optuna.storages.journal",)}
 
 
 def worker(name: str, argv: list[str], crashes_file: Path) -> None:
@@ -123,6 +127,10 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--work", default="runs/fuzz", help="where grown corpora and crash inputs go")
     parser.add_argument("--grow-corpus", action="store_true", help="add new inputs to the repository's seed corpus")
     parser.add_argument("--out", default=str(HERE / "results-fuzz.json"))
+    parser.add_argument("--merge", action="store_true", help="keep the targets of --out not run now (their own "
+                        "settings and load average were the earlier run's: see merged_runs)")
+    parser.add_argument("--before", default=None, help="a result file of a run on the code before the fixes: each "
+                        "target's crashes there go under before_fixes")
     args = parser.parse_args(argv)
     try:
         import atheris  # noqa: F401
@@ -130,25 +138,37 @@ def main(argv: list[str] | None = None) -> int:
         print("benchmarks/fuzz.py needs Atheris: pip install -e '.[fuzz]' (or run `make fuzz`)", file=sys.stderr)
         return 2
     load_before = os.getloadavg()
+    before = json.loads(Path(args.before).read_text())["targets"] if args.before else {}
+    earlier = json.loads(Path(args.out).read_text()) if args.merge and Path(args.out).exists() else {}
     results = {}
     for name in args.targets:
         results[name] = run_target(name, seconds=args.seconds, timeout=args.timeout, rss_limit_mb=args.rss_limit_mb,
                                    out=Path(args.work).resolve(), grow=args.grow_corpus)
         results[name]["about"] = TARGETS[name].about
+        if name in before:
+            found = before[name]
+            results[name]["before_fixes"] = {"executions": found["executions"], "seconds": found["seconds"],
+                                             "crashes": found["crashes"],
+                                             "crash_kinds": sorted({c["where"] for c in found["crash_kinds"]})}
         print(f"{name}: {results[name]['executions']} executions, {results[name]['crashes']} crashes, "
               f"{results[name]['hangs']} hangs, {results[name]['out_of_memory']} out-of-memory", file=sys.stderr)
-    report = {
-        "settings": {"seconds_per_target": args.seconds, "timeout": args.timeout, "rss_limit_mb": args.rss_limit_mb,
-                     "atheris": __import__("importlib.metadata").metadata.version("atheris"),
-                     "python": sys.version.split()[0]},
-        "load_average": {"before": [round(v, 2) for v in load_before],
-                         "after": [round(v, 2) for v in os.getloadavg()]},
+    settings = {"seconds_per_target": args.seconds, "timeout": args.timeout, "rss_limit_mb": args.rss_limit_mb,
+                "atheris": __import__("importlib.metadata").metadata.version("atheris"),
+                "python": sys.version.split()[0]}
+    load = {"before": [round(v, 2) for v in load_before], "after": [round(v, 2) for v in os.getloadavg()]}
+    report: dict = {"settings": settings, "load_average": load}
+    if earlier:  # the earlier run's settings stay on top; this run's are listed with its targets
+        report = {"settings": earlier["settings"], "load_average": earlier["load_average"],
+                  "merged_runs": [*earlier.get("merged_runs", []), {"targets": sorted(results), "settings": settings,
+                                                                    "load_average": load}]}
+        results = {**{k: v for k, v in earlier["targets"].items() if k not in results}, **results}
+    report.update({
         "targets": results,
         "executions": sum(r["executions"] or 0 for r in results.values()),
         "crashes": sum(r["crashes"] for r in results.values()),
         "hangs": sum(r["hangs"] for r in results.values()),
         "out_of_memory": sum(r["out_of_memory"] for r in results.values()),
-    }
+    })
     text = json.dumps(report, indent=2)
     Path(args.out).write_text(text + "\n")
     print(text)

@@ -12,7 +12,8 @@ With --frontier [SETTING ...], also ``frontier``: every label-defense setting tr
 ``benchmarks/privacy_frontier.py``) on --frontier-preset, label attacks only, its leak AUC (the stronger of norm and
 direction scoring) against its AUC cost, the Pareto front and the settings meeting the goal (leak <= 0.60 at <= 1.0
 point); the plot goes to --plot. --frontier-only skips the presets' full audits; --update FILE puts the frontier
-into an earlier result file (keeping its other keys) and writes it back.
+into an earlier result file (keeping its other keys) and writes it back; with --frontier-keep the earlier frontier's
+settings not measured now stay in it (each point's ``measured`` says when and under what load it was run).
 """
 
 from __future__ import annotations
@@ -25,7 +26,7 @@ import time
 from pathlib import Path
 
 import torch
-from privacy_frontier import DEFAULT_FRONTIER, plot_frontier, run_frontier
+from privacy_frontier import DEFAULT_FRONTIER, merge_frontier, plot_frontier, run_frontier
 
 from vsplit.atomic import write_atomic
 from vsplit.privacy import DEFAULT_AUDIT_DEFENSES, audit
@@ -47,6 +48,8 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--update", default=None, help="put the results into this earlier result file, keeping its "
                         "other keys, and write it back")
     parser.add_argument("--plot", default="docs/img/privacy_frontier.png", help="where the frontier plot goes")
+    parser.add_argument("--frontier-keep", action="store_true", help="with --update: keep the earlier frontier's "
+                        "settings not measured now (same seeds, epochs, batch and baseline, else refused)")
     parser.add_argument("--frontier-cache", default="runs/privacy-frontier", help="each frontier setting's runs are "
                         "kept here and not run again (delete it to measure afresh)")
     args = parser.parse_args(argv)
@@ -69,12 +72,15 @@ def main(argv: list[str] | None = None) -> int:
         result[name] = json.loads(report.to_json())
         result[f"{name}_seconds"] = round(time.perf_counter() - started, 1)
     if args.frontier is not None:
+        earlier = result.get("frontier") if args.frontier_keep else None
         result["frontier"] = run_frontier(
             args.frontier_preset, args.frontier or DEFAULT_FRONTIER, seeds=args.seeds, epochs=args.epochs,
             batch_size=args.batch_size, progress=lambda line: print(line, file=sys.stderr, flush=True),
             cache=Path(args.frontier_cache) if args.frontier_cache else None,
         )
         result["frontier"]["load_average"] = [round(v, 2) for v in os.getloadavg()]
+        if earlier:
+            result["frontier"] = merge_frontier(earlier, result["frontier"])
         result["frontier"]["plot"] = str(plot_frontier(result["frontier"], Path(args.plot)))
     text = json.dumps(result, indent=2)
     if args.update:

@@ -78,6 +78,7 @@ def run_frontier(
     an interrupted or extended search only runs what it has not yet."""
     settings = list(dict.fromkeys([*settings, "none"]))  # the baseline of every cost, run last if not listed
     per_setting: dict[str, list[dict[str, Any]]] = {}
+    measured: dict[str, dict[str, Any]] = {}
     cached: list[str] = []
     started = time.perf_counter()
     for setting in settings:
@@ -86,7 +87,10 @@ def run_frontier(
         key = json.dumps([preset, setting, seeds, params], sort_keys=True)
         kept = cache / f"{hashlib.sha1(key.encode()).hexdigest()[:16]}.json" if cache else None
         if kept is not None and kept.exists():
-            per_setting[setting] = json.loads(kept.read_text())["runs"]
+            record = json.loads(kept.read_text())
+            per_setting[setting] = record["runs"]
+            measured[setting] = {"finished": record.get("finished"),
+                                 "load_average": [round(v, 2) for v in record.get("load_average", [])]}
             cached.append(setting)
             progress(f"[frontier {setting}] from {kept}")
             continue
@@ -95,10 +99,11 @@ def run_frontier(
             progress=lambda line, s=setting: progress(f"[frontier {s}] {line}"),
         )
         per_setting[setting] = report.runs
+        measured[setting] = {"finished": time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime()),
+                             "load_average": [round(v, 2) for v in os.getloadavg()]}
         if kept is not None:
             kept.parent.mkdir(parents=True, exist_ok=True)
-            kept.write_text(json.dumps({"key": key, "runs": report.runs, "load_average": os.getloadavg(),
-                                        "finished": time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime())}, default=str))
+            kept.write_text(json.dumps({"key": key, "runs": report.runs, **measured[setting]}, default=str))
     baseline = {run["seed"]: run["test_auc"] for run in per_setting["none"]}
     points = []
     for setting, runs in per_setting.items():
@@ -113,6 +118,7 @@ def run_frontier(
             "direction_leak_auc": _mean(r["direction_leak_auc"] for r in runs),
             "leak_auc_chance": _mean(r["leak_auc_chance"] for r in runs),
             "epochs_run": _mean(r["epochs_run"] for r in runs),
+            "seed_list": [r["seed"] for r in runs], "measured": measured[setting],
         }
         if own is not None:
             own_auc = {r["seed"]: r["test_auc"] for r in own}
@@ -121,19 +127,49 @@ def run_frontier(
         worst_cost = max(point["cost_points"], point.get("cost_vs_own_recipe", -math.inf))
         point["meets_goal"] = bool(point["leak_auc"] <= GOAL_LEAK and worst_cost <= GOAL_COST_POINTS)
         points.append(point)
-    pareto = [
-        p["setting"] for p in points
-        if not any(q["leak_auc"] <= p["leak_auc"] and q["cost_points"] <= p["cost_points"]
-                   and (q["leak_auc"], q["cost_points"]) != (p["leak_auc"], p["cost_points"]) for q in points)
-    ]
     return {
         "preset": preset, "seeds": seeds, "epochs": epochs, "batch_size": batch_size,
         "goal": {"leak_auc_at_most": GOAL_LEAK, "cost_points_at_most": GOAL_COST_POINTS},
         "baseline_test_auc": _mean(baseline.values()),
-        "points": points, "pareto": pareto, "meeting_goal": [p["setting"] for p in points if p["meets_goal"]],
+        "points": points, "pareto": _pareto(points), "meeting_goal": [p["setting"] for p in points if p["meets_goal"]],
         "seconds": round(time.perf_counter() - started, 1),
         "from_cache": cached,  # measured by an earlier run (seconds and load average above are this run's)
     }
+
+
+def _pareto(points: Sequence[dict[str, Any]]) -> list[str]:
+    """The settings no other setting beats on both leak and cost."""
+    return [
+        p["setting"] for p in points
+        if not any(q["leak_auc"] <= p["leak_auc"] and q["cost_points"] <= p["cost_points"]
+                   and (q["leak_auc"], q["cost_points"]) != (p["leak_auc"], p["cost_points"]) for q in points)
+    ]
+
+
+def merge_frontier(earlier: dict[str, Any], new: dict[str, Any]) -> dict[str, Any]:
+    """``new``'s points and the points of ``earlier`` that ``new`` did not measure, with the Pareto front and the
+    settings meeting the goal over all of them. Refused unless both measured the same preset, seeds, epochs and batch
+    size against the same baseline (the runs are deterministic: the same ``none`` gives the same test AUCs).
+
+    >>> a = {"preset": "p", "seeds": 3, "epochs": 10, "batch_size": 256, "baseline_test_auc": 0.9, "from_cache": [],
+    ...      "points": [{"setting": "x", "leak_auc": 0.7, "cost_points": 0.5, "meets_goal": False}]}
+    >>> b = {**a, "points": [{"setting": "y", "leak_auc": 0.6, "cost_points": 0.4, "meets_goal": True}]}
+    >>> merged = merge_frontier(a, b)
+    >>> [p["setting"] for p in merged["points"]], merged["pareto"], merged["kept_from_earlier"]
+    (['x', 'y'], ['y'], ['x'])
+    """
+    same = ("preset", "seeds", "epochs", "batch_size")
+    if any(earlier.get(k) != new.get(k) for k in same) or \
+            not math.isclose(earlier["baseline_test_auc"], new["baseline_test_auc"], abs_tol=1e-9):
+        raise ValueError("the earlier frontier was measured on other settings or another baseline: "
+                         f"{ {k: earlier.get(k) for k in (*same, 'baseline_test_auc')} } against "
+                         f"{ {k: new.get(k) for k in (*same, 'baseline_test_auc')} }; measure it again")
+    ran = {p["setting"] for p in new["points"]}
+    kept = [p for p in earlier["points"] if p["setting"] not in ran]
+    points = kept + new["points"]
+    return {**new, "points": points, "pareto": _pareto(points),
+            "meeting_goal": [p["setting"] for p in points if p["meets_goal"]],
+            "kept_from_earlier": [p["setting"] for p in kept]}
 
 
 def _mean(values) -> float:
@@ -142,30 +178,43 @@ def _mean(values) -> float:
 
 
 def plot_frontier(frontier: dict[str, Any], path: Path) -> Path:
-    """Leak AUC (the stronger attack) against AUC cost, one point per setting, the goal's box shaded."""
+    """Leak AUC (the stronger attack) against AUC cost, one point per defended setting, the goal's box shaded; a
+    setting with another recipe also shows its cost against ``none`` of that recipe (a hollow marker, joined)."""
     import matplotlib
 
     matplotlib.use("Agg")
     import matplotlib.pyplot as plt
 
-    fig, ax = plt.subplots(figsize=(9, 6), constrained_layout=True)
+    fig, ax = plt.subplots(figsize=(10, 6.5), constrained_layout=True)
     ax.fill_between([-0.5, GOAL_COST_POINTS], 0.45, GOAL_LEAK, color="tab:green", alpha=0.12, label="goal")
-    for i, p in enumerate(sorted(frontier["points"], key=lambda p: p["cost_points"])):
+    defended = sorted((p for p in frontier["points"] if p["defense"] != "none"), key=lambda p: p["cost_points"])
+    for i, p in enumerate(defended):
         color = "tab:red" if p["setting"] in frontier["pareto"] else "tab:blue"
-        ax.scatter([p["cost_points"]], [p["leak_auc"]], s=30, color=color)
-        short = p["setting"].replace("noise_multiplier=", "σ=").replace("batch_size=", "batch ").replace(",lr=", " lr ")
-        ax.annotate(short, (p["cost_points"], p["leak_auc"]), fontsize=6, xytext=(3, 3 if i % 2 else -8),
-                    textcoords="offset points")
+        ax.scatter([p["cost_points"]], [p["leak_auc"]], s=30, color=color, zorder=3)
+        own = p.get("cost_vs_own_recipe")
+        if p["recipe"] and own is not None and abs(own - p["cost_points"]) > 0.01:
+            ax.plot([p["cost_points"], own], [p["leak_auc"]] * 2, color=color, lw=0.8, alpha=0.6)
+            ax.scatter([own], [p["leak_auc"]], s=30, facecolors="none", edgecolors=color, zorder=3)
+        short = (p["setting"].replace("max_norm+clip_noise", "mn+cn").replace("noise_multiplier=", "σ=")
+                 .replace("batch_size=", "batch ").replace(",lr=", " lr ").replace(",centred=true", " centred"))
+        ax.annotate(short, (p["cost_points"], p["leak_auc"]), fontsize=6, xytext=(-4, 4 if i % 2 else -9),
+                    textcoords="offset points", ha="right")
+    undefended = [p["leak_auc"] for p in frontier["points"] if p["defense"] == "none"]
     chance = _mean(p["leak_auc_chance"] for p in frontier["points"] if "batch_size" not in p["recipe"])
     ax.axhline(chance, color="grey", ls=":", label=f"chance (batch {frontier['batch_size']}): {chance:.3f}")
-    ax.set_xlabel("test AUC cost against no defense (points; mean of seeds)")
+    ax.scatter([], [], s=30, facecolors="none", edgecolors="tab:blue",
+               label="cost against no defense of the same recipe")
+    ax.set_xlabel(f"test AUC cost against no defense, 10 epochs, batch {frontier['batch_size']} (points; mean of "
+                  "seeds)")
     ax.set_ylabel("leak AUC, the stronger of norm and direction scoring")
-    ax.set_title(f"label defenses on {frontier['preset']}: {frontier['seeds']} seeds (red: Pareto front; "
-                 "σ: noise_multiplier)")
+    ax.set_title(f"label defenses on {frontier['preset']}: {frontier['seeds']} seeds (red: Pareto front; σ: "
+                 f"noise_multiplier; no defense leaks {min(undefended):.2f} to {max(undefended):.2f}, off the chart)",
+                 fontsize=9)
     ax.grid(alpha=0.3)
-    right = max(p["cost_points"] for p in frontier["points"])
-    ax.set_xlim(-0.5, right + 0.35 * (right + 0.5))  # room for the labels
-    ax.legend(loc="upper right", fontsize=8)
+    right = max(max(p["cost_points"], p.get("cost_vs_own_recipe") or 0) for p in defended)
+    ax.set_xlim(-0.5, right + 0.2)
+    ax.set_ylim(0.5, max(p["leak_auc"] for p in defended) + 0.02)
+    ax.legend(loc="lower right", fontsize=8)
     path.parent.mkdir(parents=True, exist_ok=True)
     tmp = path.with_suffix(".tmp.png")
     fig.savefig(tmp, dpi=110)

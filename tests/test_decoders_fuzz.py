@@ -7,6 +7,7 @@ their seed corpus and forges frames field by field, a few hundred examples each 
 
 from __future__ import annotations
 
+import json
 import struct
 import sys
 import tracemalloc
@@ -26,7 +27,8 @@ from vsplit.protocol.message import fields_of
 from vsplit.transport import codec
 
 FAST = settings(max_examples=120, deadline=5000, suppress_health_check=[HealthCheck.too_slow], derandomize=True)
-WIRE = ["psi_messages", "secagg_messages", "horizontal_messages", "sealed_frames", "training_messages"]
+WIRE = ["psi_messages", "secagg_messages", "horizontal_messages", "sealed_frames", "training_messages",
+        "serve_messages", "serve_snapshots", "tune_messages", "explain_messages"]
 
 
 def refuses_cleanly(name: str, data: bytes) -> None:
@@ -82,10 +84,15 @@ def test_mutated_inputs_decode_or_raise_vsplit_errors(name, data):
     refuses_cleanly(name, data.draw(mutated(name)))
 
 
+#: text fields an attacker picks: names, and JSON (tune values and scores) at the edges of what Python parses
+STRINGS = [b"", b"bank", b"a\nb", b"\xff", b"w/x\nw/x", b'{"lr": 0.001}', b'{"lr": ' + b"9" * 400 + b"}",
+           b'{"lr": 1e999}', b"[" * 3000, b'{"x": 1}', b'{"1": 0.9, "a": 0.5}', b'{"dropout": true}', b"NaN"]
+
+
 @st.composite
 def forged_frames(draw) -> bytes:
     """A valid header for a real message type, then attacker-chosen scalars, array descriptors and bytes."""
-    family = draw(st.sampled_from(["psi", "secagg", "horizontal", "training", "sealed"]))
+    family = draw(st.sampled_from(["psi", "secagg", "horizontal", "training", "sealed", "serve", "tune", "explain"]))
     cls = draw(st.sampled_from(_families()[family]))
     layout = codec.layout_of(cls)
     numbers: list[object] = []
@@ -103,8 +110,7 @@ def forged_frames(draw) -> bytes:
         numbers += [code, len(shape), *shape, *(0,) * (codec.MAX_NDIM - len(shape))]
         if code < len(codec.DTYPES) and int(np.prod(shape)) <= 4096:
             total += int(np.prod(shape)) * list(codec.DTYPES.values())[code].itemsize
-    strings = b"".join(struct.pack("<I", len(s)) + s for s in
-                       (draw(st.sampled_from([b"", b"bank", b"a\nb", b"\xff", b"w/x\nw/x"])) for _ in layout.strings))
+    strings = b"".join(struct.pack("<I", len(s)) + s for s in (draw(st.sampled_from(STRINGS)) for _ in layout.strings))
     meta = layout.fixed_in.pack(*numbers) + strings
     header = codec.HEADER.pack(codec.MAGIC, codec.WIRE_VERSION, 0, cls.type_code, 0, b"s" * 16, 0, len(meta))
     body = draw(st.sampled_from([bytes(total), bytes([0xFF]) * total, np.arange(total, dtype=np.uint8).tobytes()]))
@@ -136,7 +142,6 @@ def test_decoding_a_frame_allocates_no_more_than_the_frame(frame):
 
 def test_a_checkpoint_declaring_a_huge_array_is_refused_before_it_is_allocated(tmp_path):
     import io
-    import json
     import zipfile
 
     from numpy.lib import format as npy
@@ -166,3 +171,93 @@ def test_readers_name_the_file_and_the_problem(tmp_path):
     (tmp_path / "t.parquet").write_bytes(b"PAR1" + bytes(64) + b"PAR1")
     with pytest.raises(DataError, match=r"t\.parquet: cannot be read as Parquet"):
         read_table(tmp_path / "t.parquet", id_column="customer_id")
+
+
+# -- what fuzzing the services found, each a clear error now ----------------------------------------------------------
+def test_a_scoring_request_nested_too_deeply_or_with_an_oversized_number_is_refused_with_its_field():
+    from vsplit.serve.requests import BadRequest, parse_body, parse_row
+
+    with pytest.raises(BadRequest, match="nested too deeply") as nested:  # was a RecursionError (HTTP 500)
+        parse_body(b"[" * 5000, max_bytes=64 * 1024)
+    assert nested.value.status == 400
+    with pytest.raises(BadRequest, match="malformed JSON: Exceeds the limit"):  # was a ValueError
+        parse_body(b'{"id": ' + b"9" * 5000 + b"}", max_bytes=64 * 1024)
+    row = {"id": "1", "features": {"age": 10**400}}  # was an OverflowError in math.isfinite
+    with pytest.raises(BadRequest, match=r"features\.age: expected a finite number"):
+        parse_row(row, columns={"age": "numeric"}, nulls=False)
+
+
+def test_tune_messages_with_oversized_numbers_deep_nesting_or_unreadable_scores_are_protocol_errors():
+    from vsplit.tune.messages import TuneEnd, TuneProposal, decode_values
+
+    with pytest.raises(ProtocolError, match="lr = a huge integer is not a finite number"):  # was an OverflowError
+        decode_values('{"lr": ' + "9" * 400 + "}")
+    with pytest.raises(ProtocolError, match="nested too deeply"):  # was a RecursionError
+        TuneProposal(number=1, values="[" * 3000)
+    with pytest.raises(ProtocolError, match="numeric_embedding = \\['none'\\] is not one of its choices"):
+        decode_values('{"numeric_embedding": ["none"]}')
+    with pytest.raises(ProtocolError, match="scores: an object of trial number -> AUC"):  # all_scores() raised
+        TuneEnd(best=-1, values="", auc=0.0, scores='{"a": 0.5}')
+    assert TuneEnd(best=-1, values="", auc=0.0, scores='{"3": 0.5}').all_scores() == {3: 0.5}
+
+
+def test_a_damaged_study_journal_is_a_config_error_naming_it_and_a_torn_last_line_is_cut(tmp_path):
+    from vsplit.tune.study import open_study
+
+    path = tmp_path / "study.log"
+    study = open_study(storage=path, name="s", seed=0)
+    trial = study.ask()
+    trial.suggest_float("lr", 1e-4, 1e-2, log=True)
+    study.tell(trial, 0.8)
+    whole = path.read_bytes()
+    path.write_bytes(whole + b'{"op_code": 4, "worker')  # stopped while appending: the line is cut, the rest kept
+    assert len(open_study(storage=path, name="s", seed=0).trials) == 1
+    kept = path.read_bytes()
+    assert kept.startswith(whole)  # and after it only whole lines Optuna appended
+    assert all(json.loads(line) for line in kept[len(whole):].splitlines())
+    path.write_bytes(b"\x80" + whole[1:])  # was a UnicodeDecodeError, or JSON and assertion errors, from Optuna
+    with pytest.raises(ConfigError, match=r"study\.log: the study journal cannot be read .*move it away"):
+        open_study(storage=path, name="s", seed=0)
+
+
+def test_a_damaged_calibration_file_is_a_config_error_naming_it(tmp_path):
+    from vsplit.explain.calibration import Calibrator
+
+    path = tmp_path / "calibration.json"
+    for text, problem in [(b"[1, 2]", "expected a JSON object"), (b"\xff", "not a calibration file"),
+                          (b'{"method": "isotonic", "x": 5, "y": []}', "x: expected a list"),
+                          (b'{"method": "temperature", "temperature": "2"}', "temperature: expected a number"),
+                          (b'{"method": "isotonic", "x": [0.1, NaN], "y": [0, 1]}', "finite x and y")]:
+        path.write_bytes(text)  # each was an AttributeError, UnicodeDecodeError, TypeError or ValueError
+        with pytest.raises(ConfigError, match=problem) as error:
+            Calibrator.load(path)
+        assert str(path) in str(error.value)
+
+
+def test_monitor_refuses_scores_that_are_not_a_csv_or_not_probabilities(tmp_path):
+    from vsplit.monitor.process import read_scores
+
+    path = tmp_path / "predictions.csv"
+    for text, problem in [(b"", "cannot be read as CSV"), (b"probability\n\xff\xfe\n", "cannot be read as CSV"),
+                          (b"id,probability\n1,0.5\n2,abc\n", "holds 'abc', not a probability \\(data row 2\\)"),
+                          (b"id,probability\n1,1.5\n", "holds '1.5'")]:
+        path.write_bytes(text)  # was an EmptyDataError, a UnicodeDecodeError, a ValueError, or a PSI of 1.5
+        with pytest.raises(DataError, match=problem):
+            read_scores(path)
+    path.write_bytes(b"id,probability,status\n1,0.25,scored\n2,,unknown\n")
+    assert read_scores(path).tolist() == [0.25]
+
+
+def test_a_snapshot_is_taken_only_signed_by_the_partner_with_the_expected_width():
+    from fuzzing.services import WIDTH, identity, run_snapshot, snapshot_seeds
+
+    from vsplit.serve.messages import Snapshot
+    from vsplit.serve.snapshots import check_snapshot
+
+    cert, _ = identity()
+    _, good = codec.decode(bytearray(snapshot_seeds()[0]))
+    assert check_snapshot(good, cert=cert, width=WIDTH) and not check_snapshot(good, cert=cert, width=WIDTH + 1)
+    forged = Snapshot(**{**{f: getattr(good, f) for f in good.__dataclass_fields__},
+                         "signature": np.frombuffer(b"\x30\x06\x02\x01\x01\x02\x01\x01", np.uint8)})
+    assert not check_snapshot(forged, cert=cert, width=WIDTH)
+    run_snapshot(snapshot_seeds()[1])  # a delta merged into the held table

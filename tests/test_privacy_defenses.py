@@ -194,3 +194,17 @@ def test_marvell_noise_stays_within_its_power_budget_and_needs_labels():
     hook = make_defense("marvell").hooks(feature_parties=["p"], seed=0).gradient_hooks[0]
     with pytest.raises(ConfigError, match="labels"):
         hook(torch.zeros(4, 2), StepInfo(party="p", epoch=0, step=0, rows=np.arange(4)))
+
+
+def test_centred_clip_noise_adds_nothing_to_the_batch_sum_and_the_same_noise_per_example():
+    grads = torch.randn(512, 6, dtype=torch.float64) * 0.1
+    info = StepInfo(party="p", epoch=0, step=0, rows=None)
+    added = {}
+    for centred in (False, True):
+        hook = ClipNoise(quantile=1.0, noise_multiplier=2.0, centred=centred).hooks(
+            feature_parties=["p"], seed=0).gradient_hooks[0]
+        added[centred] = hook(grads, info) - grads
+    assert float(added[True].sum(0).abs().max()) < 1e-9 < float(added[False].sum(0).abs().max())
+    assert float(added[True].std()) == pytest.approx(float(added[False].std()), rel=0.05)
+    assert make_defense("clip_noise:clip_norm=0.1,centred=true").guarantee(
+        n_train=1, batch_size=1, epochs=1, delta=1e-5) is None  # the exact batch sum is released

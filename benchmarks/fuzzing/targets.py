@@ -53,11 +53,14 @@ def expected(exc: BaseException) -> bool:
 
 # -- wire messages ---------------------------------------------------------------------------------------------------
 def _families() -> dict[str, tuple[type[Message], ...]]:
+    from vsplit.explain import messages as explain
     from vsplit.federated import secagg_messages
     from vsplit.horizontal import join, messages, predict, readmit
     from vsplit.protocol import abort
     from vsplit.protocol.training import messages as training
     from vsplit.psi import messages as psi
+    from vsplit.serve import messages as serve
+    from vsplit.tune import messages as tune
 
     def of(*modules) -> tuple[type[Message], ...]:
         found = []
@@ -73,6 +76,9 @@ def _families() -> dict[str, tuple[type[Message], ...]]:
         "horizontal": tuple(c for c in of(messages, join, predict, readmit) if c.__name__ != "SealedState"),
         "training": of(training),
         "sealed": (messages.SealedState,),
+        "serve": of(serve),
+        "tune": of(tune),
+        "explain": of(explain),
     }
 
 
@@ -323,6 +329,35 @@ def _parquet_seeds() -> list[bytes]:
     return out
 
 
+def _file(name: str, read: Callable[[Path], None]) -> Callable[[bytes], None]:
+    return lambda data: _in_file(name, data, read)
+
+
+def _services() -> list[Target]:
+    from fuzzing import services as s
+
+    return [
+        Target("serve_messages", s.run_serve_message, lambda: s.serve_seeds() + _message_seeds("serve"),
+               "serving messages (vsplit.serve.messages), then what the bank or partner does with them (a snapshot's "
+               "signature check and merge, a request's lookup)"),
+        Target("serve_snapshots", s.run_snapshot, s.snapshot_seeds,
+               "signed snapshots and deltas, signed again so that they verify: width and value checks, and the "
+               "reload of the bank's cached partner table (vsplit.serve.snapshots, vsplit.serve.table)"),
+        Target("serve_requests", s.run_request, s.request_seeds,
+               "HTTP scoring request bodies (vsplit.serve.requests: parse_body, parse_row, parse_rows)"),
+        Target("tune_messages", s.run_tune_message, lambda: s.tune_seeds() + _message_seeds("tune"),
+               "tune messages (vsplit.tune.messages) into the round machines of the label party and a partner"),
+        Target("tune_study_file", _file("study.log", s.run_study_file), s.study_seeds,
+               "the study journal vsplit tune resumes (vsplit.tune.study.open_study) and its trials"),
+        Target("explain_messages", _wire("explain"), lambda: s.explain_seeds() + _message_seeds("explain"),
+               "joint explanation messages (vsplit.explain.messages) through the frame decoder"),
+        Target("calibration_file", _file("calibration.json", s.run_calibration), s.calibration_seeds,
+               "calibration.json (vsplit.explain.calibration.Calibrator.load), then applied"),
+        Target("monitor_scores", _file("predictions.csv", s.run_scores), s.scores_seeds,
+               "the predictions.csv files vsplit monitor compares (vsplit.monitor.process.read_scores)"),
+    ]
+
+
 def _build() -> dict[str, Target]:
     targets = [
         Target("psi_messages", _wire("psi"), lambda: _message_seeds("psi"),
@@ -343,6 +378,7 @@ def _build() -> dict[str, Target]:
         Target("csv_table", _table(".csv"), _csv_seeds, "CSV tables through vsplit.data.sources.read_table"),
         Target("parquet_table", _table(".parquet"), _parquet_seeds,
                "Parquet tables through vsplit.data.sources.read_table"),
+        *_services(),
     ]
     return {t.name: t for t in targets}
 

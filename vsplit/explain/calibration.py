@@ -124,16 +124,21 @@ class Calibrator:
         return {"method": self.method, "temperature": self.temperature, "x": list(self.x), "y": list(self.y)}
 
     @classmethod
-    def from_dict(cls, state: dict[str, Any]) -> Calibrator:
+    def from_dict(cls, state: dict[str, Any], *, where: str = "calibration file") -> Calibrator:
+        if not isinstance(state, dict):
+            raise ConfigError(f"{where}: expected a JSON object with \"method\", got {type(state).__name__}")
         method = state.get("method")
         if method not in METHODS:
-            raise ConfigError(f"calibration file: method must be one of {METHODS}, got {method!r}")
-        out = cls(method=method, temperature=float(state.get("temperature", 1.0)),
-                  x=tuple(map(float, state.get("x", ()))), y=tuple(map(float, state.get("y", ()))))
+            raise ConfigError(f"{where}: method must be one of {METHODS}, got {str(method)[:40]!r}")
+        temperature = _number(state.get("temperature", 1.0), f"{where}: temperature")
+        x, y = (tuple(_number(v, f"{where}: {axis}") for v in _list(state.get(axis, []), f"{where}: {axis}"))
+                for axis in ("x", "y"))
+        out = cls(method=method, temperature=temperature, x=x, y=y)
         if not (np.isfinite(out.temperature) and out.temperature > 0):
-            raise ConfigError(f"calibration file: temperature must be a positive number, got {out.temperature}")
-        if method == "isotonic" and (len(out.x) != len(out.y) or not out.x or np.any(np.diff(out.x) < 0)):
-            raise ConfigError("calibration file: isotonic steps need x and y of one length, x in increasing order")
+            raise ConfigError(f"{where}: temperature must be a positive number, got {out.temperature}")
+        if method == "isotonic" and (len(out.x) != len(out.y) or not out.x or not np.all(np.isfinite(out.x + out.y))
+                                     or np.any(np.diff(out.x) < 0)):
+            raise ConfigError(f"{where}: isotonic steps need finite x and y of one length, x in increasing order")
         return out
 
     def save(self, path: Path) -> Path:
@@ -143,7 +148,28 @@ class Calibrator:
 
     @classmethod
     def load(cls, path: Path) -> Calibrator:
-        return cls.from_dict(json.loads(Path(path).read_text(encoding="utf-8")))
+        """The calibrator saved at ``path``; a :class:`~vsplit.errors.ConfigError` naming the file if it is not one."""
+        fix = "delete it and fit again with vsplit calibrate"
+        try:
+            state = json.loads(Path(path).read_bytes().decode("utf-8"))
+        except (ValueError, RecursionError) as exc:  # not UTF-8, not JSON, or nested past Python's limit
+            raise ConfigError(f"{path}: not a calibration file ({type(exc).__name__}); {fix}") from None
+        return cls.from_dict(state, where=str(path))
+
+
+def _number(value: Any, where: str) -> float:
+    if isinstance(value, bool) or not isinstance(value, int | float):
+        raise ConfigError(f"{where}: expected a number, got {type(value).__name__}")
+    try:
+        return float(value)
+    except OverflowError:
+        raise ConfigError(f"{where}: {str(value)[:20]}... does not fit a float") from None
+
+
+def _list(value: Any, where: str) -> list[Any]:
+    if not isinstance(value, list):
+        raise ConfigError(f"{where}: expected a list of numbers, got {type(value).__name__}")
+    return value
 
 
 #: the label party's calibration in its run folder, applied by ``vsplit predict`` when present

@@ -31,12 +31,23 @@ _JOB = re.compile(r"[A-Za-z0-9._-]{1,64}")
 
 def read_scores(path: Path) -> pd.Series:
     """The ``probability`` column of a ``predictions.csv`` (scored rows only)."""
-    table = pd.read_csv(path)
+    fix = "pass a predictions.csv written by vsplit predict"
+    try:
+        table = pd.read_csv(path)
+    except ValueError as exc:  # pandas' ParserError and EmptyDataError, UnicodeDecodeError
+        reason = str(exc).strip().splitlines()[0][:120] if str(exc).strip() else type(exc).__name__
+        raise DataError(f"{path}: cannot be read as CSV (UTF-8, one header line): {reason}; {fix}") from None
     if "probability" not in table.columns:
-        raise DataError(f"{path}: no 'probability' column; pass a predictions.csv written by vsplit predict")
+        raise DataError(f"{path}: no 'probability' column; {fix}")
     if "status" in table.columns:
-        table = table[table["status"] == "scored"]
-    return table["probability"].astype(float)
+        table = table[table["status"].astype(str) == "scored"]
+    probability = pd.to_numeric(table["probability"], errors="coerce")
+    wrong = (probability.isna() != table["probability"].isna()) | ~(probability.between(0.0, 1.0) | probability.isna())
+    if wrong.any():
+        row = int(wrong.to_numpy().argmax())
+        raise DataError(f"{path}: column 'probability' holds {str(table['probability'].iloc[row])[:20]!r}, not a "
+                        f"probability (data row {row + 1}); {fix}")
+    return probability.astype(float)
 
 
 def monitor_party(config: PartyConfig, input_path: Path, *, scores: Path | None = None,

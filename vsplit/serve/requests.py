@@ -54,6 +54,11 @@ def parse_body(raw: bytes, *, max_bytes: int) -> Any:
                          code="malformed_json") from None
     except UnicodeDecodeError:
         raise BadRequest("body", "not UTF-8 text", status=400, code="malformed_json") from None
+    except ValueError as exc:  # e.g. an integer of more digits than Python converts
+        raise BadRequest("body", f"malformed JSON: {exc}", status=400, code="malformed_json") from None
+    except RecursionError:
+        raise BadRequest("body", "malformed JSON: nested too deeply; a request is an object of rows", status=400,
+                         code="malformed_json") from None
 
 
 def dumps(value: Any) -> bytes:
@@ -99,7 +104,7 @@ def parse_row(obj: Any, *, columns: dict[str, str], nulls: bool, where: str = ""
         if kind == "numeric":
             if isinstance(value, bool) or not isinstance(value, int | float):
                 raise BadRequest(field, f"expected a number, got {_kind(value)}")
-            if not math.isfinite(value):
+            if not _finite(value):
                 raise BadRequest(field, "expected a finite number")
         elif isinstance(value, float) or not isinstance(value, str | int | bool):
             raise BadRequest(field, f"expected a category (a string), got {_kind(value)}")
@@ -117,6 +122,14 @@ def parse_rows(obj: Any, *, columns: dict[str, str], nulls: bool, max_rows: int)
         raise BadRequest("rows", f"{len(rows)} rows is over the limit of {max_rows} per request (serve.max_batch); "
                          "split the batch", status=413, code="too_large")
     return [parse_row(r, columns=columns, nulls=nulls, where=f"rows[{i}].") for i, r in enumerate(rows)]
+
+
+def _finite(value: int | float) -> bool:
+    """Whether ``value`` is a finite number a float holds (an integer of 400 digits is not)."""
+    try:
+        return math.isfinite(value)
+    except OverflowError:
+        return False
 
 
 def _kind(value: Any) -> str:

@@ -31,6 +31,7 @@ from vsplit.models.seeds import derive_seed
 from vsplit.serve import messages as m
 from vsplit.serve.links import PartnerDown, PartnerLink
 from vsplit.serve.model import BankModel, canonical_ids
+from vsplit.serve.snapshots import check_snapshot, merge_snapshot
 from vsplit.serve.table import EmbeddingTable
 
 log = logging.getLogger(__name__)
@@ -155,15 +156,10 @@ class Scorer:
         link.wire.send(m.SnapshotAck(run_id=msg.run_id, seq=msg.seq, ok=ok))
 
     def _verify(self, partner: str, msg: m.Snapshot) -> bool:
-        from vsplit.serve.signing import verify
-
         cert = resolve(self.config, self.config.network.peers[partner])
-        digest = m.snapshot_digest(msg.run_id, msg.seq, msg.full, msg.part, msg.parts, msg.keys, msg.values,
-                                   msg.removed)
-        good = verify(cert, digest, msg.signature.tobytes())
         version = self.versions.get(msg.run_id)
         width = version.partners.get(partner, ("", -1, ""))[1] if version is not None else -1
-        if not good or msg.values.shape[1] != width or not np.isfinite(msg.values).all():
+        if not check_snapshot(msg, cert=cert, width=width):
             log.warning("%s: refused snapshot %d of %s from %s (bad signature, width or values)", self.model.name,
                         msg.seq, msg.run_id, partner)
             return False
@@ -177,14 +173,7 @@ class Scorer:
             if len(parts) < msg.parts:
                 return
             del self._parts[key]
-            keys = np.concatenate([p.keys for p in parts])
-            values = np.concatenate([p.values for p in parts])
-            removed = np.concatenate([p.removed for p in parts])
-            held = self.cache.get((partner, msg.run_id))
-            if msg.full or held is None:
-                table = EmbeddingTable.build(keys, values)
-            else:
-                table = held.apply(keys, values, removed)
+            table = merge_snapshot(self.cache.get((partner, msg.run_id)), parts)
             self.cache[(partner, msg.run_id)] = table
             self.snapshots_received += 1
         log.info("%s: %s snapshot of %s from %s: %d customers", self.model.name, "full" if msg.full else "delta",

@@ -46,19 +46,40 @@ def encode_values(values: dict[str, Any]) -> str:
 def decode_values(text: str, *, what: str = "trial values") -> dict[str, Any]:
     """The knob values of ``text``: a JSON object of knobs vsplit searches -> finite numbers or words."""
     require(len(text) <= MAX_VALUES, f"{what}: {len(text)} characters, over {MAX_VALUES}")
-    try:
-        values = json.loads(text, parse_constant=_refuse)
-    except ValueError as exc:
-        require(False, f"{what}: not JSON ({exc})")
+    values = _json(text, what=what)
     require(isinstance(values, dict), f"{what}: not an object")
     for knob, value in values.items():
         require(knob in KNOBS, f"{what}: {knob!r} is not a knob vsplit searches")
         if KNOBS[knob].kind == "choice":
-            require(value in KNOBS[knob].choices, f"{what}: {knob} = {value!r} is not one of its choices")
+            ok = isinstance(value, str) and value in KNOBS[knob].choices
+            require(ok, f"{what}: {knob} = {_shown(value)} is not one of its choices")
         else:
-            ok = isinstance(value, (int, float)) and not isinstance(value, bool) and math.isfinite(value)
-            require(ok, f"{what}: {knob} = {value!r} is not a finite number")
+            require(_finite(value), f"{what}: {knob} = {_shown(value)} is not a finite number")
     return values
+
+
+def _json(text: str, *, what: str) -> Any:
+    try:
+        return json.loads(text, parse_constant=_refuse)
+    except ValueError as exc:  # not JSON, a bare NaN, or an integer of more digits than Python converts
+        require(False, f"{what}: not JSON ({exc})")
+    except RecursionError:
+        require(False, f"{what}: not JSON (nested too deeply)")
+
+
+def _finite(value: Any) -> bool:
+    """Whether ``value`` is a number (not a bool) that a float holds and that is finite."""
+    if isinstance(value, bool) or not isinstance(value, (int, float)):
+        return False
+    try:
+        return math.isfinite(value)
+    except OverflowError:  # an integer of hundreds of digits
+        return False
+
+
+def _shown(value: Any) -> str:
+    text = repr(value) if not isinstance(value, int) or abs(value) < 10**20 else "a huge integer"
+    return text if len(text) <= 40 else text[:40] + "..."
 
 
 def _refuse(token: str) -> Any:
@@ -122,9 +143,10 @@ class TuneEnd(Message):
         if self.best >= 0:
             decode_values(self.values, what="best values")
         require(len(self.scores) <= 64 * 1024, "scores are at most 64 KiB")
-        scores = json.loads(self.scores, parse_constant=_refuse) if self.scores else {}
-        require(isinstance(scores, dict) and all(isinstance(v, (int, float)) for v in scores.values()),
-                "scores: an object of trial number -> AUC")
+        scores = _json(self.scores, what="scores") if self.scores else {}
+        require(isinstance(scores, dict) and all(k.isdigit() and k.isascii() and len(k) <= 9 and _finite(v)
+                                                 for k, v in scores.items()),
+                "scores: an object of trial number -> AUC (a finite number)")
 
     def all_scores(self) -> dict[int, float]:
         return {int(k): float(v) for k, v in json.loads(self.scores or "{}").items()}

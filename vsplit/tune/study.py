@@ -21,7 +21,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from vsplit.errors import VsplitError
+from vsplit.errors import ConfigError, VsplitError
 from vsplit.tune.space import SPACE, Knob
 
 
@@ -34,20 +34,53 @@ class TuneResult:
     trials: list[dict[str, Any]] = field(default_factory=list)
 
 
+#: what reading a damaged journal raises: Optuna checks little of what it replays, and asserts where it finds an
+#: operation it cannot apply
+UNREADABLE: tuple[type[BaseException], ...] = (ValueError, KeyError, TypeError, AttributeError, IndexError,
+                                               RecursionError, OverflowError, AssertionError)
+
+
 def open_study(*, storage: str | Path | None, name: str, seed: int) -> Any:
     """A maximising Optuna study, in memory or in the journal file ``storage`` (created, or resumed)."""
     import optuna
 
     optuna.logging.set_verbosity(optuna.logging.ERROR)  # a failed trial is recorded in the result
     backend = None
-    if storage is not None:
-        from optuna.storages import JournalStorage
-        from optuna.storages.journal import JournalFileBackend
+    try:
+        if storage is not None:
+            from optuna.storages import JournalStorage
+            from optuna.storages.journal import JournalFileBackend
 
-        Path(storage).parent.mkdir(parents=True, exist_ok=True)
-        backend = JournalStorage(JournalFileBackend(str(storage)))
-    return optuna.create_study(study_name=name, storage=backend, direction="maximize", load_if_exists=True,
-                               sampler=optuna.samplers.TPESampler(seed=seed))
+            Path(storage).parent.mkdir(parents=True, exist_ok=True)
+            drop_torn_line(Path(storage))
+            backend = JournalStorage(JournalFileBackend(str(storage)))  # replays the journal
+        study = optuna.create_study(study_name=name, storage=backend, direction="maximize", load_if_exists=True,
+                                    sampler=optuna.samplers.TPESampler(seed=seed))
+        study.get_trials(deepcopy=False)  # replays the whole journal now, here, rather than at the first trial
+        return study
+    except (*UNREADABLE, optuna.exceptions.OptunaError) as exc:  # a damaged journal: Optuna fails in its replay
+        raise ConfigError(f"{storage}: the study journal cannot be read ({type(exc).__name__}: {str(exc)[:120]}); "
+                          "move it away to start a new search, or restore it from a backup") from None
+
+
+def drop_torn_line(path: Path) -> bool:
+    r"""Cut a last line the journal does not end (a process stopped while appending to it): Optuna skips such a line
+    when it reads, but would append its next operation to it, and that line would then break every later resume.
+    Whether a line was cut.
+
+    >>> import tempfile
+    >>> path = Path(tempfile.mkdtemp()) / "study.log"
+    >>> _ = path.write_bytes(b'{"op_code": 0}\n{"op_co')
+    >>> drop_torn_line(path), path.read_bytes()
+    (True, b'{"op_code": 0}\n')
+    """
+    from vsplit.atomic import write_atomic
+
+    data = path.read_bytes() if path.is_file() else b""
+    if not data or data.endswith(b"\n"):
+        return False
+    write_atomic(path, data[: data.rfind(b"\n") + 1])
+    return True
 
 
 def run_study(score: Callable[[dict[str, Any]], float], *, n_trials: int, seed: int,

@@ -6,6 +6,12 @@ to every coordinate. ``max_norm`` (Li et al., ICLR 2022, their heuristic baselin
 enough isotropic noise that every gradient's expected squared norm equals the batch's largest one, which hides
 norms but leaves directions.
 
+With ``centred``, the noise of a batch is centred (its mean over the batch's examples taken out, the rest scaled
+back to the same variance per example): every example's gradient gets noise of the same law as without, but the noise
+adds nothing to the batch's sum, so the partner's update of a layer whose input is the same for every example (a
+bias) is noise-free, and noise the partner's layers see through a common part of their inputs cancels. The price:
+the batch's summed gradient reaches the partner exactly, and with it, roughly, how many positives the batch holds.
+
 With a fixed ``clip_norm`` the per-example release has an (ε, δ) statement; with quantile clipping the threshold
 depends on the batch's labels and no statement applies. Either way the labels also reach the feature party through
 the top model's later gradients, which no per-release accounting covers.
@@ -30,8 +36,10 @@ from vsplit.protocol.training.hooks import StepInfo, TrainingHooks
 
 
 class _ClipNoiseHook:
-    def __init__(self, *, quantile: float, noise_multiplier: float, clip_norm: float | None, generator) -> None:
+    def __init__(self, *, quantile: float, noise_multiplier: float, clip_norm: float | None, generator,
+                 centred: bool = False) -> None:
         self.quantile, self.noise_multiplier, self.clip_norm = quantile, noise_multiplier, clip_norm
+        self.centred = centred
         self.generator = generator
         self._clipped: list[float] = []
         self._noise_to_signal: list[float] = []
@@ -45,6 +53,8 @@ class _ClipNoiseHook:
         scale = torch.clamp(bound / norms.clamp_min(1e-30), max=1.0)
         out = values * scale.unsqueeze(1)
         noise = torch.randn(values.shape, generator=self.generator, dtype=values.dtype)
+        if self.centred and len(values) > 1:  # zero sum over the batch, the same variance per example
+            noise = (noise - noise.mean(dim=0, keepdim=True)) * (len(values) / (len(values) - 1)) ** 0.5
         noise = noise * (self.noise_multiplier * bound)
         self._clipped.append(float((scale < 1).float().mean()))
         self._noise_to_signal.append(float(noise.norm() / out.norm().clamp_min(1e-30)))
@@ -65,18 +75,21 @@ class ClipNoise(Defense):
         quantile: clip at this quantile of the batch's per-example gradient norms (1.0: no clipping).
         noise_multiplier: noise standard deviation per coordinate, as a multiple of the clip norm.
         clip_norm: a fixed clip norm instead of the quantile (gives a per-release (ε, δ) statement).
+        centred: noise that sums to zero over each batch (see the module; reveals the batch's summed gradient).
     """
 
     name = "clip_noise"
     side = "label"
 
-    def __init__(self, *, quantile: float = 0.95, noise_multiplier: float = 1.0, clip_norm: float | None = None):
+    def __init__(self, *, quantile: float = 0.95, noise_multiplier: float = 1.0, clip_norm: float | None = None,
+                 centred: bool = False):
         super().__init__()
         if not 0 < quantile <= 1:
             raise ConfigError(f"clip_noise: quantile must be in (0, 1], got {quantile}")
         if noise_multiplier < 0 or (clip_norm is not None and clip_norm <= 0):
             raise ConfigError("clip_noise: noise_multiplier must be >= 0 and clip_norm > 0")
         self.quantile, self.noise_multiplier, self.clip_norm = quantile, noise_multiplier, clip_norm
+        self.centred = bool(centred)
 
     @property
     def active(self) -> bool:
@@ -85,14 +98,14 @@ class ClipNoise(Defense):
     def build(self, *, feature_parties: list[str], seed: int) -> TrainingHooks:
         hook = _ClipNoiseHook(
             quantile=self.quantile, noise_multiplier=self.noise_multiplier, clip_norm=self.clip_norm,
-            generator=self.generator(seed, "gradients"),
+            generator=self.generator(seed, "gradients"), centred=self.centred,
         )
         self._hooks = [hook]
         return TrainingHooks(gradient_hooks=[hook])
 
     def guarantee(self, *, n_train: int, batch_size: int, epochs: int, delta: float) -> Guarantee | None:
-        if self.clip_norm is None or self.noise_multiplier <= 0:
-            return None
+        if self.clip_norm is None or self.noise_multiplier <= 0 or self.centred:
+            return None  # centred noise releases the batch's exact sum: no per-example statement covers that
         # a label change moves one clipped gradient by at most 2C: the noise is noise_multiplier / 2 sensitivities
         return gaussian_guarantee(
             noise_multiplier=self.noise_multiplier / 2, steps=epochs, delta=delta,
