@@ -40,7 +40,7 @@ import torch
 from torch import nn
 
 from vsplit.errors import ConfigError
-from vsplit.explain.messages import MAX_KNOTS
+from vsplit.explain.messages import MAX_KNOTS, MAX_PATH_ROWS
 
 #: the most refinement rounds of one segment
 MAX_ROUNDS = 64
@@ -237,6 +237,9 @@ def refine(evaluate: Callable[[Knots], torch.Tensor], module: nn.Module, knots: 
         if int(knots.counts.max()) > max_knots:
             raise KnotLimit(f"a row's path has more than {max_knots} breakpoints; explain this model with "
                             "method='quadrature'")
+        if len(knots.alphas) > MAX_PATH_ROWS:
+            raise KnotLimit(f"a chunk's paths have more than {MAX_PATH_ROWS} knots in all (a bound on every party's "
+                            "memory); lower explain.chunk")
         if len(knots.alphas) == before:  # every crossing was already a knot (rounding): settled
             return knots, out
     raise KnotLimit(f"a segment did not settle its breakpoints in {MAX_ROUNDS} rounds; explain this model with "
