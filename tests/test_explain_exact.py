@@ -40,7 +40,7 @@ def test_the_breakpoints_leave_the_network_affine_on_every_piece():
         a = torch.from_numpy(alphas)[:, None]
         return net(start[rows] + a * (end - start)[rows])
 
-    knots, out = refine(lambda k: at(k.alphas, k.rows), net, Knots.ends(4))
+    knots, out = refine(at, net, Knots.ends(4))
     assert knots.counts.min() > 2  # every row crosses some switch
     for fraction in (0.13, 0.5, 0.91):  # inside every piece, the network equals the interpolation of its knots
         i = knots.left()
@@ -71,7 +71,8 @@ def test_a_row_with_too_many_breakpoints_is_refused_with_the_fix():
     net = _net(1)
     x = torch.randn(2, 3, dtype=torch.float64) * 5
     with pytest.raises(KnotLimit, match="method='quadrature'"):
-        refine(lambda k: net(torch.from_numpy(k.alphas)[:, None] * x[k.rows]), net, Knots.ends(2), max_knots=2)
+        refine(lambda alphas, rows: net(torch.from_numpy(alphas)[:, None] * x[rows]), net, Knots.ends(2),
+               max_knots=2)
 
 
 @pytest.fixture(scope="module")

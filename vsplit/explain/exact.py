@@ -81,8 +81,9 @@ class ExactSteps:
                     inputs = [t[lo:lo + rows] for t in source.inputs]
                     st["rows_in"][seg.name] = inputs
 
-                    def evaluate(k: Knots, m: nn.Module = module, i: list = inputs, s: Any = source) -> torch.Tensor:
-                        return SourcePath(m, i, s.baseline, k.alphas, k.rows, dtype=torch.float64).output
+                    def evaluate(alphas: np.ndarray, at: np.ndarray, m: nn.Module = module, i: list = inputs,
+                                 s: Any = source) -> torch.Tensor:
+                        return SourcePath(m, i, s.baseline, alphas, at, dtype=torch.float64).output
 
                     knots, value = refine(evaluate, module, Knots.ends(rows))
                 else:
@@ -92,8 +93,9 @@ class ExactSteps:
                     st["ins"][seg.name] = ins
                     names = [n for n, _, _ in ins]
 
-                    def evaluate(k: Knots, m: nn.Module = module, i: Inputs = ins, n: list = names) -> torch.Tensor:
-                        return call(m, n, [interpolate(ki, vi, k.alphas, k.rows) for _, ki, vi in i])
+                    def evaluate(alphas: np.ndarray, at: np.ndarray, m: nn.Module = module, i: Inputs = ins,
+                                 n: list = names) -> torch.Tensor:
+                        return call(m, n, [interpolate(ki, vi, alphas, at) for _, ki, vi in i])
 
                     knots, value = refine(evaluate, module, reduce(Knots.union, [k for _, k, _ in ins]))
             except KnotLimit as error:

@@ -24,7 +24,7 @@ Example:
     >>> with torch.no_grad():
     ...     _ = net[0].weight.copy_(torch.tensor([[1.0], [-1.0]])), net[0].bias.copy_(torch.tensor([-0.5, 0.25]))
     >>> start = Knots.ends(1)
-    >>> knots, out = refine(lambda k: net(torch.from_numpy(k.alphas)[:, None]), net, start)
+    >>> knots, out = refine(lambda alphas, rows: net(torch.from_numpy(alphas)[:, None]), net, start)
     >>> knots.alphas.tolist()  # the two ReLUs switch at a = 0.25 and a = 0.5
     [0.0, 0.25, 0.5, 1.0]
 """
@@ -144,10 +144,12 @@ def interpolate(knots: Knots, values: torch.Tensor, alphas: np.ndarray, rows: np
     >>> interpolate(k, torch.tensor([[0.0], [2.0]]), np.array([0.25]), np.array([0])).tolist()
     [[0.5]]
     """
+    if len(alphas) == len(knots.alphas) and np.array_equal(alphas, knots.alphas) and np.array_equal(rows, knots.rows):
+        return values  # the knots themselves
     i, w = locate(knots, alphas, rows)
     index = torch.from_numpy(i)
     weight = torch.from_numpy(w).to(values.dtype).reshape(-1, *([1] * (values.ndim - 1)))
-    return values[index] + weight * (values[index + 1] - values[index])
+    return torch.lerp(values[index], values[index + 1], weight)
 
 
 def gather_pieces(fine: Knots, coarse: Knots, per_piece: torch.Tensor) -> torch.Tensor:
@@ -159,13 +161,15 @@ def gather_pieces(fine: Knots, coarse: Knots, per_piece: torch.Tensor) -> torch.
     return out.index_add_(0, target, per_piece)
 
 
-def crossings(knots: Knots, z: torch.Tensor) -> tuple[np.ndarray, np.ndarray]:
+def crossings(knots: Knots, z: torch.Tensor, pieces: np.ndarray | None = None) -> tuple[np.ndarray, np.ndarray]:
     """Where each unit of ``z`` (a kink's input at every knot, ``(points, units)``) changes sign strictly inside a
-    piece, assuming it affine there: ``(rows, alphas)`` of the crossings."""
-    zz = z.detach().reshape(len(z), -1).double().numpy()
+    piece (of those ``pieces`` selects), assuming it affine there: ``(rows, alphas)`` of the crossings."""
+    zz = z.detach().reshape(len(z), -1).numpy()
     i = knots.left()
+    if pieces is not None:
+        i = i[pieces]
     zl, zr = zz[i], zz[i + 1]
-    tol = 1e-12 * max(1.0, float(np.abs(zz).max(initial=0.0)))
+    tol = 1e-12 * max(1.0, float(np.abs(zl).max(initial=0.0)), float(np.abs(zr).max(initial=0.0)))
     sl = np.where(np.abs(zl) <= tol, 0, np.sign(zl))
     sr = np.where(np.abs(zr) <= tol, 0, np.sign(zr))
     piece, _unit = np.nonzero(sl * sr < 0)
@@ -220,27 +224,59 @@ def recording(module: nn.Module) -> Iterator[list[torch.Tensor]]:
             handle.remove()
 
 
-def refine(evaluate: Callable[[Knots], torch.Tensor], module: nn.Module, knots: Knots, *,
+def refine(evaluate: Callable[[np.ndarray, np.ndarray], torch.Tensor], module: nn.Module, knots: Knots, *,
            max_knots: int = MAX_KNOTS) -> tuple[Knots, torch.Tensor]:
     """Add ``module``'s breakpoints to ``knots`` (its input being affine between them) until it is affine on every
-    piece; ``evaluate(knots)`` runs it at the knots. Returns the knots and its output at them."""
+    piece; ``evaluate(alphas, rows)`` runs it at the points ``alphas[j]`` of the paths of rows ``rows[j]``. Returns
+    the knots and its output at them.
+
+    Each round runs the module only at the knots it adds, and looks for crossings only in the pieces next to them
+    (the others were checked already: their kink inputs are the same)."""
+    with torch.no_grad(), recording(module) as seen:
+        out = evaluate(knots.alphas, knots.rows)
+    kinks = list(seen)
+    fresh = np.ones(len(knots.alphas) - knots.n, dtype=bool)
     for _ in range(MAX_ROUNDS):
-        with torch.no_grad(), recording(module) as seen:
-            out = evaluate(knots)
-        found = [crossings(knots, z) for z in seen]
+        found = [crossings(knots, z, fresh) for z in kinks]
         rows = np.concatenate([r for r, _ in found]) if found else np.zeros(0, dtype=np.int64)
+        alphas = np.concatenate([a for _, a in found]) if found else np.zeros(0)
+        rows, alphas = _new_points(knots, rows, alphas)
         if not len(rows):
             return knots, out
-        alphas = np.concatenate([a for _, a in found])
-        before = len(knots.alphas)
-        knots = _merged(np.concatenate([knots.rows, rows]), np.concatenate([knots.alphas, alphas]), knots.n)
-        if int(knots.counts.max()) > max_knots:
+        if int((knots.counts + np.bincount(rows, minlength=knots.n)).max()) > max_knots:
             raise KnotLimit(f"a row's path has more than {max_knots} breakpoints; explain this model with "
                             "method='quadrature'")
-        if len(knots.alphas) > MAX_PATH_ROWS:
+        if len(knots.alphas) + len(alphas) > MAX_PATH_ROWS:
             raise KnotLimit(f"a chunk's paths have more than {MAX_PATH_ROWS} knots in all (a bound on every party's "
                             "memory); lower explain.chunk")
-        if len(knots.alphas) == before:  # every crossing was already a knot (rounding): settled
-            return knots, out
+        with torch.no_grad(), recording(module) as seen:
+            added = evaluate(alphas, rows)
+        if len(seen) != len(kinks):
+            raise KnotLimit("a segment ran its kink modules a different number of times on different rows; explain "
+                            "this model with method='quadrature'")
+        all_rows = np.concatenate([knots.rows, rows])
+        all_alphas = np.concatenate([knots.alphas, alphas])
+        order = torch.from_numpy(np.lexsort((all_alphas, all_rows)))
+        is_new = np.concatenate([np.zeros(len(knots.alphas), bool), np.ones(len(alphas), bool)])[order.numpy()]
+        out = torch.cat([out, added])[order]
+        kinks = [torch.cat([old, z.reshape(len(z), *old.shape[1:])])[order] for old, z in zip(kinks, seen, strict=True)]
+        counts = np.bincount(all_rows, minlength=knots.n)
+        knots = Knots(alphas=all_alphas[order.numpy()], offsets=np.concatenate([[0], np.cumsum(counts)]))
+        left = knots.left()
+        fresh = is_new[left] | is_new[left + 1]
     raise KnotLimit(f"a segment did not settle its breakpoints in {MAX_ROUNDS} rounds; explain this model with "
                     "method='quadrature'")
+
+
+def _new_points(knots: Knots, rows: np.ndarray, alphas: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+    """The crossings that are new knots: one per point (several units may switch together), none at a knot."""
+    if not len(rows):
+        return rows, alphas
+    order = np.lexsort((alphas, rows))
+    rows, alphas = rows[order], alphas[order]
+    keep = np.ones(len(rows), dtype=bool)
+    keep[1:] = (rows[1:] != rows[:-1]) | (alphas[1:] - alphas[:-1] > SAME_POINT)
+    rows, alphas = rows[keep], alphas[keep]
+    i, _ = locate(knots, alphas, rows)
+    apart = (alphas - knots.alphas[i] > SAME_POINT) & (knots.alphas[i + 1] - alphas > SAME_POINT)
+    return rows[apart], alphas[apart]
