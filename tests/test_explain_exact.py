@@ -107,6 +107,14 @@ def test_exact_attributions_add_up_to_the_score_difference_in_every_topology(top
     assert "exact integrated gradients" in exact.method_text()
 
 
+def test_piecewise_linear_numeric_embeddings_are_integrated_exactly_too(views):
+    clf = SplitClassifier(epochs=1, random_state=0, alignment="join", numeric_embedding="piecewise").fit(views)
+    exact = clf.explain(views)  # the kinks where a column crosses one of its bin edges are breakpoints as well
+    assert exact.method == "exact" and exact.completeness_error().max() < 1e-9
+    fine = clf.explain(views, method="quadrature", steps=128)
+    np.testing.assert_allclose(fine.features.to_numpy(), exact.features.to_numpy(), atol=2e-3)
+
+
 def test_a_segment_that_is_not_piecewise_linear_falls_back_to_the_quadrature_and_says_so(views):
     clf = SplitClassifier(epochs=1, random_state=0, alignment="join", merge="attention").fit(views)
     e = clf.explain(views, steps=16)

@@ -114,8 +114,9 @@ def model_card(estimator: Any, train_views: Mapping[str, pd.DataFrame], test_vie
         error = explanation.completeness_error()
         card["limits"].append(f"Attributions: {explanation.method_text()}; the attributions of a row sum to its score "
                               f"difference within {float(error.max()):.2g} (largest over {len(error)} rows). Exact "
-                              "integration needs a piecewise-linear network (linear layers, ReLU, embeddings); any "
-                              "other segment falls back to the quadrature, which the line above then names.")
+                              "integration needs a piecewise-linear network (linear layers, ReLU, embeddings, "
+                              "binned numbers); any other segment falls back to the quadrature, which the line above "
+                              "then names.")
     if fairness_column is not None:
         table = test_views[label].reset_index(drop=True)
         if fairness_column not in table.columns:

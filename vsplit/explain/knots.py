@@ -13,9 +13,10 @@ every piece, and so on until no ReLU's input changes sign inside a piece. That i
 the segment is affine on every piece. Its values at any point of a piece follow by linear interpolation of the
 knots' (:func:`interpolate`), which is how a reader with its own finer knots gets its input without asking again.
 
-Only modules whose forward is known to be affine apart from ReLU/LeakyReLU modules qualify
-(:func:`not_piecewise_linear`); anything else (GELU, attention, a module of your own, a periodic or piecewise-linear
-numeric embedding) falls back to the Gauss-Legendre quadrature of :mod:`vsplit.explain.paths`.
+Only modules whose forward is known to be affine apart from ReLU/LeakyReLU modules and rtdl's piecewise-linear
+numeric encoding (whose kinks are where a column crosses a bin edge) qualify (:func:`not_piecewise_linear`); anything
+else (GELU, attention, a periodic numeric embedding, a module of your own) falls back to the Gauss-Legendre
+quadrature of :mod:`vsplit.explain.paths`.
 
 Example:
     >>> import torch
@@ -187,12 +188,33 @@ KINKS: tuple[type[nn.Module], ...] = (nn.ReLU, nn.LeakyReLU)
 def _affine_modules() -> tuple[type[nn.Module], ...]:
     from vsplit.models.ensemble import EnsembleTop
     from vsplit.models.merge import Concat, Mean, Sum
+    from vsplit.models.numeric import NumericEmbedding
     from vsplit.models.segments import MLP
     from vsplit.models.tabular import TabularMLP
     from vsplit.models.top import TopModel
 
     return (nn.Linear, nn.Dropout, nn.BatchNorm1d, nn.Identity, nn.Flatten, nn.Embedding, nn.Sequential,
-            nn.ModuleList, nn.ModuleDict, TabularMLP, TopModel, EnsembleTop, MLP, Concat, Sum, Mean)
+            nn.ModuleList, nn.ModuleDict, TabularMLP, TopModel, EnsembleTop, MLP, Concat, Sum, Mean,
+            NumericEmbedding, *_rtdl_piecewise()[1:])
+
+
+def _rtdl_piecewise() -> tuple[type[nn.Module], ...]:
+    """rtdl's piecewise-linear encoding (its clamps are kinks, :func:`_bin_kinks`) and the affine modules around it
+    (``PiecewiseLinearEmbeddings``); nothing where rtdl is not installed."""
+    try:
+        import rtdl_num_embeddings as rtdl
+        from rtdl_num_embeddings import _NLinear, _PiecewiseLinearEncodingImpl
+    except ImportError:  # pragma: no cover - a core dependency's extra
+        return (nn.Module,)
+    return (_PiecewiseLinearEncodingImpl, _PiecewiseLinearEncodingImpl, rtdl.PiecewiseLinearEmbeddings,
+            rtdl.LinearEmbeddings, _NLinear)
+
+
+def _bin_kinks(module: nn.Module, x: torch.Tensor) -> list[torch.Tensor]:
+    """The kink inputs of rtdl's piecewise-linear encoding: each bin's position ``bias + weight x``, clamped at 0
+    and at 1 (some components at one end only: a crossing that is no kink only adds a knot)."""
+    pre = torch.addcmul(module.bias, module.weight, x[..., None]).detach()
+    return [pre, pre - 1]
 
 
 def not_piecewise_linear(module: nn.Module) -> str | None:
@@ -204,7 +226,7 @@ def not_piecewise_linear(module: nn.Module) -> str | None:
     >>> not_piecewise_linear(nn.Sequential(nn.Linear(2, 2), nn.GELU()))
     'GELU'
     """
-    allowed = (*_affine_modules(), *KINKS)
+    allowed = (*_affine_modules(), *KINKS, _rtdl_piecewise()[0])
     for part in module.modules():
         if type(part) not in allowed:
             return type(part).__name__
@@ -215,8 +237,11 @@ def not_piecewise_linear(module: nn.Module) -> str | None:
 def recording(module: nn.Module) -> Iterator[list[torch.Tensor]]:
     """The inputs of every kink module of ``module`` while it runs (in call order)."""
     seen: list[torch.Tensor] = []
+    bins = _rtdl_piecewise()[0]
     handles = [m.register_forward_pre_hook(lambda _m, inputs: seen.append(inputs[0].detach()))
                for m in module.modules() if isinstance(m, KINKS)]
+    handles += [m.register_forward_pre_hook(lambda m, inputs: seen.extend(_bin_kinks(m, inputs[0])))
+                for m in module.modules() if type(m) is bins and bins is not nn.Module]
     try:
         yield seen
     finally:
