@@ -12,7 +12,14 @@ import pandas as pd
 import pytest
 
 from vsplit.estimator import SplitClassifier
-from vsplit.explain.messages import ExplainRequest, GroupAttribution, PathActivations, PathGradients
+from vsplit.explain.messages import (
+    ExplainRequest,
+    GroupAttribution,
+    KnotActivations,
+    PathActivations,
+    PathGradients,
+    PieceGradients,
+)
 from vsplit.explain.paths import Baseline
 from vsplit.explain.reference import captum_attributions
 from vsplit.explain.session import input_columns
@@ -43,7 +50,7 @@ def vertical(views) -> SplitClassifier:
 
 
 def test_split_attributions_equal_captum_on_the_same_network_in_one_place(vertical, views):
-    e = vertical.explain(views, steps=STEPS)
+    e = vertical.explain(views, steps=STEPS, method="quadrature")
     parties = {"bank": vertical.label_party_, "shop": vertical.feature_parties_["shop"]}
     bottoms = {}
     for name, party in parties.items():
@@ -61,7 +68,8 @@ def test_split_attributions_equal_captum_on_the_same_network_in_one_place(vertic
 
 
 def test_the_partner_group_is_the_sum_of_its_columns_and_completeness_improves_with_steps(vertical, views):
-    coarse, fine = vertical.explain(views, steps=4), vertical.explain(views, steps=64)
+    coarse, fine = vertical.explain(views, steps=4, method="quadrature"), \
+        vertical.explain(views, steps=64, method="quadrature")
     np.testing.assert_allclose(fine.partners["shop"].to_numpy().sum(axis=1), fine.groups["shop"], atol=1e-9)
     assert fine.completeness_error().mean() < coarse.completeness_error().mean() / 4
     assert fine.completeness_error().max() < 0.05
@@ -80,7 +88,7 @@ def test_no_frame_carries_a_partners_per_feature_attributions_and_names_only_if_
     e = vertical.explain(views, steps=8, chunk=128, share_top_k=share)
     sent = _partner_values(frames, "shop")
     groups = [m for m in sent if isinstance(m, GroupAttribution)]
-    assert groups and {type(m) for m in sent} <= {GroupAttribution, PathActivations, *_psi_types(sent)}
+    assert groups and {type(m) for m in sent} <= {GroupAttribution, KnotActivations, *_psi_types(sent)}
     assert all(m.top.shape[1] == share for m in groups)
     assert all(bool(m.names) == bool(share) for m in groups)
     payload = b"".join(f for s, _, _, f in frames if s == "shop")
@@ -105,7 +113,7 @@ def test_a_vanilla_split_attributes_everything_to_the_client_group(views):
     both = {"bank": bank, "shop": views["shop"]}
     e = clf.fit(both).explain(both, steps=32)
     assert list(e.features.columns) == [] and list(e.groups.columns) == ["shop"]
-    assert e.completeness_error().max() < 0.05
+    assert e.method == "exact" and e.completeness_error().max() < 1e-9
     np.testing.assert_allclose(e.partners["shop"].to_numpy().sum(axis=1), e.groups["shop"], atol=1e-9)
 
 
@@ -113,7 +121,7 @@ def test_a_u_shaped_split_explains_at_the_client_and_the_server_learns_nothing_n
     own = views["bank"]
     clf = SplitClassifier(topology="u_shaped", epochs=2, random_state=0).fit({"bank": own})
     frames.clear()
-    e = clf.explain({"bank": own}, steps=32)
+    e = clf.explain({"bank": own}, method="quadrature")
     assert list(e.features.columns) == ["job", "age"] and e.groups.shape[1] == 0
     assert e.completeness_error().max() < 0.05
     to_server = {type(m) for _, to, m, _ in frames if to == "server"}
@@ -122,6 +130,11 @@ def test_a_u_shaped_split_explains_at_the_client_and_the_server_learns_nothing_n
     # an attribution or a row count beyond the request
     assert to_server == {ExplainRequest, PathActivations, PathGradients}
     assert from_server == {PathActivations, PathGradients}
+    frames.clear()  # exact: the same, with each row's knots in place of shared nodes
+    exact = clf.explain({"bank": own})
+    assert exact.method == "exact" and exact.completeness_error().max() < 1e-9
+    assert {type(m) for _, to, m, _ in frames if to == "server"} == {ExplainRequest, KnotActivations, PieceGradients}
+    assert {type(m) for s, _, m, _ in frames if s == "server"} == {KnotActivations, PieceGradients}
 
 
 def test_a_centralized_baseline_explains_the_same_columns_in_one_place(views):

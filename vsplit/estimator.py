@@ -428,16 +428,19 @@ class _SplitEstimator(BaseEstimator):
         return self
 
     def explain(self, views: Mapping[str, pd.DataFrame], *, steps: int = 32, chunk: int = 256,
-                share_top_k: int | Mapping[str, int] = 0) -> Any:
+                share_top_k: int | Mapping[str, int] = 0, method: str = "auto") -> Any:
         """Attribute the score of each row every party knows to the label party's own columns and to each partner
         as one group (integrated gradients through the cuts, ``steps`` quadrature nodes): a
         :class:`~vsplit.explain.explanation.Explanation`. Each partner computes its own columns' share locally
         (``.partners``, at hand here because every party runs in this process) and tells the label party one
         number per row, plus its ``share_top_k`` most influential column names if it allows (docs/governance.md).
+        ``method``: ``"exact"`` integrates each row's path exactly between its breakpoints (piecewise-linear
+        networks: ReLU, linear layers, embeddings), ``"quadrature"`` with ``steps`` nodes, ``"auto"`` (default) exact
+        where every segment allows it, else the quadrature (``Explanation.note`` says why).
         """
         from vsplit.explain.local import explain_views
 
-        return explain_views(self, views, steps=steps, chunk=chunk, share_top_k=share_top_k)
+        return explain_views(self, views, steps=steps, chunk=chunk, share_top_k=share_top_k, method=method)
 
     # -- helpers ---------------------------------------------------------------------------------------------------
     def _settings(self) -> ModelSettings:

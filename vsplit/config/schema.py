@@ -284,6 +284,10 @@ class ServeSection:
 class ExplainSection:
     """``vsplit explain``, its reason codes and the model card (docs/governance.md)."""
 
+    #: label party (every party follows it): "exact" integrates each row's path exactly between its breakpoints
+    #: (piecewise-linear segments only), "quadrature" with ``steps`` nodes, "auto": exact where the label party's
+    #: segments allow it (a partner whose segments do not refuses, naming the fix)
+    method: str = "auto"
     #: quadrature nodes of integrated gradients' path (label party; every party follows it)
     steps: int = 32
     #: rows explained per exchange (label party)

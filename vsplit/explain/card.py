@@ -25,8 +25,9 @@ from vsplit.report.credit import bootstrap_intervals
 LIMITS = (
     "Customers a partner does not know cannot be scored by the split model (they are listed, not dropped); the "
     "bank-only fallback, where trained, scores them with the bank's own columns.",
-    "Attributions are integrated gradients of the log-odds from each party's mean row; they sum to the score "
-    "difference up to the quadrature error, and describe the model, not causes in the population.",
+    "Attributions are integrated gradients of the log-odds from each party's mean row: exact for a piecewise-linear "
+    "network (ReLU, linear layers, embeddings: they sum to the score difference up to float64 rounding), else a "
+    "Gauss-Legendre quadrature (up to its error); they describe the model, not causes in the population.",
     "The bank sees a partner's contribution only as one group (and the partner's top column names where its "
     "config shares them); the partner keeps its per-column attributions.",
     "Metrics hold for the population of the test rows; monitor the stability index (vsplit monitor) after "
@@ -111,9 +112,11 @@ def model_card(estimator: Any, train_views: Mapping[str, pd.DataFrame], test_vie
     if explanation is not None:
         card["importance"] = {k: float(v) for k, v in explanation.global_importance().items()}
         error = explanation.completeness_error()
-        card["limits"].append(f"Integrated gradients with {explanation.steps} nodes: the attributions of a row sum "
-                              f"to its score difference within {float(error.max()):.2g} (largest over "
-                              f"{len(error)} rows).")
+        card["limits"].append(f"Attributions: {explanation.method_text()}; the attributions of a row sum to its score "
+                              f"difference within {float(error.max()):.2g} (largest over {len(error)} rows). Exact "
+                              "integration needs a piecewise-linear network (linear layers, ReLU, embeddings, "
+                              "binned numbers); any other segment falls back to the quadrature, which the line above "
+                              "then names.")
     if fairness_column is not None:
         table = test_views[label].reset_index(drop=True)
         if fairness_column not in table.columns:

@@ -39,7 +39,12 @@ class Explanation:
         partners: each partner's own per-column attributions; only where that partner's results are at hand (the
             in-process estimator, where every party runs in this process; a partner process keeps its own).
         top: for a partner that shares them, its most influential column names per row.
-        steps: the quadrature nodes of the path.
+        steps: the quadrature nodes of the path (``method="quadrature"``).
+        method: ``"exact"`` (each row's path split at its breakpoints, integrated exactly: the attributions of a row
+            sum to its score difference up to float64 rounding) or ``"quadrature"`` (``steps`` Gauss-Legendre nodes:
+            up to the quadrature's error); ``knots``: (exact) the knots of each row's path at the label party, the
+            breakpoints of every segment and its two ends; ``note``: why the quadrature was used where it was not
+            asked for.
     """
 
     label_party: str
@@ -51,11 +56,28 @@ class Explanation:
     partners: dict[str, pd.DataFrame] = field(default_factory=dict)
     top: dict[str, list[list[str]]] = field(default_factory=dict)
     steps: int = 0
+    method: str = "quadrature"
+    knots: np.ndarray | None = None
+    note: str = ""
 
     def completeness_error(self) -> np.ndarray:
-        """Per row, ``|sum of every attribution - (score - baseline_score)|``: the quadrature's error."""
+        """Per row, ``|sum of every attribution - (score - baseline_score)|``: the quadrature's error (float64
+        rounding for the exact method)."""
         total = self.features.to_numpy().sum(axis=1) + self.groups.to_numpy().sum(axis=1)
         return np.abs(total - (self.score - self.baseline_score))
+
+    def method_text(self) -> str:
+        """How the attributions were integrated, in a sentence for a report or a model card.
+
+        >>> Explanation("bank", [], np.zeros(0), np.zeros(0), pd.DataFrame(), pd.DataFrame(), steps=32).method_text()
+        'integrated gradients by a 32-node Gauss-Legendre quadrature'
+        """
+        if self.method == "exact":
+            knots = "" if self.knots is None or not len(self.knots) else \
+                f" (mean {float(self.knots.mean()) - 2:.1f}, largest {int(self.knots.max()) - 2} breakpoints per row)"
+            return f"exact integrated gradients, each row's path split at its breakpoints{knots}"
+        text = f"integrated gradients by a {self.steps}-node Gauss-Legendre quadrature"
+        return f"{text} ({self.note})" if self.note else text
 
     def table(self) -> pd.DataFrame:
         """One row per explained customer: ID, score, baseline score, the own columns, then ``party:<name>``."""

@@ -28,11 +28,13 @@ from sklearn.utils.validation import check_is_fitted
 from vsplit.app.local import run_sessions
 from vsplit.errors import DataError
 from vsplit.explain.explanation import Explanation
+from vsplit.explain.knots import not_piecewise_linear
 from vsplit.explain.session import STAGES, explain_session, explanation_of
 
 
 def explain_views(estimator: Any, views: Mapping[str, pd.DataFrame], *, steps: int = 32, chunk: int = 256,
-                  share_top_k: int | Mapping[str, int] = 0, taps: Iterable[Any] = ()) -> Explanation:
+                  share_top_k: int | Mapping[str, int] = 0, method: str = "auto",
+                  taps: Iterable[Any] = ()) -> Explanation:
     """Attributions of ``estimator``'s score for the label party's rows that every party knows (see
     :meth:`SplitClassifier.explain <vsplit.estimator.SplitClassifier.explain>`); ``taps`` see every frame sent."""
     check_is_fitted(estimator, "result_")
@@ -47,6 +49,7 @@ def explain_views(estimator: Any, views: Mapping[str, pd.DataFrame], *, steps: i
     rows = est._align({n: prepared[n][0] for n in holders}, store=False)
     run = est._run_topology()
     shares = share_top_k if isinstance(share_top_k, Mapping) else {n: share_top_k for n in est.feature_parties_}
+    method, note = resolve_method(method, {seg.name: est.modules_[seg.name] for seg in run.segments}, steps)
 
     def picked(name: str) -> Any:
         inputs = prepared[name][1]
@@ -60,7 +63,7 @@ def explain_views(estimator: Any, views: Mapping[str, pd.DataFrame], *, steps: i
                 placed[seg.name] = (est.modules_[seg.name], est._party(owner), picked(owner))
     sessions = {
         name: explain_session(est._party(name), run, prepared.get(name), rows=rows.get(name), steps=steps,
-                              chunk=chunk, share_top_k=int(shares.get(name, 0)),
+                              chunk=chunk, share_top_k=int(shares.get(name, 0)), method=method,
                               placed=placed if name == label else None)
         for name in run.parties
     }
@@ -68,6 +71,7 @@ def explain_views(estimator: Any, views: Mapping[str, pd.DataFrame], *, steps: i
     ids = [str(v) for v in prepared[label][0][rows[label]]]
     mine = outcomes[label].result
     explanation = explanation_of(label, ids, mine)
+    explanation.note = explanation.note or note
     own = [c for c in mine.columns if not any(c.startswith(f"{p}.") for p in est.feature_parties_)]
     values, explanation.features = explanation.features, explanation.features[own]
     for name in est.feature_parties_:
@@ -79,3 +83,15 @@ def explain_views(estimator: Any, views: Mapping[str, pd.DataFrame], *, steps: i
             explanation.partners[name] = values[placed_columns].rename(columns=lambda c, n=name: c[len(n) + 1:])
             explanation.groups[name] = explanation.partners[name].to_numpy().sum(axis=1)
     return explanation
+
+
+def resolve_method(method: str, modules: Mapping[str, Any], steps: int) -> tuple[str, str]:
+    """``"auto"`` with every segment at hand: exact if all are piecewise linear, else the quadrature and why."""
+    if method != "auto":
+        return method, ""
+    for name, module in modules.items():
+        part = not_piecewise_linear(module)
+        if part is not None:
+            return "quadrature", (f"quadrature with {steps} nodes, not exact: segment {name!r} has a {part}, which "
+                                  "is not piecewise linear")
+    return "exact", ""

@@ -11,6 +11,9 @@ gradient into its owner's per-column attributions, which stay with the owner; a 
 coordinator then sends one number per row, its group's attribution, and the names of its top-k columns if its
 config allows (:class:`~vsplit.explain.messages.GroupAttribution`).
 
+With ``method="exact"`` the path points are each row's own breakpoints and the messages carry them
+(:mod:`vsplit.explain.exact`); the flow is the same.
+
 Each party holds the chunk in progress and accepts the next one's tensors early (a peer may be a chunk ahead),
 nothing further: a peer that sends ahead, twice, on a cut it does not own or in the wrong shape is refused.
 """
@@ -25,13 +28,18 @@ import numpy as np
 import torch
 from torch import nn
 
-from vsplit.errors import ProtocolError
+from vsplit.errors import ConfigError, ProtocolError
+from vsplit.explain.exact import ExactSteps
+from vsplit.explain.knots import Knots, not_piecewise_linear
 from vsplit.explain.messages import (
+    METHODS,
     NAME_SEP,
     ExplainRequest,
     GroupAttribution,
+    KnotActivations,
     PathActivations,
     PathGradients,
+    PieceGradients,
 )
 from vsplit.explain.paths import Baseline, SourcePath, by_column, path_points
 from vsplit.protocol.abort import AbortCode
@@ -62,9 +70,12 @@ class PartyExplanation:
     groups: dict[str, np.ndarray] = field(default_factory=dict)
     top: dict[str, list[list[str]]] = field(default_factory=dict)
     steps: int = 0
+    method: str = "quadrature"
+    knots: np.ndarray | None = None
+    note: str = ""
 
 
-class ExplainMachine:
+class ExplainMachine(ExactSteps):
     """Runs one party's part of a joint explanation of ``topology``'s score.
 
     Args:
@@ -78,11 +89,14 @@ class ExplainMachine:
             (0: none; the coordinator learns only its group's attribution).
         output: (coordinator) the column of the loss segment's output explained (0: the score of a binary or
             regression model, a log-odds for binary).
+        method: (coordinator) ``"exact"``: each row's breakpoints (:mod:`vsplit.explain.knots`; every segment must
+            be piecewise linear), ``"quadrature"``: ``steps`` Gauss-Legendre nodes, ``"auto"``: exact where this
+            party's segments allow it (a partner whose segments do not refuses: then choose ``"quadrature"``).
     """
 
     def __init__(self, name: str, topology: Topology, modules: Mapping[str, nn.Module], *,
                  sources: Mapping[str, Source], n_rows: int | None, steps: int = 32, chunk: int = 256,
-                 share_top_k: int = 0, output: int = 0) -> None:
+                 share_top_k: int = 0, output: int = 0, method: str = "auto") -> None:
         self.name, self.topology = name, topology
         self.segments = topology.segments_of(name)
         missing = [s.name for s in self.segments if s.name not in modules]
@@ -99,6 +113,10 @@ class ExplainMachine:
         self.group_parties = sorted({s.owner for s in topology.segments if s.is_source and s.owner != name}) \
             if self.coordinator else []
         self.result = PartyExplanation(steps=steps)
+        self.method = "quadrature"
+        if self.coordinator:
+            self._choose(method)
+        self._knot_counts: list[np.ndarray] = []
         self.done = False
         self._started = False
         self._current = 0
@@ -110,6 +128,25 @@ class ExplainMachine:
         self._training = {id(m): m.training for m in self.modules.values()}
         self._chunk_state: dict[str, Any] = {}
 
+    def _not_exact(self) -> str | None:
+        """Why this party's segments rule out the exact method (``None``: they allow it)."""
+        for seg in self.segments:
+            part = not_piecewise_linear(self.modules[seg.name])
+            if part is not None:
+                return f"segment {seg.name!r} has a {part}, which is not piecewise linear"
+        return None
+
+    def _choose(self, method: str) -> None:
+        if method not in ("auto", *METHODS):
+            raise ConfigError(f"explain method must be auto, exact or quadrature, got {method!r}")
+        why = self._not_exact() if method != "quadrature" else None
+        if method == "exact" and why is not None:
+            raise ConfigError(f"{self.name}: exact integrated gradients need piecewise-linear segments: {why}; "
+                              "use method='quadrature'")
+        self.method = "quadrature" if method == "quadrature" or why is not None else "exact"
+        if why is not None:
+            self.result.note = f"quadrature with {self.steps} nodes, not exact: {why}"
+
     # -- the machine interface ---------------------------------------------------------------------------------------
     def start(self) -> list[Outgoing]:
         if not self.coordinator:
@@ -117,7 +154,8 @@ class ExplainMachine:
         if self.n_rows is None:
             raise ProtocolError(f"{self.name}: the coordinator needs its row count", local=True)
         out = [Outgoing(p, ExplainRequest(n_rows=self.n_rows, chunk=self.chunk, steps=self.steps,
-                                          topology=self.topology.view_fingerprint(p))) for p in sorted(self.peers)]
+                                          topology=self.topology.view_fingerprint(p), method=self.method))
+               for p in sorted(self.peers)]
         self._begin(out)
         return out
 
@@ -140,10 +178,10 @@ class ExplainMachine:
         out: list[Outgoing] = []
         if isinstance(msg, ExplainRequest):
             self._request(sender, msg, out)
-        elif isinstance(msg, PathActivations):
+        elif isinstance(msg, KnotActivations if self.method == "exact" else PathActivations):
             cut = self._cut(msg.cut, dst=self.name, src_owner=sender)
-            self._hold(("act", cut.id, msg.chunk), msg.chunk, msg.values)
-        elif isinstance(msg, PathGradients):
+            self._hold(("act", cut.id, msg.chunk), msg.chunk, msg if self.method == "exact" else msg.values)
+        elif isinstance(msg, PieceGradients if self.method == "exact" else PathGradients):
             cut = self._cut(msg.cut, dst=sender, src_owner=self.name)
             self._hold(("grad", cut.id, msg.chunk), msg.chunk, msg.values)
         elif isinstance(msg, GroupAttribution) and self.coordinator and sender in self.group_parties:
@@ -164,7 +202,13 @@ class ExplainMachine:
         if self.n_rows is not None and msg.n_rows != self.n_rows:
             raise ProtocolError(f"{self.name}: {sender!r} explains {msg.n_rows} rows, this party aligned "
                                 f"{self.n_rows}", code=AbortCode.CONFIG_MISMATCH)
+        why = self._not_exact() if msg.method == "exact" else None
+        if why is not None:
+            raise ProtocolError(f"{self.name}: {sender!r} asks for exact integrated gradients, but {why}; explain "
+                                "with method='quadrature' (explain.method at the label party)",
+                                code=AbortCode.CONFIG_MISMATCH)
         self.n_rows, self.steps, self.chunk = msg.n_rows, msg.steps, msg.chunk
+        self.method = msg.method
         self.result.steps = msg.steps
         self._begin(out)
 
@@ -188,6 +232,9 @@ class ExplainMachine:
 
     def _begin(self, out: list[Outgoing]) -> None:
         self._started = True
+        self.result.method = self.method
+        if self.method == "exact":
+            self._float64 = self._exact_modules()
         self.alphas, self.weights = path_points(self.steps)
         for module in self.modules.values():
             module.eval()
@@ -196,7 +243,7 @@ class ExplainMachine:
 
     def _new_chunk(self) -> None:
         self._chunk_state = {"outs": {}, "ins": {}, "paths": {}, "acc": {}, "cut_grads": {}, "fwd": set(),
-                             "bwd": set(), "sent": set(), "seed": None}
+                             "bwd": set(), "sent": set(), "seed": None, "knots": {}, "rows_in": {}}
 
     def _progress(self, out: list[Outgoing]) -> None:
         while not self.done:
@@ -224,10 +271,15 @@ class ExplainMachine:
             scores = np.concatenate(self._scores) if self._scores else np.zeros((0, 2))
             r.baseline_score, r.score = scores[:, 0], scores[:, 1]
             r.groups = {p: np.concatenate(v) if v else np.zeros(0) for p, v in self._group_parts.items()}
+            if self._knot_counts:
+                r.knots = np.concatenate(self._knot_counts)
         self.done = True
 
     # -- forward -----------------------------------------------------------------------------------------------------
     def _forward(self, out: list[Outgoing]) -> None:
+        if self.method == "exact":
+            self._forward_exact(out)
+            return
         st = self._chunk_state
         rows = self._rows_of(self._current)
         lo = self._current * self.chunk
@@ -290,12 +342,7 @@ class ExplainMachine:
     def _seed(self, value: torch.Tensor, rows: int) -> None:
         st = self._chunk_state
         m = len(self.alphas)
-        column = value if value.ndim == 1 else None
-        if column is None:
-            if value.ndim != 2 or not 0 <= self.output < value.shape[1]:
-                raise ProtocolError(f"{self.name}: the score output {self.output} is not a column of the loss "
-                                    f"segment's output {tuple(value.shape)}", local=True)
-            column = value[:, self.output]
+        column = self._score_column(value)
         score = column.detach().double().numpy().reshape(m, rows)
         self._scores.append(np.stack([score[0], score[-1]], axis=1))
         weights = torch.from_numpy(self.weights.astype(np.float32)).repeat_interleave(rows)
@@ -305,6 +352,26 @@ class ExplainMachine:
         else:
             seed[:, self.output] = weights
         st["seed"] = seed
+
+    def _score_column(self, value: torch.Tensor) -> torch.Tensor:
+        if value.ndim == 1:
+            return value
+        if value.ndim != 2 or not 0 <= self.output < value.shape[1]:
+            raise ProtocolError(f"{self.name}: the score output {self.output} is not a column of the loss "
+                                f"segment's output {tuple(value.shape)}", local=True)
+        return value[:, self.output]
+
+    def _seed_scores(self, value: torch.Tensor, knots: Knots) -> torch.Tensor:
+        """Exact method: the scores at each row's ends, and the seed of the backward pass: each piece's length on
+        the score."""
+        column = self._score_column(value).detach().double().numpy()
+        self._scores.append(np.stack([column[knots.offsets[:-1]], column[knots.offsets[1:] - 1]], axis=1))
+        lengths = torch.from_numpy(knots.lengths()).to(value.dtype)
+        seed = torch.zeros((len(lengths), *value.shape[1:]), dtype=value.dtype)
+        if value.ndim == 1:
+            return lengths
+        seed[:, self.output] = lengths
+        return seed
 
     # -- backward ----------------------------------------------------------------------------------------------------
     def _backward(self, out: list[Outgoing]) -> None:
@@ -341,15 +408,25 @@ class ExplainMachine:
         for cut in self.topology.cuts:
             if cut.src == seg.name:
                 values = self._inbox.pop(("grad", cut.id, self._current))
+                if self.method == "exact":
+                    parts.append(self._piece_grad(seg, values, cut))
+                    continue
                 if values.shape != tuple(st["outs"][seg.name].shape):
                     raise ProtocolError(f"{self.name}: {cut.dst!r} sent path gradients of shape {values.shape} on "
                                         f"cut c{cut.id}, expected {tuple(st['outs'][seg.name].shape)}")
                 parts.append(torch.from_numpy(values))
         if not parts:
-            return torch.zeros_like(st["outs"][seg.name])  # read by nothing that reaches the score
+            value = st["outs"][seg.name]  # read by nothing that reaches the score
+            if self.method == "exact":
+                knots = st["knots"][seg.name]
+                return value.new_zeros((len(knots.alphas) - knots.n, *value.shape[1:]))
+            return torch.zeros_like(value)
         return sum(parts[1:], parts[0])
 
     def _run_backward(self, seg: Any, grad: torch.Tensor) -> None:
+        if self.method == "exact":
+            self._run_backward_exact(seg, grad)
+            return
         st = self._chunk_state
         if seg.is_source:
             path = st["paths"][seg.name]
@@ -372,8 +449,13 @@ class ExplainMachine:
                 continue
             readers = [s for s in self.segments if cut.src in s.inputs]
             if all(r.name in st["bwd"] for r in readers) and cut.src in st["cut_grads"]:
-                values = np.ascontiguousarray(st["cut_grads"][cut.src].detach().numpy(), dtype=np.float32)
-                out.append(Outgoing(cut.src_owner, PathGradients(cut=cut.id, chunk=self._current, values=values)))
+                grads = st["cut_grads"][cut.src]
+                if self.method == "exact":
+                    msg: Any = self._gradient_message(cut, grads)
+                else:
+                    values = np.ascontiguousarray(grads.detach().numpy(), dtype=np.float32)
+                    msg = PathGradients(cut=cut.id, chunk=self._current, values=values)
+                out.append(Outgoing(cut.src_owner, msg))
                 st["sent"].add(cut.id)
 
     def _chunk_complete(self) -> bool:

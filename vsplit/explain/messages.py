@@ -8,6 +8,12 @@ rows between the sender's baseline and each row) and back the gradient of the sc
 number per row, its group's attribution (:class:`GroupAttribution`), and, only if its config allows, the names of its
 ``k`` most influential columns per row: never its per-feature attributions, values or baseline.
 
+With exact integrated gradients (``method="exact"``, :mod:`vsplit.explain.knots`) the path points are each row's
+breakpoints instead of shared nodes: a cut carries the sender's output at the knots of its rows' paths, with the
+knots' positions (:class:`KnotActivations`), and back the gradient integrated over each piece between two knots
+(:class:`PieceGradients`). The positions are where the sender's segment (and what feeds it) bends along the path: a
+reader of its outputs at enough shared nodes could locate them as well, so they reveal no more than the path does.
+
 Example:
     >>> import numpy as np
     >>> GroupAttribution(chunk=0, totals=np.zeros(3), top=np.zeros((3, 0), np.int32), names="").totals.shape
@@ -29,18 +35,24 @@ MAX_CHUNK = 1 << 16
 MAX_TOP_K = 64
 #: the most path rows (rows per chunk times path points) a party computes at once: a bound on its memory
 MAX_PATH_ROWS = 1 << 20
+#: the ways to integrate along the path
+METHODS = ("quadrature", "exact")
+#: the most knots one row's path may have (exact method)
+MAX_KNOTS = 4096
 
 
 @message(0x0B01)
 @dataclass(frozen=True)
 class ExplainRequest(Message):
     """Coordinator -> every other party: explain ``n_rows`` aligned rows, ``chunk`` rows at a time, with ``steps``
-    quadrature nodes (:func:`vsplit.explain.paths.path_points`); ``topology``: the coordinator's fingerprint."""
+    quadrature nodes (:func:`vsplit.explain.paths.path_points`), or ``method="exact"``: each row's breakpoints
+    (:mod:`vsplit.explain.knots`); ``topology``: the coordinator's fingerprint."""
 
     n_rows: int
     chunk: int
     steps: int
     topology: str
+    method: str = "quadrature"
 
     def __post_init__(self) -> None:
         require(self.n_rows >= 0, "n_rows must be non-negative")
@@ -49,6 +61,7 @@ class ExplainRequest(Message):
         require(self.chunk * (self.steps + 2) <= MAX_PATH_ROWS,
                 f"chunk x (steps + 2) must be at most {MAX_PATH_ROWS} path rows; lower explain.chunk")
         require(0 < len(self.topology) <= 64, "topology fingerprint must be 1 to 64 characters")
+        require(self.method in METHODS, f"method must be one of {', '.join(METHODS)}")
 
 
 def _check_tensor(values: np.ndarray) -> None:
@@ -108,3 +121,56 @@ class GroupAttribution(Message):
         require((k == 0) == (count == 0), "names are given exactly when top-k indices are")
         require(self.top.size == 0 or (int(self.top.min()) >= 0 and int(self.top.max()) < count),
                 "top indices must point into names")
+
+
+@message(0x0B05)
+@dataclass(frozen=True)
+class KnotActivations(Message):
+    """Exact method: the output of the segment before cut ``cut`` at the knots of chunk ``chunk``'s paths:
+    ``counts (rows,)`` knots per row, their positions ``alphas`` (each row's from 0 to 1, increasing) and the values
+    ``(knots, width)`` there, rows one after the other."""
+
+    cut: int
+    chunk: int
+    counts: np.ndarray
+    alphas: np.ndarray
+    values: np.ndarray
+
+    def __post_init__(self) -> None:
+        require(self.cut >= 0 and self.chunk >= 0, "cut and chunk must be non-negative")
+        require_array("counts", self.counts, dtype="int32", ndim=1)
+        require(1 <= len(self.counts) <= MAX_CHUNK, f"1 to {MAX_CHUNK} rows per chunk")
+        require(bool((self.counts >= 2).all()) and bool((self.counts <= MAX_KNOTS).all()),
+                f"every row has 2 to {MAX_KNOTS} knots")
+        require_array("alphas", self.alphas, dtype="float64", ndim=1)
+        total = int(self.counts.sum(dtype=np.int64))
+        require(len(self.alphas) == total <= MAX_PATH_ROWS, f"alphas must hold one position per knot, at most "
+                                                            f"{MAX_PATH_ROWS}")
+        require_array("values", self.values, dtype="float64", ndim=2)
+        require(len(self.values) == total, "values must hold one row per knot")
+        require(all_finite(self.values) and all_finite(self.alphas), "values and alphas must be finite")
+        ends = np.cumsum(self.counts, dtype=np.int64)
+        starts = ends - self.counts
+        require(bool((self.alphas[starts] == 0).all() and (self.alphas[ends - 1] == 1).all()),
+                "every row's knots run from 0 to 1")
+        step = np.diff(self.alphas)
+        inside = np.ones(len(step), dtype=bool)
+        inside[ends[:-1] - 1] = False  # the step from one row's last knot to the next row's first
+        require(bool((step[inside] > 0).all()), "knots must increase within a row")
+
+
+@message(0x0B06)
+@dataclass(frozen=True)
+class PieceGradients(Message):
+    """Exact method: the gradient of the score with respect to :class:`KnotActivations` of the same cut, integrated
+    over each piece between two consecutive knots of a row (``knots - rows`` pieces, in order)."""
+
+    cut: int
+    chunk: int
+    values: np.ndarray
+
+    def __post_init__(self) -> None:
+        require(self.cut >= 0 and self.chunk >= 0, "cut and chunk must be non-negative")
+        require_array("values", self.values, dtype="float64", ndim=2)
+        require(len(self.values) <= MAX_PATH_ROWS, f"at most {MAX_PATH_ROWS} pieces")
+        require(all_finite(self.values), "values must be finite")

@@ -9,7 +9,8 @@ columns locally: nobody else needs its columns, its baseline or its per-feature 
 
 The integral is a Gauss-Legendre quadrature with ``steps`` nodes (:func:`path_points`), with the two ends added at
 weight 0 so that the label party also gets ``F(b)`` and ``F(x)`` from the same pass (completeness: the attributions
-of every column of every party sum to ``F(x) - F(b)`` up to the quadrature error).
+of every column of every party sum to ``F(x) - F(b)`` up to the quadrature error). For a piecewise-linear network,
+:mod:`vsplit.explain.knots` integrates exactly instead, with one point per piece of each row's own path.
 
 Categorical columns cannot be interpolated as codes; where the segment embeds them with ``nn.Embedding`` layers in a
 ``embeddings`` list (the default :class:`~vsplit.models.tabular.TabularMLP`), the path runs through each column's
@@ -91,25 +92,37 @@ class Baseline:
 class SourcePath:
     """One chunk of a party's rows on the path: its source segment's output at every path point (``output``, the
     tensor that crosses the cut, path-point major) and, from the gradient of the score with respect to it, the
-    attribution of each input column (:meth:`attributions`)."""
+    attribution of each input column (:meth:`attributions`).
+
+    ``alphas`` are the path points every row shares; or, with ``rows``, one point per entry: ``alphas[j]`` on the
+    path of row ``rows[j]`` (exact integrated gradients, :mod:`vsplit.explain.knots`). ``dtype``: the precision the
+    path is computed in (the module's own).
+    """
 
     def __init__(self, module: nn.Module, inputs: Sequence[torch.Tensor], baseline: Baseline,
-                 alphas: np.ndarray) -> None:
+                 alphas: np.ndarray, rows: np.ndarray | None = None, *, dtype: torch.dtype = torch.float32) -> None:
         cat, num = inputs
-        self.n, self.m = len(num), len(alphas)
-        a = torch.from_numpy(np.asarray(alphas, dtype=np.float32)).repeat_interleave(self.n)[:, None]
-        self.num_delta = (num.float() - baseline.num).detach()
-        self.num_leaf = (baseline.num + a * self.num_delta.repeat(self.m, 1)).detach().requires_grad_()
+        self.n = len(num)
+        alphas = np.asarray(alphas, dtype=np.float64)
+        if rows is None:
+            rows = np.tile(np.arange(self.n), len(alphas))
+            alphas = np.repeat(alphas, self.n)
+        self.rows = torch.from_numpy(np.asarray(rows, dtype=np.int64))
+        a = torch.from_numpy(alphas).to(dtype)[:, None]
+        self.num_delta = (num.to(dtype) - baseline.num.to(dtype)).detach()
+        self.num_leaf = (baseline.num.to(dtype) + a * self.num_delta[self.rows]).detach().requires_grad_()
         self.cat_leaves: list[torch.Tensor] = []
         self.cat_deltas: list[torch.Tensor] = []
         layers = embedding_layers(module, cat.shape[1]) if baseline.cat is not None else None
         handles = []
         if layers is not None:
             assert baseline.cat is not None
-            for layer, base in zip(layers, baseline.cat, strict=True):
-                handles.append(layer.register_forward_hook(self._hook(base, a)))
+            with torch.no_grad():
+                own = [layer(cat[:, i]).to(dtype) for i, layer in enumerate(layers)]
+            for layer, base, mine in zip(layers, baseline.cat, own, strict=True):
+                handles.append(layer.register_forward_hook(self._hook(base.to(dtype), mine, a)))
         try:
-            self.output = module(cat.repeat(self.m, 1), self.num_leaf)
+            self.output = module(cat[self.rows], self.num_leaf)
         finally:
             for handle in handles:
                 handle.remove()
@@ -117,11 +130,10 @@ class SourcePath:
             raise ConfigError("explain needs each source segment to return one tensor")
         self.has_categorical = layers is not None
 
-    def _hook(self, base: torch.Tensor, a: torch.Tensor) -> Callable[..., torch.Tensor]:
-        def hook(_module: nn.Module, _inputs: tuple, out: torch.Tensor) -> torch.Tensor:
-            row = out.detach()[: self.n]  # the rows' own embeddings (path point order repeats the rows)
-            delta = row - base
-            leaf = (base + a * delta.repeat(self.m, 1)).detach().requires_grad_()
+    def _hook(self, base: torch.Tensor, own: torch.Tensor, a: torch.Tensor) -> Callable[..., torch.Tensor]:
+        def hook(_module: nn.Module, _inputs: tuple, _out: torch.Tensor) -> torch.Tensor:
+            delta = own - base  # the rows' own embeddings against the baseline's
+            leaf = (base + a * delta[self.rows]).detach().requires_grad_()
             self.cat_deltas.append(delta)
             self.cat_leaves.append(leaf)
             return leaf
@@ -137,7 +149,7 @@ class SourcePath:
         parts = []
         for leaf, g, delta in zip(leaves, grads, [*self.cat_deltas, self.num_delta], strict=True):
             g = torch.zeros_like(leaf) if g is None else g
-            summed = g.reshape(self.m, self.n, -1).sum(0)
+            summed = torch.zeros((self.n, *g.shape[1:]), dtype=g.dtype).index_add_(0, self.rows, g)
             contribution = delta * summed
             parts.append(contribution if leaf is self.num_leaf else contribution.sum(1, keepdim=True))
         out = torch.cat(parts, dim=1).detach()

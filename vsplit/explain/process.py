@@ -32,7 +32,7 @@ from vsplit.data.sources import about_file
 from vsplit.errors import ConfigError
 from vsplit.explain.explanation import Explanation
 from vsplit.explain.machine import PartyExplanation
-from vsplit.explain.messages import MAX_PATH_ROWS, MAX_TOP_K
+from vsplit.explain.messages import MAX_PATH_ROWS, MAX_TOP_K, METHODS
 from vsplit.explain.reasons import DIRECTIONS, reason_codes, write_reasons
 from vsplit.explain.session import explain_session, explanation_of
 from vsplit.party import LabelParty
@@ -54,6 +54,8 @@ def check_settings(config: PartyConfig) -> None:
     if ex.chunk * (ex.steps + 2) > MAX_PATH_ROWS:
         problems.append(f"explain.chunk, explain.steps: chunk x (steps + 2) must be at most {MAX_PATH_ROWS} path "
                         f"rows (a bound on every party's memory), got {ex.chunk * (ex.steps + 2)}; lower chunk")
+    if ex.method not in ("auto", *METHODS):
+        problems.append(f"explain.method: must be 'auto', 'exact' or 'quadrature', got {ex.method!r}")
     if not 0 <= ex.share_top_k <= MAX_TOP_K:
         problems.append(f"explain.share_top_k: must be 0 (share nothing) to {MAX_TOP_K}, got {ex.share_top_k}")
     if ex.reasons < 1:
@@ -91,7 +93,7 @@ def explain_party(config: PartyConfig, input_path: Path | None, *, job: str | No
     ex = config.explain
     session = explain_session(node.party, node.topology, prepared,
                               psi=node.psi_settings("explain", state_dir=folder / "psi-state"), steps=ex.steps,
-                              chunk=ex.chunk, share_top_k=ex.share_top_k)
+                              chunk=ex.chunk, share_top_k=ex.share_top_k, method=ex.method)
     channels = dict(channels) if channels is not None else node.open_channels()
     pump = node.pump(channels, purpose=":explain")
     outcome = node.drive(session, channels, pump)
@@ -125,7 +127,10 @@ def _label_outputs(config: PartyConfig, explanation: Explanation, folder: Path) 
     error = explanation.completeness_error()
     _add_to_card(folder.parent.parent, explanation)
     return {
+        "method": explanation.method,
         "steps": explanation.steps,
+        "note": explanation.note,
+        "breakpoints_per_row_mean": None if explanation.knots is None else float(explanation.knots.mean()) - 2,
         "declined": len(reasons),
         "completeness_max_error": float(error.max()) if len(error) else 0.0,
         "completeness_mean_error": float(error.mean()) if len(error) else 0.0,
@@ -145,7 +150,7 @@ def _add_to_card(run_folder: Path, explanation: Explanation) -> None:
     card = json.loads(record.read_text(encoding="utf-8"))
     card["importance"] = {k: float(v) for k, v in explanation.global_importance().items()}
     card.setdefault("limits", []).append(
-        f"Importances from vsplit explain on {len(explanation.ids)} rows ({explanation.steps} nodes; largest "
+        f"Importances from vsplit explain on {len(explanation.ids)} rows ({explanation.method_text()}; largest "
         f"completeness error {float(explanation.completeness_error().max()):.2g} log-odds).")
     write_model_card(run_folder, card)
 

@@ -48,6 +48,7 @@ def baseline_inputs(party: Any, fallback: Sequence[torch.Tensor]) -> Sequence[to
 
 def explain_machine(party: AnyParty, topology: Topology, picked: Sequence[torch.Tensor] | None, *,
                     n_rows: int | None, steps: int = 32, chunk: int = 256, share_top_k: int = 0,
+                    method: str = "auto",
                     placed: Mapping[str, tuple[nn.Module, Any, Sequence[torch.Tensor]]] | None = None,
                     ) -> ExplainMachine:
     """``party``'s explanation machine over its rows ``picked`` (aligned order).
@@ -75,16 +76,16 @@ def explain_machine(party: AnyParty, topology: Topology, picked: Sequence[torch.
         sources[seg.name] = Source(inputs=rows, baseline=Baseline.fit(modules[seg.name], baseline_inputs(owner, rows)),
                                    columns=columns)
     return ExplainMachine(party.name, topology, modules, sources=sources, n_rows=n_rows, steps=steps, chunk=chunk,
-                          share_top_k=share_top_k)
+                          share_top_k=share_top_k, method=method)
 
 
 def explain_session(party: AnyParty, topology: Topology, inputs: tuple[np.ndarray, Any] | None, *,
                     psi: PsiSettings | None = None, rows: np.ndarray | None = None, steps: int = 32,
-                    chunk: int = 256, share_top_k: int = 0, psi_stage: str = "psi",
+                    chunk: int = 256, share_top_k: int = 0, psi_stage: str = "psi", method: str = "auto",
                     placed: Mapping[str, tuple[nn.Module, Any, Sequence[torch.Tensor]]] | None = None) -> Session:
     """Align ``inputs`` (``(ids, model inputs)`` of the rows to explain; ``None`` for a party without rows) with
-    the peers, then explain jointly (``placed``: see :func:`explain_machine`); the outcome's ``result`` is this party's
-    :class:`~vsplit.explain.machine.PartyExplanation`, and ``rows`` its aligned rows."""
+    the peers, then explain jointly (``method``, ``placed``: see :func:`explain_machine`); the outcome's ``result``
+    is this party's :class:`~vsplit.explain.machine.PartyExplanation`, and ``rows`` its aligned rows."""
     ids, tensors = inputs if inputs is not None else (None, None)
     outcome = Outcome(rows=rows)
     if rows is None and ids is not None:
@@ -98,7 +99,7 @@ def explain_session(party: AnyParty, topology: Topology, inputs: tuple[np.ndarra
         index = torch.from_numpy(np.asarray(outcome.rows, dtype=np.int64))
         picked = tuple(t[index] for t in tensors)
     machine = explain_machine(party, topology, picked, n_rows=None if outcome.rows is None else len(outcome.rows),
-                              steps=steps, chunk=chunk, share_top_k=share_top_k, placed=placed)
+                              steps=steps, chunk=chunk, share_top_k=share_top_k, method=method, placed=placed)
     outcome.result = yield "explain", machine
     return outcome
 
@@ -109,4 +110,5 @@ def explanation_of(label_party: str, ids: list[str], result: PartyExplanation) -
     groups = pd.DataFrame({p: v for p, v in result.groups.items()}, index=ids)
     return Explanation(label_party=label_party, ids=ids, score=np.asarray(result.score),
                        baseline_score=np.asarray(result.baseline_score), features=features, groups=groups,
-                       top=dict(result.top), steps=result.steps)
+                       top=dict(result.top), steps=result.steps, method=result.method, knots=result.knots,
+                       note=result.note)
