@@ -118,7 +118,7 @@ def test_secretflow_setting_reaches_their_quoted_auc(script):
 
 def test_the_script_explains_customers_and_writes_the_model_card(script):
     gov = script["figures"]["governance"]
-    assert gov["rows"] == 1000 and gov["declined"] > 0 and gov["completeness_max_error"] < 0.2
+    assert gov["rows"] == 1000 and gov["declined"] > 0 and gov["completeness_max_error"] < 1e-9  # exact
     assert "partner" in gov["top"]  # the bank lacks the call history: the partner's group drives the score
     lo, hi = gov["auc_interval"]
     assert lo < script["figures"]["metrics"]["split"]["auc"] < hi
