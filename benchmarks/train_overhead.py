@@ -1,7 +1,7 @@
 """Cost of the cut: seconds per epoch of split training vs. the same bottoms and top trained without it.
 
     python benchmarks/train_overhead.py [--batch-size N (default: RECIPE's)] [--epochs 2] [--repeats 12] \
-        [--out benchmarks/results-train-overhead.json]
+        [--threads 1] [--out benchmarks/results-train-overhead.json]
 
 Both runs use the bank_marketing preset, the same model, seeds and batches; split training runs every party in this
 process and moves every embedding and gradient through the codec and in-memory channels. The epoch time is the
@@ -44,12 +44,19 @@ PLAIN = {"numeric_embedding": "none", "members": 1, "optimizer": "adam", "lr": 1
          "dropout": 0.0, "bottom_hidden": (64,), "top_hidden": (32,)}
 
 
+def timed(recipe: dict | None, *, batch_size: int, epochs: int) -> dict:
+    """RECIPE with ``recipe``'s changes, ``epochs`` of ``batch_size`` and validation off (only steps are timed)."""
+    params = {**RECIPE, **(recipe or {}), "batch_size": batch_size, "epochs": epochs, "validation_fraction": 0.0,
+              "patience": None}
+    params.pop("monitor", None)  # no validation rows: nothing to monitor
+    return params
+
+
 def epoch_times(data, mode: str, *, batch_size: int, epochs: int, recipe: dict | None = None) -> list[float]:
     clock = EpochClock()
-    params = {**RECIPE, **(recipe or {}), "batch_size": batch_size, "epochs": epochs}
     SplitClassifier(
         label_party=data.label_party, label=data.label, positive_label=data.positive_label, mode=mode,
-        validation_fraction=0.0, patience=None, random_state=0, alignment="join", callbacks=[clock], **params,
+        random_state=0, alignment="join", callbacks=[clock], **timed(recipe, batch_size=batch_size, epochs=epochs),
     ).fit(data.train)
     return clock.seconds
 
@@ -62,9 +69,8 @@ def bare_pytorch_epochs(data, *, batch_size: int) -> tuple[float, float]:
     messaging layer adds to. Both loops use the same fused Adam and batches as the estimator.
     """
     clf = SplitClassifier(label_party=data.label_party, label=data.label, positive_label=data.positive_label,
-                          mode="centralized", **{**RECIPE, "epochs": 1, "batch_size": batch_size},
-                          validation_fraction=0.0, patience=None, random_state=0,
-                          alignment="join")
+                          mode="centralized", random_state=0, alignment="join",
+                          **timed(None, batch_size=batch_size, epochs=1))
     clf.fit(data.train)
     bank, rows = clf.label_party_, clf.rows_
     (partner_name, partner), = clf.feature_parties_.items()
@@ -112,7 +118,10 @@ def main() -> int:
     parser.add_argument("--epochs", type=int, default=2)
     parser.add_argument("--repeats", type=int, default=12)
     parser.add_argument("--out", type=Path, default=None, help="also write the JSON here (atomically)")
+    parser.add_argument("--threads", type=int, default=1,
+                        help="torch threads (default 1, as a party's process: train.threads)")
     args = parser.parse_args()
+    torch.set_num_threads(args.threads)
     load_before = os.getloadavg()
     data = preset("bank_marketing", seed=0)
     epoch_times(data, "split", batch_size=args.batch_size, epochs=1)  # warm-up: imports, allocator, kernels
