@@ -1,6 +1,7 @@
 """Test metrics of split training, its baselines and pooled gradient boosting on every preset; prints one JSON object.
 
-    python benchmarks/quality.py [--quick] [--seeds 0 1 2] [--presets ...] [--out benchmarks/results-quality.json]
+    python benchmarks/quality.py [--quick] [--seeds 0 1 2] [--presets ...] [--jobs 2] \
+        [--out benchmarks/results-quality.json]
     python benchmarks/quality.py --readme    # the README's quality table, from the saved JSON
     python benchmarks/quality.py --quick --presets default_credit --recipe '{"members": 4}'   # try a recipe
 
@@ -9,6 +10,14 @@ Per preset: ``split``, ``centralized``, ``label_party_only`` (SplitClassifier's 
 the mean of the seeds' metrics, and ``seeds``: every seed's own figures. Every model trains on the same training
 rows and is scored on the same test customers every party knows; ``wins``: the split's AUC minus the better
 booster's and minus the bank alone's. ``--quick`` runs seed 0 only. ``meta`` holds the wall time and the machine load.
+
+Speed (the whole run fits 30 minutes on 2 cores): every (preset, seed) is one job, ``--jobs`` (default 2) jobs run at
+once in worker processes, and each worker computes with one thread (torch and OpenMP): these networks are small, and
+two threads per process on a shared machine ran ~4x slower than one. The parties align their rows with a plain
+join (``alignment="join"``): the same rows, in the same sorted-ID order, as PSI gives (tests/test_quality_table.py);
+PSI's own cost is measured by benchmarks/psi.py. ``split`` still trains as the parties' machines exchanging messages
+over in-memory channels, and ``centralized`` as the same network in one place, so ``split`` against ``centralized``
+is measured.
 """
 
 from __future__ import annotations
@@ -18,12 +27,18 @@ import json
 import os
 import sys
 import time
+from concurrent.futures import ProcessPoolExecutor
 from pathlib import Path
 
 DEFAULT_PRESETS = ["bank_marketing_no_duration", "bank_marketing", "secretflow_bank", "default_credit"]
-#: the split's recipe: SplitClassifier's defaults with piecewise-linear numeric embeddings (docs/models.md)
-RECIPE = {"numeric_embedding": "piecewise"}
+#: the split's recipe, chosen on validation rows of the training rows (benchmarks/recipe_search.py,
+#: results-recipe-search.json; docs/models.md): piecewise-linear numeric embeddings, wider bottoms and top with
+#: dropout, AdamW with weight decay, up to 40 epochs kept at the best validation AUC (patience 5)
+RECIPE = {"numeric_embedding": "piecewise", "bottom_hidden": [128], "top_hidden": [64], "dropout": 0.1,
+          "optimizer": "adamw", "weight_decay": 0.0001, "monitor": "val_auc", "epochs": 40, "patience": 5}
 MODES = ("split", "centralized", "label_party_only")
+#: how the benchmark runs every model (not part of the recipe): the same rows as PSI, by a plain join
+RUN = {"alignment": "join"}
 MODELS = (*MODES, "hgb", "lightgbm")
 RESULTS = Path(__file__).resolve().parent / "results-quality.json"
 TITLES = {
@@ -42,11 +57,45 @@ def one_seed(name: str, seed: int, recipe: dict | None = None) -> dict[str, dict
     from vsplit.evaluation import compare, shared_test_views
 
     data = preset(name, seed=seed)
-    out = compare(data, modes=MODES, random_state=seed, **(RECIPE if recipe is None else recipe))
+    out = compare(data, modes=MODES, random_state=seed, **RUN, **(RECIPE if recipe is None else recipe))
     test = shared_test_views(data.test, label_party=data.label_party, id_column=data.id_column)
     out.update(score_boosters(data.train, test, label_party=data.label_party, label=data.label,
                               id_column=data.id_column, positive_label=data.positive_label, seed=seed))
     return out
+
+
+def single_threaded(threads: int = 1) -> None:
+    """Compute with ``threads`` threads in this process (torch and OpenMP; set before sklearn or lightgbm load), and
+    pay torch's one-time import of its compiler (on the first optimizer, ~8 s) before any model is timed."""
+    os.environ["OMP_NUM_THREADS"] = str(threads)
+    import torch
+
+    torch.set_num_threads(threads)
+    torch.optim.Adam([torch.zeros(1, requires_grad=True)])
+
+
+def _job(job: tuple[str, int, dict | None, int]) -> tuple[str, int, dict[str, dict]]:
+    name, seed, recipe, threads = job
+    single_threaded(threads)
+    out = one_seed(name, seed, recipe)
+    print(f"{name} seed {seed}: " + ", ".join(f"{m} {out[m]['auc']:.4f}" for m in MODELS), file=sys.stderr, flush=True)
+    return name, seed, out
+
+
+def run_all(presets: list[str], seeds: list[int], recipe: dict | None, *, jobs: int, threads: int) -> dict[str, dict]:
+    """:func:`one_seed` of every preset and seed, ``jobs`` at a time in worker processes; per preset and seed."""
+    todo = [(name, seed, recipe, threads) for name in presets for seed in seeds]
+    if jobs <= 1:
+        done = [_job(j) for j in todo]
+    else:
+        import multiprocessing
+
+        with ProcessPoolExecutor(max_workers=jobs, mp_context=multiprocessing.get_context("spawn")) as pool:
+            done = list(pool.map(_job, todo))
+    results: dict[str, dict] = {name: {} for name in presets}
+    for name, seed, out in done:
+        results[name][seed] = out
+    return results
 
 
 def summarise(per_seed: dict[int, dict[str, dict]]) -> dict:
@@ -83,6 +132,8 @@ def main() -> int:
     parser.add_argument("--quick", action="store_true", help="seed 0 only")
     parser.add_argument("--out", type=Path, default=None, help="also write the JSON here (atomically)")
     parser.add_argument("--readme", action="store_true", help="print the README table from the saved JSON")
+    parser.add_argument("--jobs", type=int, default=2, help="(preset, seed) jobs at once, one worker process each")
+    parser.add_argument("--threads", type=int, default=1, help="compute threads per worker")
     parser.add_argument("--recipe", type=json.loads, default=None,
                         help="the split's SplitClassifier parameters as JSON (default: RECIPE), to try one")
     args = parser.parse_args()
@@ -91,15 +142,10 @@ def main() -> int:
         return 0
     seeds = [0] if args.quick else args.seeds
     started, load_before = time.perf_counter(), os.getloadavg()
-    report: dict = {}
-    for name in args.presets:
-        per_seed = {}
-        for seed in seeds:
-            per_seed[seed] = one_seed(name, seed, args.recipe)
-            print(f"{name} seed {seed}: " + ", ".join(f"{m} {per_seed[seed][m]['auc']:.4f}" for m in MODELS),
-                  file=sys.stderr, flush=True)
-        report[name] = summarise(per_seed)
-    report["meta"] = {"seeds": seeds, "recipe": RECIPE if args.recipe is None else args.recipe,
+    results = run_all(args.presets, seeds, args.recipe, jobs=args.jobs, threads=args.threads)
+    report: dict = {name: summarise(results[name]) for name in args.presets}
+    report["meta"] = {"seeds": seeds, "recipe": RECIPE if args.recipe is None else args.recipe, "run": RUN,
+                      "jobs": args.jobs, "threads": args.threads,
                       "wall_seconds": round(time.perf_counter() - started, 1), "cpus": os.cpu_count(),
                       "load_before": [round(x, 2) for x in load_before],
                       "load_after": [round(x, 2) for x in os.getloadavg()]}

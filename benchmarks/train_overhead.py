@@ -1,12 +1,17 @@
 """Cost of the cut: seconds per epoch of split training vs. the same bottoms and top trained without it.
 
-    python benchmarks/train_overhead.py [--batch-size 256] [--epochs 2] [--repeats 12]
+    python benchmarks/train_overhead.py [--batch-size N (default: RECIPE's)] [--epochs 2] [--repeats 12] \
+        [--threads 1] [--out benchmarks/results-train-overhead.json]
 
 Both runs use the bank_marketing preset, the same model, seeds and batches; split training runs every party in this
 process and moves every embedding and gradient through the codec and in-memory channels. The epoch time is the
 median over epochs and repeats (validation switched off so only training steps are timed); each repeat is a new
 fit, because the epoch time varies more between fits (where the allocator puts things) than between the epochs of
 one, and the two modes are interleaved so machine noise hits both.
+
+The model is the default recipe of benchmarks/quality.py (``RECIPE``: the split its quality table reports); the
+estimator's plain defaults without numeric embeddings (the recipe before issue 25) are timed split as well:
+``plain_split_epoch_s`` and ``recipe_over_plain_epoch_ratio``, what the better recipe costs per epoch.
 
 Prints one JSON object with ``split_epoch_s``, ``centralized_epoch_s``, ``ratio`` and, for reference, plain PyTorch
 loops over the same network and batches: ``bare_pytorch_epoch_s`` without the cut, ``bare_pytorch_split_epoch_s``
@@ -18,24 +23,40 @@ from __future__ import annotations
 
 import argparse
 import json
+import os
 import statistics
 import sys
 import time
+from pathlib import Path
 
 import torch
+
+sys.path.insert(0, str(Path(__file__).resolve().parent))
+from quality import RECIPE
 
 from vsplit.datasets import preset
 from vsplit.estimator import SplitClassifier
 from vsplit.models.optim import make_optimizer
 from vsplit.runtime.progress import EpochClock
 
+#: the estimator's plain defaults, the recipe before issue 25 (RECIPE's keys back at their defaults)
+PLAIN = {"numeric_embedding": "none", "members": 1, "optimizer": "adam", "lr": 1e-3, "weight_decay": 0.0,
+         "dropout": 0.0, "bottom_hidden": (64,), "top_hidden": (32,)}
 
-def epoch_times(data, mode: str, *, batch_size: int, epochs: int) -> list[float]:
+
+def timed(recipe: dict | None, *, batch_size: int, epochs: int) -> dict:
+    """RECIPE with ``recipe``'s changes, ``epochs`` of ``batch_size`` and validation off (only steps are timed)."""
+    params = {**RECIPE, **(recipe or {}), "batch_size": batch_size, "epochs": epochs, "validation_fraction": 0.0,
+              "patience": None}
+    params.pop("monitor", None)  # no validation rows: nothing to monitor
+    return params
+
+
+def epoch_times(data, mode: str, *, batch_size: int, epochs: int, recipe: dict | None = None) -> list[float]:
     clock = EpochClock()
     SplitClassifier(
         label_party=data.label_party, label=data.label, positive_label=data.positive_label, mode=mode,
-        batch_size=batch_size, epochs=epochs, validation_fraction=0.0, patience=None, random_state=0,
-        alignment="join", callbacks=[clock],
+        random_state=0, alignment="join", callbacks=[clock], **timed(recipe, batch_size=batch_size, epochs=epochs),
     ).fit(data.train)
     return clock.seconds
 
@@ -48,8 +69,8 @@ def bare_pytorch_epochs(data, *, batch_size: int) -> tuple[float, float]:
     messaging layer adds to. Both loops use the same fused Adam and batches as the estimator.
     """
     clf = SplitClassifier(label_party=data.label_party, label=data.label, positive_label=data.positive_label,
-                          mode="centralized", epochs=1, validation_fraction=0.0, patience=None, random_state=0,
-                          alignment="join")
+                          mode="centralized", random_state=0, alignment="join",
+                          **timed(None, batch_size=batch_size, epochs=1))
     clf.fit(data.train)
     bank, rows = clf.label_party_, clf.rows_
     (partner_name, partner), = clf.feature_parties_.items()
@@ -93,31 +114,47 @@ def bare_pytorch_epochs(data, *, batch_size: int) -> tuple[float, float]:
 
 def main() -> int:
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
-    parser.add_argument("--batch-size", type=int, default=256)
+    parser.add_argument("--batch-size", type=int, default=RECIPE.get("batch_size", 256))
     parser.add_argument("--epochs", type=int, default=2)
     parser.add_argument("--repeats", type=int, default=12)
+    parser.add_argument("--out", type=Path, default=None, help="also write the JSON here (atomically)")
+    parser.add_argument("--threads", type=int, default=1,
+                        help="torch threads (default 1, as a party's process: train.threads)")
     args = parser.parse_args()
+    torch.set_num_threads(args.threads)
+    load_before = os.getloadavg()
     data = preset("bank_marketing", seed=0)
     epoch_times(data, "split", batch_size=args.batch_size, epochs=1)  # warm-up: imports, allocator, kernels
-    split, central = [], []
+    split, central, plain = [], [], []
     for _ in range(args.repeats):
         split += epoch_times(data, "split", batch_size=args.batch_size, epochs=args.epochs)
         central += epoch_times(data, "centralized", batch_size=args.batch_size, epochs=args.epochs)
+        plain += epoch_times(data, "split", batch_size=args.batch_size, epochs=args.epochs, recipe=PLAIN)
     bare = [bare_pytorch_epochs(data, batch_size=args.batch_size) for _ in range(args.repeats)]
     bare_unsplit, bare_split = (statistics.median(b[i] for b in bare) for i in (0, 1))
-    s, c = statistics.median(split), statistics.median(central)
-    print(json.dumps({
+    s, c, p = statistics.median(split), statistics.median(central), statistics.median(plain)
+    text = json.dumps({
         "preset": "bank_marketing",
+        "recipe": RECIPE,
         "batch_size": args.batch_size,
         "split_epoch_s": round(s, 4),
         "centralized_epoch_s": round(c, 4),
         "ratio": round(s / c, 3),
+        "plain_split_epoch_s": round(p, 4),
+        "recipe_over_plain_epoch_ratio": round(s / p, 3),
         "bare_pytorch_epoch_s": round(bare_unsplit, 4),
         "bare_pytorch_split_epoch_s": round(bare_split, 4),
         "bare_pytorch_ratio": round(bare_split / bare_unsplit, 3),
         "epochs_timed": len(split),
         "torch_threads": torch.get_num_threads(),
-    }, indent=2))
+        "load_before": [round(x, 2) for x in load_before],
+        "load_after": [round(x, 2) for x in os.getloadavg()],
+    }, indent=2)
+    print(text)
+    if args.out is not None:
+        from vsplit.atomic import write_atomic
+
+        write_atomic(args.out, (text + "\n").encode())
     return 0
 
 

@@ -41,3 +41,19 @@ def test_boosters_score_the_shared_test_rows(views):
         assert out["n_scored"] == len(shared), kind
         assert 0.6 < out["auc"] <= 1.0 and np.isfinite(out["log_loss"]), kind
     assert scores["lightgbm"]["params"]["n_estimators"] >= 1
+
+
+def test_the_benchmarks_plain_join_aligns_the_rows_psi_aligns(views):
+    """benchmarks/quality.py aligns by a plain join to save PSI's time: the same rows, in the same order."""
+    from vsplit.estimator import SplitClassifier
+
+    quality = load_quality()
+    rows = {}
+    for alignment in ("psi", quality.RUN["alignment"]):
+        clf = SplitClassifier(label_party="bank", label="y", id_column="customer_id", positive_label="yes",
+                              alignment=alignment)
+        ids = {n: t["customer_id"].astype(str).to_numpy() for n, t in views.items()}
+        rows[alignment] = clf._align(ids, store=False)
+    assert rows["psi"].keys() == rows["join"].keys()
+    for name in rows["psi"]:
+        np.testing.assert_array_equal(rows["psi"][name], rows["join"][name])

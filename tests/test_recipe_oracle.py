@@ -14,6 +14,9 @@ RECIPES = {
     "piecewise": {"numeric_embedding": "piecewise"},
     "periodic": {"numeric_embedding": "periodic"},
     "ensemble": {"numeric_embedding": "piecewise", "members": 3},
+    # benchmarks/quality.py's RECIPE: with dropout, each party's masks come from its own random stream in both runs
+    "benchmark": {"numeric_embedding": "piecewise", "bottom_hidden": (128,), "top_hidden": (64,), "dropout": 0.1,
+                  "optimizer": "adamw", "weight_decay": 1e-4, "monitor": "val_auc"},
 }
 
 

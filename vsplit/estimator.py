@@ -51,7 +51,9 @@ from vsplit.app.local import run_sessions
 from vsplit.app.session import Schedule, score_session, train_session
 from vsplit.errors import ConfigError, DataError
 from vsplit.models.build import segment_seed
+from vsplit.models.determinism import draws_random_numbers
 from vsplit.models.own import output_width, reset_parameters
+from vsplit.models.rng import OwnStream
 from vsplit.models.seeds import derive_seed
 from vsplit.party import ComputeParty, FeatureParty, LabelParty, ModelSettings
 from vsplit.protocol.training.compression import get_codec
@@ -350,6 +352,8 @@ class _SplitEstimator(BaseEstimator):
             owner = self.topology_.segment(seg.name).owner
             if owner != self.label_party:
                 module = self._party(owner).modules_for(self.topology_, task_width=width)[seg.name]
+                if draws_random_numbers(module):  # its dropout masks from its owner's stream, as in the split
+                    module = OwnStream(module, self._party(owner).rng)
                 placed[seg.name] = (module, inputs.get(owner) if seg.is_source else None)
         return placed
 

@@ -18,6 +18,7 @@ Example:
 from __future__ import annotations
 
 import torch
+from torch import nn
 
 
 class PartyRng:
@@ -52,6 +53,24 @@ class PartyRng:
         assert self._outer is not None
         _GLOBAL.set_state(self._outer)
         self._outer = None
+
+
+class OwnStream(nn.Module):
+    """Another party's module placed here (the centralized baseline) that still draws from its owner's stream.
+
+    Split training runs each party's segments inside that party's :class:`PartyRng`; the same network in one place
+    runs them all at the label party. Wrapping the placed segments of the other parties in their owners' streams
+    makes their dropout masks the ones the split draws, so the two runs stay equal with dropout too.
+    """
+
+    def __init__(self, module: nn.Module, rng: PartyRng) -> None:
+        super().__init__()
+        self.module = module
+        self.rng = rng
+
+    def forward(self, *args: object) -> object:
+        with self.rng:
+            return self.module(*args)
 
 
 _GLOBAL = torch.default_generator
