@@ -257,6 +257,10 @@ def explain_seeds() -> list[bytes]:
         _frame(e.GroupAttribution(chunk=0, totals=np.array([0.5, -1.0]), top=np.array([[1, 0], [0, 1]], np.int32),
                                   names=f"age{sep}balance")),
         _frame(e.GroupAttribution(chunk=2, totals=np.zeros(3), top=np.zeros((3, 0), np.int32), names="")),
+        # the exact method: outputs at each row's knots (2 rows: 3 and 2 knots), then a gradient per piece
+        _frame(e.KnotActivations(cut=0, chunk=0, counts=np.array([3, 2], np.int32),
+                                 alphas=np.array([0.0, 0.4, 1.0, 0.0, 1.0]), values=np.ones((5, 4)))),
+        _frame(e.PieceGradients(cut=0, chunk=0, values=np.full((3, 4), 0.25))),
     ]
 
 
