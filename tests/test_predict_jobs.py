@@ -2,9 +2,9 @@
 and early stopping on the metric a config names (``train.monitor``).
 
 One run is trained once (a bank and two partners, hand-written configs). Then, as a daily batch would: a job on
-some customers, a job on an overlapping set, a job killed mid-PSI, a job on a disjoint set while the killed one is
-still unfinished, and the killed job resumed with ``--resume --job``. Every job writes only its own folder, and a
-customer gets the same probability in every job that scores it.
+some customers, a job on every customer killed mid-PSI, a job on a disjoint set while the killed one is still
+unfinished, and the killed job resumed with ``--resume --job`` (it overlaps the other two). Every job writes only
+its own folder, and a customer gets the same probability in every job that scores it.
 """
 
 from __future__ import annotations
@@ -19,7 +19,8 @@ from _three_party_support import prepare_three_parties
 
 from vsplit.cli.main import main
 
-TRAIN = "[train]\nepochs = 5\nbatch_size = 256\npatience = 100\nmonitor = \"val_loss\"\n\n[psi]\nbuckets = 16\n"
+EPOCHS = 3
+TRAIN = f"[train]\nepochs = {EPOCHS}\nbatch_size = 256\npatience = 100\nmonitor = \"val_loss\"\n\n[psi]\nbuckets = 16\n"
 RUN = "daily"
 
 
@@ -65,17 +66,16 @@ def test_predict_jobs_in_a_row_and_a_killed_job_resumed_never_touch_each_other(t
     run = tmp_path / "runs" / RUN
     trained = json.loads((run / "bank" / "result.json").read_text())  # early stopping watched the loss
     losses = [h["val_loss"] for h in trained["history"]]
-    assert len(losses) == 5 and trained["best_epoch"] == losses.index(min(losses))
+    assert len(losses) == EPOCHS and trained["best_epoch"] == losses.index(min(losses))
     report = (run / "bank" / "report.md").read_text()  # no test set: the validation history is the quality section
     assert "## Training (validation history)" in report and "No test set was configured" in report
-    assert f"Chosen epoch: {trained['best_epoch'] + 1} (of 5 run)" in report and "| 5 |" in report
+    assert f"Chosen epoch: {trained['best_epoch'] + 1} (of {EPOCHS} run)" in report and f"| {EPOCHS} |" in report
     tables = _grown(tmp_path, configs)
     every = pd.read_parquet(tables["bank"])["customer_id"].astype(str).tolist()
 
-    first, overlapping, disjoint = every[:300], every[200:500], every[900:1100]
-    for job, ids in (("day-1", first), ("day-2", overlapping)):
-        procs, logs = _predict(tmp_path, configs, job, ids, tables=tables)
-        wait_all(procs, logs, timeout=90)
+    first, disjoint = every[:300], every[900:1100]
+    procs, logs = _predict(tmp_path, configs, "day-1", first, tables=tables)
+    wait_all(procs, logs, timeout=90)
     day1 = (run / "bank" / "predictions" / "day-1" / "predictions.csv").read_bytes()
 
     # a job over every customer, killed once the shop's PSI with the bank has finished two buckets
@@ -94,11 +94,11 @@ def test_predict_jobs_in_a_row_and_a_killed_job_resumed_never_touch_each_other(t
     procs, logs = _predict(tmp_path, configs, "day-3", None, tables=tables, resume=True)
     wait_all(procs, logs, timeout=120)
 
-    scores = {job: _scores(run, job) for job in ("day-1", "day-2", "day-3", "day-4")}
+    scores = {job: _scores(run, job) for job in ("day-1", "day-3", "day-4")}
     assert set(scores["day-1"].index) <= set(first) and set(scores["day-4"].index) <= set(disjoint)
     assert len(scores["day-1"]) > 150 and len(scores["day-4"]) > 100
-    assert set(scores["day-3"].index) >= set(scores["day-1"].index) | set(scores["day-2"].index)
-    for job in ("day-1", "day-2", "day-4"):  # the same customer, the same probability, in every job (to float32
+    assert set(scores["day-3"].index) >= set(scores["day-1"].index) | set(scores["day-4"].index)
+    for job in ("day-1", "day-4"):  # the same customer, the same probability, in every job (to float32
         shared = scores[job].index  # rounding: a row's batch-mates change the order of the kernels' sums)
         pd.testing.assert_series_equal(scores[job], scores["day-3"].loc[shared], check_exact=False, rtol=0,
                                        atol=1e-6)
