@@ -9,8 +9,11 @@ which equals the split: tests/test_oracle.py) and is scored on the 20 %; the cho
 one JSON object: per preset and candidate, the validation AUC (mean of the seeds; ``seeds``: each seed's), the
 epochs run and the seconds; ``chosen``: the candidate with the best mean validation AUC over the presets.
 ``test_auc``: the same fitted model scored on the preset's test rows after the fit, recorded for the report only
-(the choice does not look at it). Runs like benchmarks/quality.py: one job per (preset, seed, candidate),
-``--jobs`` single-threaded worker processes.
+(the choice does not look at it). A candidate's ``"bag": k`` averages the probabilities of ``k`` networks fitted
+with seeds ``seed + 1000 * i`` (``k`` independent split networks, :class:`vsplit.bagging.SplitBag`: ``k`` times the
+cut traffic); ``val_auc_by_networks`` and ``test_auc_by_networks`` then give the bag of the first 1, 2, ... ``k`` of
+those networks. Runs like benchmarks/quality.py: one job per (preset, seed, candidate), ``--jobs`` single-threaded
+worker processes.
 """
 
 from __future__ import annotations
@@ -22,6 +25,8 @@ import sys
 import time
 from concurrent.futures import ProcessPoolExecutor
 from pathlib import Path
+
+import numpy as np
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 from quality import RUN, single_threaded
@@ -45,6 +50,17 @@ CANDIDATES: dict[str, dict] = {
 }
 
 
+def bagged_auc(models: list, views: dict, data) -> list[float]:
+    """The AUC on ``views`` of the mean positive-class probability of the first 1, 2, ... ``len(models)`` models."""
+    from sklearn.metrics import roc_auc_score
+
+    if len(models) == 1:
+        return [models[0].evaluate(views)["auc"]]
+    p = np.cumsum([m.predict_proba(views)[:, 1] for m in models], axis=0) / np.arange(1, len(models) + 1)[:, None]
+    y = (views[data.label_party][data.label] == models[0].classes_[1]).to_numpy()
+    return [float(roc_auc_score(y, row)) for row in p]
+
+
 def score(job: tuple[str, int, str, dict]) -> tuple[str, int, str, dict]:
     """One candidate's validation AUC on one preset and seed (trained on 80 % of the training rows)."""
     name, seed, cand, params = job
@@ -59,13 +75,18 @@ def score(job: tuple[str, int, str, dict]) -> tuple[str, int, str, dict]:
                                   seed=seed)
     valid = shared_test_views(valid, label_party=data.label_party, id_column=data.id_column)
     test = shared_test_views(data.test, label_party=data.label_party, id_column=data.id_column)
+    params = dict(params)
+    bag = int(params.pop("bag", 1))
     started = time.perf_counter()
-    clf = SplitClassifier(label_party=data.label_party, label=data.label, id_column=data.id_column,
-                          positive_label=data.positive_label, mode="centralized", random_state=seed,
-                          **RUN, **params).fit(fit)
+    models = [SplitClassifier(label_party=data.label_party, label=data.label, id_column=data.id_column,
+                              positive_label=data.positive_label, mode="centralized", random_state=seed + 1000 * i,
+                              **RUN, **params).fit(fit) for i in range(bag)]
     seconds = round(time.perf_counter() - started, 1)
-    out = {"val_auc": clf.evaluate(valid)["auc"], "test_auc": clf.evaluate(test)["auc"], "epochs": len(clf.history_),
+    val, tst = bagged_auc(models, valid, data), bagged_auc(models, test, data)
+    out = {"val_auc": val[-1], "test_auc": tst[-1], "epochs": sum(len(m.history_) for m in models) / bag,
            "seconds": seconds}
+    if bag > 1:  # the bags of the first k networks, k = 1 .. bag (the same fits)
+        out.update({"val_auc_by_networks": val, "test_auc_by_networks": tst})
     print(name, seed, cand, out, file=sys.stderr, flush=True)
     return name, seed, cand, out
 

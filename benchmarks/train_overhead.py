@@ -11,7 +11,9 @@ one, and the two modes are interleaved so machine noise hits both.
 
 The model is the default recipe of benchmarks/quality.py (``RECIPE``: the split its quality table reports); the
 estimator's plain defaults without numeric embeddings (the recipe before issue 25) are timed split as well:
-``plain_split_epoch_s`` and ``recipe_over_plain_epoch_ratio``, what the better recipe costs per epoch.
+``plain_split_epoch_s`` and ``recipe_over_plain_epoch_ratio``, what the better recipe costs per epoch. The recipe's
+``networks`` (a bag of independently seeded networks) is left out: each network's epoch is the one timed here, and a
+bag of ``k`` trains ``k`` of them.
 
 Prints one JSON object with ``split_epoch_s``, ``centralized_epoch_s``, ``ratio`` and, for reference, plain PyTorch
 loops over the same network and batches: ``bare_pytorch_epoch_s`` without the cut, ``bare_pytorch_split_epoch_s``
@@ -49,6 +51,7 @@ def timed(recipe: dict | None, *, batch_size: int, epochs: int) -> dict:
     params = {**RECIPE, **(recipe or {}), "batch_size": batch_size, "epochs": epochs, "validation_fraction": 0.0,
               "patience": None}
     params.pop("monitor", None)  # no validation rows: nothing to monitor
+    params.pop("networks", None)  # one network's epoch: a bag of k networks runs k of them
     return params
 
 

@@ -79,7 +79,7 @@ LAYERS: tuple[tuple[str, tuple[str, ...]], ...] = (
     ("application", ("vsplit.app", "vsplit.horizontal.session", "vsplit.party", "vsplit.config", "vsplit.tune",
                      "vsplit.explain")),
     ("front doors", (
-        "vsplit.estimator", "vsplit.horizontal.run", "vsplit.node",
+        "vsplit.estimator", "vsplit.bagging", "vsplit.horizontal.run", "vsplit.node",
     )),
     ("tools", ("vsplit.evaluation", "vsplit.boosting", "vsplit.privacy", "vsplit.pilot", "vsplit.serve",
                "vsplit.explain.process", "vsplit.monitor.process", "vsplit.tune.trial", "vsplit.tune.between")),

@@ -10,10 +10,12 @@ from __future__ import annotations
 
 import time
 from collections.abc import Mapping
+from functools import partial
 from typing import Any
 
 import pandas as pd
 
+from vsplit.bagging import SplitBag
 from vsplit.estimator import SplitClassifier
 
 BASELINES = ("split", "label_party_only", "centralized")
@@ -29,13 +31,18 @@ def shared_test_views(test: Mapping[str, pd.DataFrame], *, label_party: str, id_
     }
 
 
-def compare(preset: Any, *, modes: tuple[str, ...] = BASELINES, **params: Any) -> dict[str, dict[str, float]]:
-    """Train each of ``modes`` on ``preset.train`` and return its test metrics (plus seconds and epochs)."""
+def compare(preset: Any, *, modes: tuple[str, ...] = BASELINES, networks: int = 1,
+            **params: Any) -> dict[str, dict[str, float]]:
+    """Train each of ``modes`` on ``preset.train`` and return its test metrics (plus seconds and epochs).
+
+    ``networks`` > 1: each mode is the mean of that many independently seeded networks
+    (:class:`vsplit.bagging.SplitBag`).
+    """
     test = shared_test_views(preset.test, label_party=preset.label_party, id_column=preset.id_column)
     out = {}
     for mode in modes:
         started = time.perf_counter()
-        clf = SplitClassifier(
+        clf = (SplitClassifier if networks == 1 else partial(SplitBag, networks=networks))(
             label_party=preset.label_party,
             label=preset.label,
             id_column=preset.id_column,
