@@ -44,7 +44,7 @@ RUN = {"alignment": "join"}
 MODELS = (*MODES, "hgb", "lightgbm")
 RESULTS = Path(__file__).resolve().parent / "results-quality.json"
 TITLES = {
-    "bank_marketing_no_duration": "`bank_marketing_no_duration` (UCI bank-full without `duration`; `make demo`)",
+    "bank_marketing_no_duration": "`bank_marketing_no_duration` (UCI bank-full without `duration`: `make demo` data)",
     "bank_marketing": "`bank_marketing` (UCI bank-full, 45,211 rows, leaky `duration`)",
     "secretflow_bank": "`secretflow_bank` (UCI bank, 4,521 rows)",
     "default_credit": "`default_credit` (UCI default of credit card clients, 30,000 rows)",
