@@ -22,6 +22,7 @@ Example:
 
 from __future__ import annotations
 
+import warnings
 from collections.abc import Mapping
 from typing import Any
 
@@ -63,8 +64,13 @@ class SplitBag:
         return self.estimators_[0].history_
 
     def predict_proba(self, views: Mapping[str, pd.DataFrame]) -> np.ndarray:
-        """The mean of the networks' :meth:`SplitClassifier.predict_proba`."""
-        return np.mean([clf.predict_proba(views) for clf in self.estimators_], axis=0)
+        """The mean of the networks' :meth:`SplitClassifier.predict_proba` (a warning about unscored customers is
+        given once, by the first network: every network scores the same customers)."""
+        first = self.estimators_[0].predict_proba(views)
+        with warnings.catch_warnings():
+            warnings.simplefilter("ignore", UserWarning)
+            rest = [clf.predict_proba(views) for clf in self.estimators_[1:]]
+        return np.mean([first, *rest], axis=0)
 
     def evaluate(self, views: Mapping[str, pd.DataFrame]) -> dict[str, float]:
         """As :meth:`SplitClassifier.evaluate`, on the averaged outputs."""
