@@ -40,6 +40,7 @@ from __future__ import annotations
 import hashlib
 import json
 import shutil
+import zipfile
 from pathlib import Path
 from typing import Any
 
@@ -75,11 +76,28 @@ class PairState:
                              "context": config.context}
         self._meta: dict[str, Any] | None = None
         try:
-            meta = json.loads((self.folder / META).read_text())
-        except (OSError, ValueError):
-            meta = None
+            meta = json.loads((self.folder / META).read_bytes()) if (self.folder / META).is_file() else None
+        except (OSError, ValueError, RecursionError):
+            meta = None  # a state.json cut short by a crash of its write: nothing to resume, as if none were there
         if isinstance(meta, dict) and meta.get("fingerprint") == self._fingerprint:
-            self._meta = meta
+            self._meta = self._checked(meta, buckets=config.buckets)
+
+    def _checked(self, meta: dict[str, Any], *, buckets: int) -> dict[str, Any]:
+        """``meta`` (written under this run's settings) if its values are what :meth:`begin` and :meth:`finish`
+        write; a :class:`DataError` naming the folder to delete otherwise."""
+        def whole(value: Any, top: int | None = None) -> bool:
+            return type(value) is int and 0 <= value and (top is None or value <= top)
+
+        salt = meta.get("salt")
+        problems = [name for name, ok in (
+            ("salt", isinstance(salt, str) and len(salt) == 64 and all(c in "0123456789abcdef" for c in salt)),
+            ("digest", isinstance(meta.get("digest"), str)), ("size", whole(meta.get("size"))),
+            ("peer_total", whole(meta.get("peer_total"))), ("done", whole(meta.get("done"), buckets)),
+        ) if not ok]
+        if problems:
+            raise DataError(f"PSI resume: {self.folder / META} is damaged ({', '.join(problems)} not as written); "
+                            f"delete {self.folder} (the PSI then starts afresh) and rerun both parties")
+        return meta
 
     @property
     def tag(self) -> str:
@@ -153,9 +171,12 @@ class PairState:
     def matches(self, bucket: int) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
         """The matches :meth:`finish` kept for ``bucket``: values (k, 32), own and peer positions."""
         path = self._path("matches", bucket)
-        with self._load(path) as saved:
-            values, own, peer = saved["values"], saved["own"], saved["peer"]
-        if values.dtype != np.uint8 or values.ndim != 2 or not len(own) == len(peer) == len(values):
+        saved = self._load(path)
+        if not {"values", "own", "peer"} <= saved.keys():
+            raise DataError(f"{path}: not PSI matches; delete {self.folder} and rerun")
+        values, own, peer = saved["values"], saved["own"], saved["peer"]
+        positions = all(a.ndim == 1 and a.dtype.kind in "iu" and len(a) == len(values) for a in (own, peer))
+        if values.dtype != np.uint8 or values.ndim != 2 or not positions:
             raise DataError(f"{path}: not PSI matches; delete {self.folder} and rerun")
         return values, own.astype(np.int64), peer.astype(np.int64)
 
@@ -168,9 +189,11 @@ class PairState:
         return self.folder / (f"{kind}-{bucket:04d}" + (".npy" if kind == "layout" else ".npz"))
 
     def _load(self, path: Path) -> Any:
+        from vsplit.npy_files import read_npy_file, read_npz
+
         try:
-            return np.load(path, allow_pickle=False)
-        except (OSError, ValueError) as exc:
+            return read_npy_file(path) if path.suffix == ".npy" else read_npz(path)
+        except (OSError, ValueError, EOFError, zipfile.BadZipFile, NotImplementedError) as exc:
             raise DataError(f"PSI resume: cannot read {path} ({exc}); delete {self.folder} and rerun") from None
 
     def _write_meta(self) -> None:

@@ -21,8 +21,9 @@ from __future__ import annotations
 
 import io
 import json
-import math
 import zipfile
+from collections.abc import Iterator
+from contextlib import contextmanager
 from pathlib import Path
 from typing import Any
 
@@ -86,6 +87,29 @@ def load_checkpoint(path: str | Path, *, run_id: str, party: str) -> dict[str, A
     return state
 
 
+@contextmanager
+def interpreting(path: str | Path, *, fix: str = "train again, or restore the file the run wrote") -> Iterator[None]:
+    """Around code that puts a loaded state to use (``load_state_dict``, a preprocessor's ``from_state``): a state
+    of the right format whose contents do not fit (a missing key, a wrong shape or type, left by damage on disk or a
+    hand edit) raises :class:`UnreadableCheckpoint` naming ``path`` instead of a traceback.
+
+    >>> with interpreting("model.npz"):  # doctest: +ELLIPSIS
+    ...     {}["segments"]
+    Traceback (most recent call last):
+    ...
+    vsplit.errors.UnreadableCheckpoint: model.npz does not hold what this party's model needs (KeyError: ...
+    """
+    try:
+        yield
+    except _CONTENT as exc:
+        raise UnreadableCheckpoint(f"{path} does not hold what this party's model needs ({type(exc).__name__}: "
+                                   f"{str(exc)[:300]}); {fix}") from None
+
+
+# what a state's contents that do not fit the model raise while being put to use
+_CONTENT = (KeyError, TypeError, ValueError, IndexError, AttributeError, RuntimeError, OverflowError)
+
+
 # what a corrupt archive or tree can raise while being read (zipfile raises NotImplementedError for an unknown
 # compression or version, json RecursionError for deep nesting; the tree's lookups KeyError, TypeError, ...)
 _UNREADABLE = (OSError, EOFError, ValueError, KeyError, TypeError, IndexError, AttributeError, RuntimeError,
@@ -94,23 +118,10 @@ _UNREADABLE = (OSError, EOFError, ValueError, KeyError, TypeError, IndexError, A
 
 def _read_archive(path: Path) -> tuple[Any, dict[str, np.ndarray]]:
     """The JSON meta entry and the arrays of an ``.npz`` written by :func:`save_checkpoint`, never unpickling and
-    never allocating more than the file holds: every entry must be stored (``np.savez`` does not compress), and each
-    array's header must declare no more bytes than its entry has."""
-    from numpy.lib import format as npy
+    never allocating more than the file holds (:func:`vsplit.npy_files.read_npz`)."""
+    from vsplit.npy_files import read_npz
 
-    arrays: dict[str, np.ndarray] = {}
-    limit = path.stat().st_size
-    with zipfile.ZipFile(path) as archive:
-        for info in archive.infolist():
-            if info.compress_type != zipfile.ZIP_STORED or info.file_size > limit or not info.filename.endswith(".npy"):
-                raise ValueError(f"entry {info.filename!r} is not a stored .npy array")
-            data = io.BytesIO(archive.read(info))  # at most the file's size: the entry is stored
-            version = npy.read_magic(data)
-            shape, _, dtype = (npy.read_array_header_1_0 if version == (1, 0) else npy.read_array_header_2_0)(data)
-            if dtype.hasobject or math.prod(shape) * dtype.itemsize > info.file_size - data.tell():
-                raise ValueError(f"entry {info.filename!r} declares {dtype}{list(shape)}, more than it holds")
-            data.seek(0)
-            arrays[info.filename.removesuffix(".npy")] = npy.read_array(data, allow_pickle=False)
+    arrays = read_npz(path)
     if "__meta__" not in arrays:
         raise ValueError("no __meta__ entry")
     return json.loads(arrays.pop("__meta__").tobytes()), arrays
