@@ -35,7 +35,7 @@ from vsplit.app.session import Schedule, score_session, train_session
 from vsplit.data.tables import all_ids
 from vsplit.errors import CheckpointError
 from vsplit.party import LabelParty
-from vsplit.runtime.checkpoint import load_checkpoint, save_checkpoint
+from vsplit.runtime.checkpoint import interpreting, load_checkpoint, save_checkpoint
 from vsplit.topology.graph import Topology
 
 #: the ``model`` column of predictions.csv: which model scored the row
@@ -103,14 +103,15 @@ def load_bank_only(path: Path, build: Callable[[str | None], LabelParty], *, run
     if not path.is_file():
         return None
     state = load_checkpoint(path, run_id=run_id, party=party)
-    alone = build(state.get("numeric_embedding"))
     if state.get("kind") != BANK_ONLY:
         raise CheckpointError(f"{path} is not a bank-only fallback model; delete it or train the run again")
-    if "preprocessor" in state:
-        alone.preprocessor = TablePreprocessor.from_state(state["preprocessor"])
-    run = own_topology(alone)
-    for seg, module in alone.modules_for(run, task_width=alone.task_width).items():
-        module.load_state_dict(state["segments"][seg])
+    with interpreting(path):
+        alone = build(state.get("numeric_embedding"))
+        if "preprocessor" in state:
+            alone.preprocessor = TablePreprocessor.from_state(state["preprocessor"])
+        run = own_topology(alone)
+        for seg, module in alone.modules_for(run, task_width=alone.task_width).items():
+            module.load_state_dict(state["segments"][seg])
     return BankOnly(party=alone, run=run, history=[], best_epoch=None)
 
 

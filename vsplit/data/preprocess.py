@@ -235,8 +235,34 @@ class TablePreprocessor:
         if "quantiles" in scaler:
             prep._scaler = QuantileScaler(scaler["quantiles"], scaler["references"])
         elif "mean" in scaler:
-            prep._scaler = (np.asarray(scaler["mean"]), np.asarray(scaler["std"]))
+            prep._scaler = (np.asarray(scaler["mean"], dtype=np.float64), np.asarray(scaler["std"], dtype=np.float64))
+        prep._check_state()
         return prep
+
+    def _check_state(self) -> None:
+        """Raise :class:`ValueError` naming what does not fit in a state read back (damaged on disk, edited)."""
+        named = set(self.columns_)
+        problems = [
+            ("every column named once", len(named) == len(self.columns_) and all(isinstance(c, str) for c in named)),
+            ("categorical and numeric columns among the columns", set(self.categorical_) | set(self.numeric_) <= named
+             and not set(self.categorical_) & set(self.numeric_)),
+            ("categories of every categorical column", set(self.categories_) == set(self.categorical_)),
+            ("imputed medians of numeric columns only", set(self.imputed_) <= set(self.numeric_)),
+            ("a scaling of quantile or standard", self.scaling in ("quantile", "standard")),
+        ]
+        width = len(self.numeric_) + len(self.imputed_)
+        if isinstance(self._scaler, QuantileScaler):
+            q, r = self._scaler.quantiles_, self._scaler.references_
+            problems.append(("quantiles of each numeric input", self.scaling == "quantile" and q.ndim == 2
+                             and r.ndim == 1 and q.shape == (len(r), width) and len(r) > 0))
+        elif self._scaler is not None:
+            mean, std = self._scaler
+            problems.append(("a mean and std of each numeric input", self.scaling == "standard"
+                             and mean.shape == std.shape == (width,)))
+        else:
+            problems.append(("a fitted scaler", width == 0))
+        if wrong := [what for what, ok in problems if not ok]:
+            raise ValueError(f"the saved preprocessing does not hold {', '.join(wrong)}")
 
     # -- helpers ---------------------------------------------------------------------------------------------------
     def _as_numbers(self, table: pd.DataFrame) -> pd.DataFrame:

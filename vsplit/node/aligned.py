@@ -33,12 +33,13 @@ from vsplit.data.parquet_table import open_table
 from vsplit.data.sources import about_file, read_table
 from vsplit.data.tables import all_ids
 from vsplit.errors import ConfigError
+from vsplit.models.numeric import NUMERIC_EMBEDDINGS
 from vsplit.models.seeds import derive_seed
 from vsplit.node.node import PartyNode, session_id
 from vsplit.node.outputs import Scores, jsonable
 from vsplit.party import ComputeParty, FeatureParty, LabelParty, ModelSettings
 from vsplit.protocol.training.hooks import TrainingHooks
-from vsplit.runtime.checkpoint import load_checkpoint, save_checkpoint
+from vsplit.runtime.checkpoint import interpreting, load_checkpoint, save_checkpoint
 from vsplit.runtime.progress import EpochClock, TqdmProgress
 from vsplit.topology.graph import Topology
 from vsplit.transport.channel import Channel
@@ -369,16 +370,19 @@ class AlignedNode(PartyNode, kinds=("vertical", "vanilla", "u_shaped")):
     def load_model(self) -> None:
         """Load this party's own saved model parts (and preprocessing) from ``model.npz``."""
         state = self.load_parts(None, topology=self.topology.view_fingerprint(self.name))
-        kind = state.get("numeric_embedding")
-        if kind is not None and getattr(self.party, "numeric_kind", kind) != kind:  # "auto" chose otherwise then
-            self.party = self._build_party(self.table, numeric=kind)
-        party = self.party
-        if "preprocessor" in state:
-            from vsplit.data.preprocess import TablePreprocessor
+        with interpreting(self.folder / "model.npz"):
+            kind = state.get("numeric_embedding")
+            if kind is not None and getattr(self.party, "numeric_kind", kind) != kind:  # "auto" chose otherwise then
+                if kind not in NUMERIC_EMBEDDINGS:
+                    raise ValueError(f"numeric_embedding {kind!r} is none of {', '.join(NUMERIC_EMBEDDINGS)}")
+                self.party = self._build_party(self.table, numeric=kind)
+            party = self.party
+            if "preprocessor" in state:
+                from vsplit.data.preprocess import TablePreprocessor
 
-            party.preprocessor = TablePreprocessor.from_state(state["preprocessor"])
-        for seg, module in self._segments().items():
-            module.load_state_dict(state["segments"][seg])
+                party.preprocessor = TablePreprocessor.from_state(state["preprocessor"])
+            for seg, module in self._segments().items():
+                module.load_state_dict(state["segments"][seg])
 
     def score_table(self, table: pd.DataFrame | None, *, channels: Mapping[str, Channel] | None = None,
                     peers: list[str] | None = None, psi_state: Path | None = None,

@@ -53,7 +53,7 @@ from vsplit.node.aligned import model_settings
 from vsplit.node.node import PartyNode, session_id
 from vsplit.node.outputs import Scores
 from vsplit.party import ComputeParty, LabelParty, ModelSettings
-from vsplit.runtime.checkpoint import load_checkpoint, save_checkpoint
+from vsplit.runtime.checkpoint import interpreting, load_checkpoint, save_checkpoint
 from vsplit.transport.channel import Channel
 
 log = logging.getLogger(__name__)
@@ -158,10 +158,11 @@ class HorizontalNode(PartyNode, kinds=("horizontal",)):
             raise CheckpointError(f"{self.name}: the run resumes at round {round_ + 1}, but {path} is missing; "
                                   "restart every party without --resume")
         state = load_checkpoint(path, run_id=self.config.output.run_id, party=self.name)
-        if any(state[k] != v for k, v in self.fingerprint().items()):
+        if any(state.get(k) != v for k, v in self.fingerprint().items()):
             raise CheckpointError(f"{self.name}: {path} was written with other clients, server or schedule "
-                                  f"({state['schedule']}); restart without --resume")
-        return {k: np.asarray(v) for k, v in state["arrays"].items()}
+                                  f"({state.get('schedule')}); restart without --resume")
+        with interpreting(path, fix="restart every party without --resume"):
+            return {k: np.asarray(v) for k, v in state["arrays"].items()}
 
     def keeper(self, start_round: int, *, rejoin: bool = False) -> Any:
         """Round checkpoints from ``start_round`` on; ``rejoin``: a client readmitted after it was lost restores its
@@ -405,9 +406,10 @@ class HorizontalNode(PartyNode, kinds=("horizontal",)):
         sequential training only the final holder's client segment scores."""
         self._check_scores()
         state = self.load_parts(self.party, **self.fingerprint())
-        for name, module in self.modules.items():
-            module.load_state_dict({k: torch.as_tensor(v) for k, v in state["segments"][name].items()})
-            module.eval()
+        with interpreting(self.folder / "model.npz"):
+            for name, module in self.modules.items():
+                module.load_state_dict({k: torch.as_tensor(v) for k, v in state["segments"][name].items()})
+                module.eval()
 
     def _check_scores(self) -> None:
         """Refuse, naming why, a party that has no part in scoring: a bank that does not hold the final client

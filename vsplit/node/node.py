@@ -33,7 +33,7 @@ from vsplit.config.names import run_folder
 from vsplit.errors import CheckpointError, ConfigError
 from vsplit.node.links import open_links, plan_links
 from vsplit.node.outputs import Scores, write_json, write_predictions
-from vsplit.runtime.checkpoint import load_checkpoint, newest_readable, save_checkpoint
+from vsplit.runtime.checkpoint import interpreting, load_checkpoint, newest_readable, save_checkpoint
 from vsplit.runtime.drive import drive
 from vsplit.runtime.jobs import PredictJob
 from vsplit.runtime.pump import Pump
@@ -234,14 +234,15 @@ class PartyNode:
         if not path.is_file():
             raise CheckpointError(f"{self.name}: no trained model at {path}; train first (vsplit train --config ...)")
         state = load_checkpoint(path, run_id=self.config.output.run_id, party=self.name)
-        if state["role"] != self.role:
-            raise CheckpointError(f"{path} is a {state['role']} party's model, not {self.role}")
+        if state.get("role") != self.role:
+            raise CheckpointError(f"{path} is a {state.get('role')} party's model, not {self.role}")
         changed = [k for k, v in fields.items() if state.get(k) != v]
         if changed:
             raise CheckpointError(f"{path} was trained with another {' and '.join(changed)} than "
                                   f"{self.config.source} describes; predict with the config it was trained with")
         if party is not None and "preprocessor" in state:
-            party.preprocessor = TablePreprocessor.from_state(state["preprocessor"])
+            with interpreting(path):
+                party.preprocessor = TablePreprocessor.from_state(state["preprocessor"])
         return state
 
     def checkpoint_path(self, kind: str, index: int) -> Path:
