@@ -143,11 +143,12 @@ def _label_outputs(config: PartyConfig, explanation: Explanation, folder: Path) 
 def _add_to_card(run_folder: Path, explanation: Explanation) -> None:
     """Add the global importances (and their bar chart) to the model card the label party's training run wrote."""
     from vsplit.report.card import RECORD, write_model_card
+    from vsplit.report.card_record import read_card
 
     record = run_folder / RECORD
     if not record.is_file():
         return
-    card = json.loads(record.read_text(encoding="utf-8"))
+    card = read_card(record)
     card["importance"] = {k: float(v) for k, v in explanation.global_importance().items()}
     card.setdefault("limits", []).append(
         f"Importances from vsplit explain on {len(explanation.ids)} rows ({explanation.method_text()}; largest "

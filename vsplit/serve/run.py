@@ -29,15 +29,30 @@ def serve(config: PartyConfig, *, run_id: str | None = None, ready: Any = None) 
                       f"daemon), not {config.party.role!r}")
 
 
+#: a token file holds one line; anything far longer is not one
+MAX_TOKEN_FILE = 4096
+
+
 def bearer_token(config: PartyConfig) -> str | None:
-    """The bearer token of ``serve.token_file`` (its first line), or ``None``."""
+    """The bearer token of ``serve.token_file`` (its first line that is not blank), or ``None``."""
     if not config.serve.token_file:
         return None
     path = resolve(config, config.serve.token_file)
     try:
-        token = path.read_text().strip()
+        if path.stat().st_size > MAX_TOKEN_FILE:
+            raise ConfigError(f"serve.token_file: {path} holds {path.stat().st_size} bytes; a token file holds one "
+                              "line, the token")
+        lines = path.read_bytes().decode("utf-8").splitlines()
     except OSError as exc:
         raise ConfigError(f"serve.token_file: cannot read {path} ({exc.strerror})") from None
+    except UnicodeDecodeError:
+        raise ConfigError(f"serve.token_file: {path} is not UTF-8 text; write the token as one line of "
+                          "printable ASCII") from None
+    token = next((line.strip() for line in lines if line.strip()), "")
+    if not all(33 <= ord(c) < 127 for c in token):
+        raise ConfigError(f"serve.token_file: the token in {path} holds a space, a control or a non-ASCII "
+                          "character, which an HTTP Authorization header cannot carry; use printable ASCII, e.g. "
+                          "`python -c \"import secrets; print(secrets.token_urlsafe(32))\"`")
     if len(token) < 16:
         raise ConfigError(f"serve.token_file: the token in {path} is shorter than 16 characters; use a long random "
                           "one, e.g. `python -c \"import secrets; print(secrets.token_urlsafe(32))\"`")
