@@ -157,7 +157,7 @@ def test_a_checkpoint_declaring_a_huge_array_is_refused_before_it_is_allocated(t
         meta_array = io.BytesIO()
         np.save(meta_array, np.frombuffer(json.dumps(meta).encode(), np.uint8))
         archive.writestr("__meta__.npy", meta_array.getvalue())
-    with pytest.raises(CheckpointError, match="declares float64\\[1099511627776\\], more than it holds"):
+    with pytest.raises(CheckpointError, match="declares float64\\[1099511627776\\], more than the 8 bytes it holds"):
         load_checkpoint(path, run_id="r1", party="bank")
 
 
@@ -271,3 +271,71 @@ def test_a_snapshot_is_taken_only_signed_by_the_partner_with_the_expected_width(
                          "signature": np.frombuffer(b"\x30\x06\x02\x01\x01\x02\x01\x01", np.uint8)})
     assert not check_snapshot(forged, cert=cert, width=WIDTH)
     run_snapshot(snapshot_seeds()[1])  # a delta merged into the held table
+
+
+# -- files a party reads back from its own run folder ------------------------------------------------------------------
+def test_a_model_whose_contents_do_not_fit_is_refused_naming_the_file(tmp_path):
+    """A model.npz of the right format whose preprocessing or tensors do not fit the party (fuzzing found a missing
+    scaler, renamed categories and mis-shaped quantiles getting through to a traceback at prediction)."""
+    from fuzzing import files
+
+    from vsplit.errors import UnreadableCheckpoint
+
+    tree = json.loads(files.model_seeds()[0])  # dicts are stored as [key, value] pairs under "__dict__"
+    for damage in ("no scaler", "renamed category", "quantiles", "tensor"):
+        bad = json.loads(json.dumps(tree))
+        pairs = dict(bad["tree"]["__dict__"])
+        prep = dict(pairs["preprocessor"]["__dict__"])
+        if damage == "no scaler":
+            prep["scaler"] = {"__dict__": []}
+        elif damage == "renamed category":
+            prep["categories"]["__dict__"][0][0] = "j0b"
+        elif damage == "quantiles":
+            scaler = dict(prep["scaler"]["__dict__"])
+            scaler["quantiles"], scaler["references"] = scaler["references"], scaler["quantiles"]
+            prep["scaler"] = {"__dict__": [[k, v] for k, v in scaler.items()]}
+        else:
+            segments = dict(pairs["segments"]["__dict__"])
+            first = segments["bank"]["__dict__"]
+            first[0][1], first[1][1] = first[1][1], first[0][1]  # two tensors swapped: shapes no longer fit
+        pairs["preprocessor"] = {"__dict__": [[k, v] for k, v in prep.items()]}
+        bad["tree"] = {"__dict__": [[k, v] for k, v in pairs.items()]}
+        with pytest.raises(UnreadableCheckpoint, match=r"model\.npz does not hold what this party's model needs"):
+            files.run_model(json.dumps(bad).encode())
+
+
+def test_a_damaged_model_card_record_names_the_file_and_the_section(tmp_path):
+    from vsplit.report.card_record import read_card
+
+    path = tmp_path / "model_card.json"
+    for text, problem in [('{"metrics": {"level": 1e400}}', "metrics.level must be a number"),
+                          ('{"data": "x"}', "data must be an object"),
+                          ('{"fairness": {"column": "age"}}', "fairness needs both column and slices"),
+                          ('{"metrics": {"curve": {"mean_predicted": [0.1], "observed_rate": []}}}', "metrics.curve"),
+                          ('{"limits": "one"', "not a readable model card"),
+                          ("[1]", "a model card is a JSON object, this holds list")]:
+        path.write_text(text)
+        with pytest.raises(DataError, match=f"model_card.json: {problem}"):
+            read_card(path)
+
+
+def test_a_token_file_holds_one_line_of_printable_ascii(tmp_path):
+    from fuzzing.files import run_token
+
+    run_token(b"\n\n  q3Zs0c1Yq8c5hA2fL0nJ9w4Rr7tUe6Xk \nignored second line\n")
+    for data, problem in [(b"\xff" * 20, "not UTF-8"), (b"q3Zs0c1Y q8c5hA2fL0nJ9w4Rr7", "a space, a control"),
+                          ("q3Zs0c1Yq8c5hA2fL0nJ9w4Rr7é".encode(), "non-ASCII"), (b"x" * 5000, "holds 5000 bytes")]:
+        with pytest.raises(ConfigError, match=problem):
+            run_token(data)
+
+
+def test_damaged_psi_progress_names_the_folder_to_delete(tmp_path):
+    from fuzzing.files import psi_state_seeds, run_psi_layout, run_psi_state
+
+    state = json.loads(psi_state_seeds()[1])
+    for key, value in [("salt", "zz"), ("done", 7), ("done", "1"), ("peer_total", -8)]:
+        with pytest.raises(DataError, match=f"state.json is damaged \\({key} not as written\\)"):
+            run_psi_state(json.dumps({**state, key: value}).encode())
+    run_psi_state(b'{"fingerprint": {"other": 1}}')  # another run's settings: ignored, as before
+    with pytest.raises(DataError, match=r"layout-0000\.npy \(unreadable array header"):  # was a TokenError
+        run_psi_layout(b"\x93NUMPY\x01\x00\x10\x00{'descr': '<i8',\n")

@@ -355,6 +355,25 @@ def _services() -> list[Target]:
                "calibration.json (vsplit.explain.calibration.Calibrator.load), then applied"),
         Target("monitor_scores", _file("predictions.csv", s.run_scores), s.scores_seeds,
                "the predictions.csv files vsplit monitor compares (vsplit.monitor.process.read_scores)"),
+        *_run_files(),
+    ]
+
+
+def _run_files() -> list[Target]:
+    from fuzzing import files as f
+
+    return [
+        Target("model_contents", f.run_model, f.model_seeds,
+               "the contents of model.npz (its JSON tree, with a real model's arrays): loaded as vsplit predict "
+               "loads it (AlignedNode.load_model), then rows prepared and scored"),
+        Target("model_card_record", f.run_card, f.card_seeds,
+               "model_card.json read back by vsplit explain (vsplit.report.card_record.read_card), then rendered"),
+        Target("serve_token_file", f.run_token, f.token_seeds,
+               "the scoring service's serve.token_file (vsplit.serve.run.bearer_token)"),
+        Target("psi_resume_state", f.run_psi_state, f.psi_state_seeds,
+               "a pair's PSI progress, state.json (vsplit.psi.resume.PairState), as a rerun reads it"),
+        Target("psi_resume_layout", f.run_psi_layout, f.psi_layout_seeds,
+               "a finished PSI bucket's layout-KKKK.npy (vsplit.npy_files.read_npy_file), as a rerun restores it"),
     ]
 
 
