@@ -189,6 +189,40 @@ def _hello_seeds() -> list[bytes]:
     return [hello("bank", "partner"), hello("insurer", "bank", ok=False)]
 
 
+# -- the resumable channel's envelopes -------------------------------------------------------------------------------
+def _envelopes(data: bytes) -> None:
+    """A run of envelopes (each behind a one-byte length) into the bookkeeping a resumable channel's receiver runs on
+    them (:mod:`vsplit.transport.numbered`): acks against a resend buffer holding five sent frames, DATA and GOODBYE
+    numbers into the in-order acceptor, a RESUME into the resend buffer's resume."""
+    from vsplit.transport import numbered
+
+    out, inbound = numbered.Outbox(limit=1 << 16), numbered.Inbound()
+    for _ in range(5):
+        out.add(lambda seq: numbered.data(seq, 0, b"payload"))
+    at = 0
+    while at < len(data):
+        size = data[at]
+        env = numbered.parse(data[at + 1 : at + 1 + size])
+        at += 1 + size
+        if env.kind == numbered.RESUME:
+            out.resume(env.seq)
+            continue
+        out.acknowledge(env.ack)
+        if env.kind != numbered.ACK:
+            inbound.accept(env.seq)
+
+
+def _envelope_seeds() -> list[bytes]:
+    from vsplit.transport import numbered
+
+    def run(*envelopes: bytes) -> bytes:
+        return b"".join(bytes([len(e)]) + e for e in envelopes)
+
+    return [run(numbered.data(0, 2, b"frame"), numbered.data(1, 3, b"x"), numbered.ack(5), numbered.goodbye(2, 5)),
+            run(numbered.resume(b"t" * numbered.TOKEN_BYTES, 3), numbered.data(0, 4, b"again"),
+                numbered.data(0, 4, b"x"))]
+
+
 # -- sealed hand-offs ------------------------------------------------------------------------------------------------
 def _keys():
     from cryptography.hazmat.primitives.asymmetric.x25519 import X25519PrivateKey
@@ -386,6 +420,9 @@ def _build() -> dict[str, Target]:
         Target("horizontal_messages", _wire("horizontal", _state_tensors), lambda: _message_seeds("horizontal"),
                "horizontal messages (states, join, scoring, readmission) and a state's named tensors"),
         Target("tls_hello", _hello, _hello_seeds, "the hello a peer sends first inside mutual TLS (parse_hello)"),
+        Target("resume_envelopes", _envelopes, _envelope_seeds,
+               "the resumable channel's envelopes (DATA, GOODBYE, ACK, RESUME) into its sans-IO bookkeeping "
+               "(vsplit.transport.numbered: parse, the resend buffer, the in-order acceptor)"),
         Target("sealed_handoff", _sealed, _sealed_seeds,
                "the plaintext of a sealed hand-off that opens, through open_sealed (frame + state checks)"),
         Target("sealed_frames", _wire("sealed"), _sealed_frame_seeds, "the SealedState frame itself"),
