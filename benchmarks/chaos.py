@@ -17,6 +17,9 @@ can reset its connection. Each run draws its faults from the seed:
   disk_full             fill the small tmpfs that holds a random party's run folder (checkpoints): the run stops
   corrupt_checkpoint    before a restart, flip bytes in, or truncate, a random party's newest checkpoint
 
+The stopping kinds come in turn (an order drawn from the seed) and every other stop is followed by a corruption, so
+every kind is injected in a run of the benchmark whatever its draws.
+
 After a run stops, the controller frees the disk, applies a planned corruption, and restarts every party with
 ``--resume`` (from scratch if a party has no checkpoint yet), up to ``--attempts`` times. A SplitFed bank that
 vanishes is dropped by design (the round completes without it) and then restarted with ``--resume`` alone; it comes
@@ -327,9 +330,28 @@ def reference(pilot: Pilot, work: Path) -> None:
         run.close()
 
 
-def plan(pilot: Pilot, rng: random.Random, *, budget: int, tmpfs: bool) -> list[Fault]:
-    """The faults of one run: 3..6 passing faults per attempt, one or two stopping ones, maybe a corruption."""
-    stopping = [k for k in STOPPING if tmpfs or k != "disk_full"]
+class Rotation:
+    """Which stopping fault comes next, and whether a corruption follows it: every stopping kind in turn (in an order
+    drawn from the seed, drawn again after each round), a corruption after every other stop, so that a run of the
+    benchmark injects every kind however its random draws fall."""
+
+    def __init__(self, rng: random.Random, *, tmpfs: bool) -> None:
+        self._rng = rng
+        self._kinds = [k for k in STOPPING if tmpfs or k != "disk_full"]
+        self._next: list[str] = []
+        self._corrupt = False
+
+    def stop(self) -> tuple[str, bool]:
+        """The next stopping kind, and whether the restart after it finds a corrupted checkpoint."""
+        if not self._next:
+            self._next = self._rng.sample(self._kinds, len(self._kinds))
+        self._corrupt = not self._corrupt
+        return self._next.pop(), self._corrupt
+
+
+def plan(pilot: Pilot, rng: random.Random, *, budget: int, rotation: Rotation) -> list[Fault]:
+    """The faults of one run: 3..6 passing faults per attempt, one or two stopping ones (the rotation's), each
+    followed by a corruption every other time."""
     stops = rng.choice([1, 1, 2]) if budget > 1 else 0
     faults: list[Fault] = []
     span = pilot.seconds  # the uninterrupted run, start-up included: faults fall in its first two thirds
@@ -337,8 +359,9 @@ def plan(pilot: Pilot, rng: random.Random, *, budget: int, tmpfs: bool) -> list[
         for _ in range(rng.randint(3, 6)):
             faults.append(Fault(rng.choice(PASSING), rng.uniform(0.15, 0.65) * span, attempt=attempt))
         if attempt < stops:
-            faults.append(Fault(rng.choice(stopping), rng.uniform(0.3, 0.7) * span, attempt=attempt))
-            if rng.random() < 0.5:
+            kind, corrupt = rotation.stop()
+            faults.append(Fault(kind, rng.uniform(0.3, 0.7) * span, attempt=attempt))
+            if corrupt:
                 faults.append(Fault("corrupt_checkpoint", 0.0, attempt=attempt + 1))
     for fault in faults:
         fault.victim = rng.choice(list(pilot.parties))
@@ -372,6 +395,9 @@ def _drive(run: Run, faults: list[Fault], rng: random.Random, *, attempts: int, 
     resume = False
     for attempt in range(attempts):
         for fault in (f for f in faults if f.attempt == attempt and f.kind == "corrupt_checkpoint"):
+            holders = [p for p in pilot.owners if any((run.runs / p / "checkpoints").glob("*.npz"))]
+            if holders and fault.victim not in holders:
+                fault.victim = rng.choice(holders)  # a party with a checkpoint to corrupt, if any has one
             fault.note = run.corrupt(fault.victim if fault.victim in pilot.owners else pilot.owners[0], rng)
             fault.injected = fault.note != "no checkpoint yet"
         began = time.monotonic()
@@ -441,13 +467,14 @@ def chaos(*, faults: int, seed: int, work: Path, pilots: list[str], attempts: in
         log(f"{name}: uninterrupted run {pilot.seconds:.1f} s")
         prepared.append(pilot)
     tmpfs_note = _probe_tmpfs(work)
+    rotation = Rotation(rng, tmpfs=tmpfs_note == "tmpfs")
     injected: Counter[str] = Counter()
     outcomes: Counter[str] = Counter()
     runs = []
     i = 0
     while sum(injected.values()) < faults and time.monotonic() - began < budget_s:
         pilot = prepared[i % len(prepared)]
-        plan_ = plan(pilot, rng, budget=faults - sum(injected.values()), tmpfs=tmpfs_note == "tmpfs")
+        plan_ = plan(pilot, rng, budget=faults - sum(injected.values()), rotation=rotation)
         ended, models = run_with_faults(pilot, work / f"run-{i:03d}", plan_, rng, tmpfs=tmpfs_note == "tmpfs",
                                         attempts=attempts, attempt_timeout_s=attempt_timeout_s)
         result = outcome(ended, models, pilot.reference)
