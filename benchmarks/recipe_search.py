@@ -12,8 +12,9 @@ epochs run and the seconds; ``chosen``: the candidate with the best mean validat
 (the choice does not look at it). A candidate's ``"bag": k`` averages the probabilities of ``k`` networks fitted
 with seeds ``seed + 1000 * i`` (``k`` independent split networks, :class:`vsplit.bagging.SplitBag`: ``k`` times the
 cut traffic); ``val_auc_by_networks`` and ``test_auc_by_networks`` then give the bag of the first 1, 2, ... ``k`` of
-those networks. Runs like benchmarks/quality.py: one job per (preset, seed, candidate), ``--jobs`` single-threaded
-worker processes.
+those networks. ``"refit": true`` fits each network again on all its training rows (here the 80 %) for the epoch
+count its own validation rows chose (``SplitBag(refit=True)``, :func:`vsplit.bagging.fit_network`). Runs like
+benchmarks/quality.py: one job per (preset, seed, candidate), ``--jobs`` single-threaded worker processes.
 """
 
 from __future__ import annotations
@@ -65,6 +66,7 @@ def score(job: tuple[str, int, str, dict]) -> tuple[str, int, str, dict]:
     """One candidate's validation AUC on one preset and seed (trained on 80 % of the training rows)."""
     name, seed, cand, params = job
     single_threaded()
+    from vsplit.bagging import SEED_STRIDE, fit_network
     from vsplit.datasets import preset
     from vsplit.estimator import SplitClassifier
     from vsplit.evaluation import shared_test_views
@@ -76,11 +78,12 @@ def score(job: tuple[str, int, str, dict]) -> tuple[str, int, str, dict]:
     valid = shared_test_views(valid, label_party=data.label_party, id_column=data.id_column)
     test = shared_test_views(data.test, label_party=data.label_party, id_column=data.id_column)
     params = dict(params)
-    bag = int(params.pop("bag", 1))
+    bag, refit = int(params.pop("bag", 1)), bool(params.pop("refit", False))
     started = time.perf_counter()
-    models = [SplitClassifier(label_party=data.label_party, label=data.label, id_column=data.id_column,
-                              positive_label=data.positive_label, mode="centralized", random_state=seed + 1000 * i,
-                              **RUN, **params).fit(fit) for i in range(bag)]
+    models = [fit_network(SplitClassifier(label_party=data.label_party, label=data.label, id_column=data.id_column,
+                                          positive_label=data.positive_label, mode="centralized",
+                                          random_state=seed + SEED_STRIDE * i, **RUN, **params), fit, refit=refit)[0]
+              for i in range(bag)]
     seconds = round(time.perf_counter() - started, 1)
     val, tst = bagged_auc(models, valid, data), bagged_auc(models, test, data)
     out = {"val_auc": val[-1], "test_auc": tst[-1], "epochs": sum(len(m.history_) for m in models) / bag,

@@ -1,5 +1,6 @@
 """Averaging independently seeded split networks (vsplit.bagging.SplitBag): each network is the SplitClassifier of
-its own seed, the split bag equals the same bag trained in one place, and a bad count is refused."""
+its own seed, the split bag equals the same bag trained in one place (also when each network is refitted on all the
+rows), and bad settings are refused."""
 
 from __future__ import annotations
 
@@ -29,6 +30,35 @@ def test_split_bag_equals_the_centralized_bag(views, one_thread):
     pooled = SplitBag(networks=2, mode="centralized", **SETTINGS).fit(views)
     np.testing.assert_allclose(split.predict_proba(views), pooled.predict_proba(views), rtol=0, atol=1e-5)
     assert split.evaluate(views)["auc"] == pytest.approx(pooled.evaluate(views)["auc"], abs=1e-6)
+
+
+REFIT = {**SETTINGS, "epochs": 4, "patience": 1, "monitor": "val_auc"}
+
+
+def test_refit_trains_each_network_again_on_every_row_for_the_epochs_its_validation_rows_chose(views, one_thread):
+    bag = SplitBag(networks=2, refit=True, mode="centralized", **REFIT).fit(views)
+    for i, (clf, epochs) in enumerate(zip(bag.estimators_, bag.epochs_, strict=True)):
+        chooser = SplitClassifier(mode="centralized", **{**REFIT, "random_state": 5 + 1000 * i}).fit(views)
+        assert epochs == chooser.best_epoch_ + 1
+        assert clf.validation_fraction == 0.0 and len(clf.history_) == epochs
+        assert "val_auc" not in clf.history_[-1], "the refit has no validation rows: it trains on all of them"
+        alone = SplitClassifier(mode="centralized", **{**REFIT, "random_state": 5 + 1000 * i, "epochs": epochs,
+                                                       "validation_fraction": 0.0, "patience": None}).fit(views)
+        np.testing.assert_allclose(clf.predict_proba(views), alone.predict_proba(views), rtol=0, atol=1e-12)
+
+
+def test_a_refitted_split_bag_equals_the_refitted_centralized_bag(views, one_thread):
+    split = SplitBag(networks=2, refit=True, mode="split", **REFIT).fit(views)
+    pooled = SplitBag(networks=2, refit=True, mode="centralized", **REFIT).fit(views)
+    assert split.epochs_ == pooled.epochs_
+    np.testing.assert_allclose(split.predict_proba(views), pooled.predict_proba(views), rtol=0, atol=1e-5)
+
+
+def test_refit_without_validation_rows_is_refused():
+    with pytest.raises(ConfigError, match="refit=True chooses the epoch count on validation rows"):
+        SplitBag(networks=2, refit=True, **{**SETTINGS, "validation_fraction": 0.0})
+    with pytest.raises(ConfigError, match="refit must be True or False"):
+        SplitBag(networks=2, refit="yes", **SETTINGS)
 
 
 @pytest.mark.parametrize("networks", [0, -1, 2.0])

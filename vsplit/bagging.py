@@ -8,6 +8,12 @@ Each network equals the same network trained in one place (tests/test_oracle.py)
 Unlike the ``members`` option (several heads over one cut exchange, no extra bytes), each network here has its own
 bottoms, which is what makes its errors independent.
 
+``refit=True`` trains each network twice: first as usual, early stopping choosing the epoch count on the network's
+validation rows (``validation_fraction`` of the shared rows), then again from the same seed on *all* the shared rows
+for that many epochs (no validation rows, the last epoch kept). Every row then trains every network; the second fit
+costs about as much as the first (up to ``patience`` epochs fewer). Both fits are ordinary :class:`SplitClassifier`
+fits, so the split still equals the same bag trained in one place (tests/test_bagging.py).
+
 Example:
     >>> import numpy as np, pandas as pd
     >>> rng = np.random.default_rng(0)
@@ -18,6 +24,9 @@ Example:
     >>> bag = SplitBag(networks=2, label_party="bank", label="y", epochs=2, random_state=0).fit(views)
     >>> bag.predict_proba(views).shape, len(bag.estimators_)
     ((300, 2), 2)
+    >>> refit = SplitBag(networks=1, refit=True, label_party="bank", label="y", epochs=3, random_state=0).fit(views)
+    >>> refit.estimators_[0].validation_fraction, refit.epochs_[0] == len(refit.estimators_[0].history_)
+    (0.0, True)
 """
 
 from __future__ import annotations
@@ -41,20 +50,31 @@ class SplitBag:
 
     Args:
         networks: how many networks, at least 1 (1: exactly one :class:`SplitClassifier`).
+        refit: after each network's fit, fit it again on all the shared rows for its best epoch count (above).
         **params: :class:`SplitClassifier` parameters, shared by every network (``random_state`` is the first's).
     """
 
-    def __init__(self, *, networks: int = 3, **params: Any) -> None:
+    def __init__(self, *, networks: int = 3, refit: bool = False, **params: Any) -> None:
         if not isinstance(networks, int) or networks < 1:
             raise ConfigError(f"SplitBag networks must be an integer of at least 1, got {networks!r}")
+        if not isinstance(refit, bool):
+            raise ConfigError(f"SplitBag refit must be True or False, got {refit!r}")
+        if refit and params.get("validation_fraction", 0.1) == 0:
+            raise ConfigError("SplitBag refit=True chooses the epoch count on validation rows: set "
+                              "validation_fraction above 0, or refit=False")
         self.networks = networks
+        self.refit = refit
         self.params = params
 
     def fit(self, views: Mapping[str, pd.DataFrame]) -> SplitBag:
         """Fit every network on ``views`` (as :meth:`SplitClassifier.fit`); returns the bag."""
         seed = int(self.params.get("random_state", 0))
         base = SplitClassifier(**{**self.params, "random_state": seed})
-        self.estimators_ = [base.clone(random_state=seed + SEED_STRIDE * i).fit(views) for i in range(self.networks)]
+        fitted = [fit_network(base.clone(random_state=seed + SEED_STRIDE * i), views, refit=self.refit)
+                  for i in range(self.networks)]
+        self.estimators_ = [clf for clf, _ in fitted]
+        #: each network's epoch count chosen by early stopping (the first fit's best epoch, counted from 1)
+        self.epochs_ = [epochs for _, epochs in fitted]
         self.classes_ = self.estimators_[0].classes_
         return self
 
@@ -82,3 +102,14 @@ class SplitBag:
         metrics = first.label_party_.task.metrics(y[known], p[known])
         metrics["n_scored"] = int(known.sum())
         return metrics
+
+
+def fit_network(clf: SplitClassifier, views: Mapping[str, pd.DataFrame], *, refit: bool = False
+                ) -> tuple[SplitClassifier, int]:
+    """Fit ``clf`` on ``views``; with ``refit``, fit a clone again on every shared row (no validation rows) for the
+    epoch count the first fit kept. Returns the fitted estimator and that epoch count (counted from 1)."""
+    first = clf.fit(views)
+    epochs = len(first.history_) if first.best_epoch_ is None else first.best_epoch_ + 1
+    if not refit:
+        return first, epochs
+    return first.clone(epochs=epochs, validation_fraction=0.0, patience=None).fit(views), epochs

@@ -31,18 +31,20 @@ def shared_test_views(test: Mapping[str, pd.DataFrame], *, label_party: str, id_
     }
 
 
-def compare(preset: Any, *, modes: tuple[str, ...] = BASELINES, networks: int = 1,
+def compare(preset: Any, *, modes: tuple[str, ...] = BASELINES, networks: int = 1, refit: bool = False,
             **params: Any) -> dict[str, dict[str, float]]:
     """Train each of ``modes`` on ``preset.train`` and return its test metrics (plus seconds and epochs).
 
     ``networks`` > 1: each mode is the mean of that many independently seeded networks
-    (:class:`vsplit.bagging.SplitBag`).
+    (:class:`vsplit.bagging.SplitBag`); ``refit``: each network fitted again on all the training rows for the
+    epoch count its validation rows chose (``SplitBag(refit=True)``, with any ``networks``).
     """
     test = shared_test_views(preset.test, label_party=preset.label_party, id_column=preset.id_column)
     out = {}
     for mode in modes:
         started = time.perf_counter()
-        clf = (SplitClassifier if networks == 1 else partial(SplitBag, networks=networks))(
+        bagged = networks > 1 or refit
+        clf = (partial(SplitBag, networks=networks, refit=refit) if bagged else SplitClassifier)(
             label_party=preset.label_party,
             label=preset.label,
             id_column=preset.id_column,
