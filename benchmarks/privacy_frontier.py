@@ -213,6 +213,10 @@ def plot_frontier(frontier: dict[str, Any], path: Path) -> Path:
                  .replace(",monitor=val_auc", " val_auc").replace("embedding_width=", "width "))
         ax.annotate(short, (p["cost_points"], p["leak_auc"]), fontsize=6, xytext=(-4, 4 if i % 2 else -9),
                     textcoords="offset points", ha="right")
+    for p in (p for p in defended if p["meets_goal"]):  # at its larger cost, where the goal is decided
+        worst = max(p["cost_points"], p.get("cost_vs_own_recipe") or -math.inf)
+        ax.scatter([worst], [p["leak_auc"]], marker="*", s=220, color="tab:green", edgecolors="black", zorder=4,
+                   label=f"meets the goal: {p['setting']}")
     undefended = [p["leak_auc"] for p in frontier["points"] if p["defense"] == "none"]
     chance = _mean(p["leak_auc_chance"] for p in frontier["points"] if "batch_size" not in p["recipe"])
     ax.axhline(chance, color="grey", ls=":", label=f"chance (batch {frontier['batch_size']}): {chance:.3f}")
