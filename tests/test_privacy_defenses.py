@@ -208,3 +208,28 @@ def test_centred_clip_noise_adds_nothing_to_the_batch_sum_and_the_same_noise_per
     assert float(added[True].std()) == pytest.approx(float(added[False].std()), rel=0.05)
     assert make_defense("clip_noise:clip_norm=0.1,centred=true").guarantee(
         n_train=1, batch_size=1, epochs=1, delta=1e-5) is None  # the exact batch sum is released
+
+
+def test_clip_noise_warmup_uses_its_own_noise_in_the_first_epochs_only():
+    grads = torch.randn(64, 6, dtype=torch.float64)
+    warm = make_defense("clip_noise:noise_multiplier=0.3,warmup_epochs=2,warmup_noise_multiplier=0.8")
+    hook = warm.hooks(feature_parties=["p"], seed=0).gradient_hooks[0]
+    out = [hook(grads, StepInfo(party="p", epoch=e, step=0, rows=None)) for e in (0, 1, 2, 5)]
+    # each call equals the same call of a fixed setting with that epoch's noise multiplier (the same random stream)
+    info = StepInfo(party="p", epoch=0, step=0, rows=None)
+    for call, (got, multiplier) in enumerate(zip(out, (0.8, 0.8, 0.3, 0.3), strict=True)):
+        fixed = make_defense(f"clip_noise:noise_multiplier={multiplier}").hooks(feature_parties=["p"], seed=0)
+        for _ in range(call + 1):
+            want = fixed.gradient_hooks[0](grads, info)
+        assert torch.equal(got, want)
+    # the (epsilon, delta) statement holds for every release: it uses the smaller multiplier
+    bounded = make_defense("clip_noise:clip_norm=1,noise_multiplier=2,warmup_epochs=1,warmup_noise_multiplier=4")
+    plain = make_defense("clip_noise:clip_norm=1,noise_multiplier=2")
+    kwargs = {"n_train": 1000, "batch_size": 100, "epochs": 5, "delta": 1e-5}
+    assert bounded.guarantee(**kwargs).epsilon == plain.guarantee(**kwargs).epsilon
+    with pytest.raises(ConfigError, match="warmup_noise_multiplier"):
+        make_defense("clip_noise:warmup_epochs=1")
+    with pytest.raises(ConfigError, match="whole number"):
+        make_defense("clip_noise:warmup_epochs=0.5,warmup_noise_multiplier=1")
+    with pytest.raises(ConfigError, match="warmup_epochs >= 1"):
+        make_defense("clip_noise:warmup_noise_multiplier=1")
