@@ -353,7 +353,7 @@ class StreamChannel:
         """Seal and send ``head + body`` in pieces; the caller holds the send lock."""
         view = memoryview(body).cast("B") if len(body) else memoryview(b"")
         first = CHUNK - len(head)
-        pieces = [head + bytes(view[:first])]
+        pieces = [b"".join((head, view[:first]))]  # one copy of the frame's start, not two
         pieces_rest = (view[i : i + CHUNK] for i in range(first, len(view), CHUNK))
         try:
             for piece in (*pieces, *pieces_rest):
