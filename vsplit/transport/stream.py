@@ -146,8 +146,9 @@ class RecordLayer(Protocol):
     def seal(self, data: bytes | memoryview) -> bytes:
         """Return the wire bytes for ``data``, after any wire bytes the layer still had to send."""
 
-    def open(self, data: bytes) -> tuple[list[bytes], bool]:
-        """Take raw bytes from the wire; return the plaintext pieces and whether the peer ended the stream."""
+    def open(self, data: bytes | memoryview) -> tuple[list[bytes], bool]:
+        """Take raw bytes from the wire (a view valid only during the call); return the plaintext pieces and whether
+        the peer ended the stream."""
 
     def pending(self) -> bool:
         """True if ``open`` produced wire bytes that must be sent (fetch them with ``seal(b"")``)."""
@@ -220,6 +221,8 @@ class StreamChannel:
             self._counts["payload_bytes_received"] += len(frame)
             self._inbox.put(frame)
         sock.settimeout(self.options.idle_timeout_s)  # bounds sendall when the peer stops reading
+        self._rbuf = bytearray(CHUNK)  # what one read takes off the socket (under the read lock)
+        self._rview = memoryview(self._rbuf)
         self._selector = selectors.DefaultSelector()  # the socket alone: used under the read lock
         self._selector.register(sock, selectors.EVENT_READ)
         self._wake_r, self._wake_w = socket.socketpair()
@@ -442,17 +445,18 @@ class StreamChannel:
     def _read_once(self) -> None:
         """Read what is waiting and hand on the frames; ends the stream on EOF or failure."""
         try:
-            data = self._sock.recv(CHUNK)
+            size = self._sock.recv_into(self._rbuf)  # into one buffer kept for the channel's life
         except (TimeoutError, BlockingIOError, InterruptedError):
             return
         except OSError as exc:
             self._end(PeerLost(f"connection to {self.peer!r} failed: {exc.strerror or exc}"))
             return
-        if not data:
+        data = self._rview[:size]
+        if not size:
             self._end_of_stream(clean=not self._layer.closes_explicitly)
             return
         self._last_heard = time.monotonic()
-        self._counts["wire_bytes_received"] += len(data)
+        self._counts["wire_bytes_received"] += size
         if self._closed:
             return  # draining after our own close: the caller no longer reads
         frames: list[bytearray] = []
