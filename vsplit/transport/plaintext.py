@@ -44,8 +44,8 @@ class _PlainLayer:
     def seal(self, data: bytes | memoryview) -> bytes:
         return bytes(data)
 
-    def open(self, data: bytes) -> tuple[list[bytes], bool]:
-        return [data], False
+    def open(self, data: bytes | memoryview) -> tuple[list[bytes], bool]:
+        return [bytes(data)], False  # the view is reused for the next read
 
     def pending(self) -> bool:
         return False

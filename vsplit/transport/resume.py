@@ -9,6 +9,13 @@ uninterrupted stream; when a link drops, the channel gets a new one and carries 
   ... in its direction (:mod:`vsplit.transport.numbered`). The receiver delivers frame *n* only after *n - 1*: a
   number it has seen is a duplicate and is dropped; a number beyond the next is a gap, which an ordered stream
   cannot produce, so it is refused as a protocol violation.
+* **No thread of its own.** The channel attaches itself to each link as the link's
+  :class:`~vsplit.transport.stream.FrameSink`: whichever thread reads the link hands the envelopes here and they are
+  handled on the spot (acks noted, numbered frames accepted or dropped as duplicates, the goodbye seen) before the
+  payloads are queued. ``recv`` reads the current link in the caller's thread when nothing is queued, so a frame the
+  caller waits for crosses no thread: one TLS read, one envelope check, returned. While nobody calls ``recv``, the
+  link's background reader does the same (and sends the delayed acks), so a peer's goodbye or acks are answered
+  while the owner computes. A full inbox stops the link's reading, as in a stream channel.
 * **Acks.** Every DATA envelope carries the number of frames its sender has received (a piggybacked ack); when the
   traffic is one-way, the receiver also sends an ACK alone after 32 frames or 1 MiB, or once nothing arrived for
   20 ms. The sender keeps each frame until it is acknowledged, in a resend buffer bounded by
@@ -42,8 +49,8 @@ uninterrupted stream; when a link drops, the channel gets a new one and carries 
   after the last frame, as over a plain TLS channel.
 
 Security properties stay those of the links: frame caps are checked before allocation (the link's cap is the
-channel's plus the 17-byte envelope), queues are bounded (the receive inbox, a small per-link buffer, the resend
-buffer), every wait has a timeout, and nothing ever crosses without mutual TLS.
+channel's plus the 17-byte envelope), queues are bounded (the receive inbox, whose fullness stops the links' reading,
+and the resend buffer), every wait has a timeout, and nothing ever crosses without mutual TLS.
 """
 
 from __future__ import annotations
@@ -57,16 +64,17 @@ from dataclasses import dataclass, replace
 
 from vsplit.errors import AuthenticationError, ConfigError, ProtocolError, TransportError
 from vsplit.transport import numbered
-from vsplit.transport.channel import PeerClosed, PeerLost, RecvTimeout, take
+from vsplit.transport.channel import NothingYet, PeerClosed, PeerLost, RecvTimeout
 from vsplit.transport.framing import PREFIX_LIMIT
-from vsplit.transport.stream import ChannelOptions, Inbox, check_frame
+from vsplit.transport.inbox import Inbox, Item, unwrap
+from vsplit.transport.stream import ChannelOptions, StreamChannel, check_frame
 from vsplit.transport.tls import TlsChannel
 
 log = logging.getLogger(__name__)
 
 #: A standalone ACK goes out after this many frames or bytes received without one.
 ACK_EVERY_FRAMES, ACK_EVERY_BYTES = 32, 1 << 20
-#: With an ack owed, the reader waits this long for a frame to piggyback on before sending the ACK alone.
+#: With an ack owed, a reader waits this long for a frame to piggyback on before sending the ACK alone.
 ACK_DELAY_S = 0.02
 _TICK_S = 0.5
 _LINK_BUFFER = 8 << 20
@@ -183,7 +191,8 @@ class ResumableChannel:
         self._failure: BaseException | None = None
         self._raised: BaseException | None = None
         self._stop = threading.Event()
-        self._read_from(link)
+        self._last_arrival = time.monotonic()
+        link.attach(self)
 
     # -- Channel interface -----------------------------------------------------------------------------------------
     def send(self, frame: bytes | bytearray | memoryview) -> None:
@@ -211,11 +220,12 @@ class ResumableChannel:
             raise _again(self._raised)
         if self._closing:
             raise TransportError(f"channel to {self.peer!r} is closed")
-        item = take(self._inbox.get, timeout, peer=repr(self.peer))
+        item = self._inbox.take()
+        if item is None:
+            item = self._read_for(timeout)
         if isinstance(item, BaseException):
             self._raised = item
-            raise _again(item)
-        return item
+        return unwrap(item)
 
     def close(self) -> None:
         """Say goodbye, wait until the peer has everything (see the module docstring), close the link; idempotent."""
@@ -333,27 +343,66 @@ class ResumableChannel:
             self._told, self._owed = received, (0, 0)
         self._write(link, numbered.ack(received))
 
-    # -- receiving -------------------------------------------------------------------------------------------------
-    def _read_from(self, link: TlsChannel) -> None:
-        """Start the thread that reads ``link`` while it is the current one (one thread per link, so a new link is
-        read at once even while the thread of a dead one still waits for its last tick)."""
-        threading.Thread(target=self._read_loop, args=(link,), name=f"vsplit-resume-{self.peer}", daemon=True).start()
+    # -- receiving: in the caller's thread, or the link's background reader while nobody calls recv ----------------
+    def _read_for(self, timeout: float | None) -> Item:
+        """Read the current link in this thread until a frame (or the end) is queued; see the module docstring."""
+        if timeout == 0:
+            link = self._link
+            if link is not None:
+                link.read_some(0, self._inbox)
+            item = self._inbox.take()
+            if item is None:
+                raise NothingYet
+            return item
+        end = float("inf") if timeout is None else time.monotonic() + timeout
+        while (item := self._inbox.take()) is None:
+            link = self._link
+            if link is None or link.ended:  # reconnecting: the next link's background reader queues what comes
+                item = self._inbox.get(min(self._left(end, timeout), _TICK_S))
+                if item is not None:
+                    return item
+                continue
+            with link.reading():  # one registration for the whole wait: the background reader stays out
+                while not len(self._inbox) and link is self._link and not link.ended:
+                    link.read_some(min(self._left(end, timeout), self.tick(link)), self._inbox)
+        return item
 
-    def _read_loop(self, link: TlsChannel) -> None:
+    def _left(self, end: float, timeout: float | None) -> float:
+        """Seconds left until ``end``; :class:`RecvTimeout` when none are, a closed channel raises."""
+        if self._closing:
+            raise TransportError(f"channel to {self.peer!r} is closed")
+        left = end - time.monotonic()
+        if left <= 0:
+            raise RecvTimeout(f"no frame from {self.peer!r} within {timeout} s")
+        return left
+
+    # FrameSink: what the links read is handed here, in the thread that read it
+    def frames_arrived(self, link: StreamChannel, frames: list[bytearray]) -> None:
+        """Envelopes from ``link``: acks, numbered frames in order (duplicates dropped), the peer's goodbye."""
+        self._last_arrival = time.monotonic()
         try:
-            while link is self._link and not self._stop.is_set():
-                owed = self._inbound.received > self._told
-                try:
-                    frame = link.recv(timeout=ACK_DELAY_S if owed else _TICK_S)
-                except RecvTimeout:
-                    self._send_ack(link, force=True)
-                    continue
-                except TransportError as exc:
-                    self._link_failed(link, exc)
-                    return
-                self._handle(link, frame)
+            for frame in frames:
+                self._handle(link, frame)  # type: ignore[arg-type]
         except ProtocolError as exc:
             self._fatal(exc)
+
+    def link_ended(self, link: StreamChannel, exc: TransportError) -> None:
+        """``link`` ended: a drop, unless it was replaced, the channel is closing or the peer said goodbye."""
+        self._link_failed(link, exc)  # type: ignore[arg-type]
+
+    def has_room(self) -> bool:
+        """Whether the inbox has room for what the background reader would read."""
+        return not self._inbox.full
+
+    def tick(self, link: StreamChannel) -> float:
+        """Send the ACK owed once nothing arrived for :data:`ACK_DELAY_S`; seconds until this is due again."""
+        if self._inbound.received <= self._told:
+            return _TICK_S
+        quiet = time.monotonic() - self._last_arrival
+        if quiet < ACK_DELAY_S:
+            return ACK_DELAY_S - quiet
+        self._send_ack(link, force=True)  # type: ignore[arg-type]
+        return _TICK_S
 
     def _watch_deadline(self) -> None:
         """While the link is down: declare the peer lost when the deadline passes."""
@@ -398,8 +447,7 @@ class ResumableChannel:
             with self._cond:
                 frames, nbytes = self._owed
                 self._owed = (frames + 1, nbytes + len(frame))
-            if not self._inbox.put(frame, stop=self._stop):
-                return
+            self._inbox.put(frame)  # never blocks: a full inbox stops the link's reading instead
         self._send_ack(link)
 
     # -- links coming and going ------------------------------------------------------------------------------------
@@ -493,7 +541,7 @@ class ResumableChannel:
                                      resent=len(backlog))
                     self.reconnects.append(drop)
                 self._cond.notify_all()
-            self._read_from(link)
+            link.attach(self)
             for envelope in backlog:
                 try:
                     link.send(envelope)

@@ -1,4 +1,4 @@
-"""A channel over a connected socket: framing, a reader thread, heartbeats, byte accounting.
+"""A channel over a connected socket: framing, reading in the caller's thread, heartbeats, byte accounting.
 
 Theory of operation. :class:`StreamChannel` implements the :class:`~vsplit.transport.channel.Channel` interface
 over one TCP socket. What goes on the wire is decided by a *record layer*: TLS for every real run
@@ -6,17 +6,33 @@ over one TCP socket. What goes on the wire is decided by a *record layer*: TLS f
 sans-IO: it turns plaintext into wire bytes and back, and this module does all the socket work.
 
 * ``send`` prefixes the frame with its length (:mod:`vsplit.transport.framing`), seals it in pieces of
-  :data:`CHUNK` bytes and writes them under a send lock, so frames never interleave.
-* One reader thread waits until the socket is readable, opens what arrived, cuts it into frames and queues them;
-  ``recv`` takes from the queue, so ``recv(timeout=0)`` can poll. A failure (oversize frame, TLS error, closed
-  connection) is queued after the frames that preceded it and raised by ``recv``. The queue holds at most
-  ``max_buffered`` bytes: when the caller falls behind, the reader stops reading and TCP flow control slows
-  the peer down, so a flooding peer cannot make this side allocate without bound.
-* A heartbeat thread sends an empty frame whenever nothing was sent for ``heartbeat_s``; the reader declares
-  the peer dead when nothing at all arrived for ``idle_timeout_s``.
-* ``close`` sends the layer's goodbye (TLS ``close_notify``), half-closes the socket, and lets the reader drain
-  what the peer still sends for up to ``linger_s`` before the socket is closed, so the last frames are not lost
-  to a TCP reset.
+  :data:`CHUNK` bytes and writes them under a send lock, so frames never interleave (the heartbeat thread, a
+  resumable channel's acks and the caller may all send).
+* **Reading: whoever needs a frame reads.** A training step sends one frame and waits for the answer, so the
+  answer's latency is the cost. ``recv`` first takes a frame already queued; if none is, it takes the *read lock*
+  and, in its own thread, waits for the socket, reads, opens the TLS records and cuts them into frames: the frame
+  it waited for never crosses a thread (no wake-up, no hand-over of the GIL). Frames completed beyond the first
+  wait in a bounded :class:`~vsplit.transport.inbox.Inbox` for the next ``recv``.
+* **A background reader** covers the time nobody is in ``recv``: it waits on the socket and a wake-up pipe, and
+  reads only while no caller is registered as reading (:meth:`StreamChannel.reading`; a caller entering ``recv``
+  kicks it out of its wait through the pipe, and it steps back). So a peer's heartbeats, a drop, a silent peer or
+  a TLS message are noticed even while the caller computes, and a resumable channel's delayed acks and clean
+  closes are answered (:meth:`FrameSink.tick`). Both readers hold the read lock while they read, so the record
+  layer and the deframer see one reader at a time, and :class:`~vsplit.transport.tls.TlsLayer` serializes its
+  own reads and writes (an ``SSLObject`` is never used from two threads at once).
+* **Where frames go.** Frames and the way the stream ended are handed to a :class:`FrameSink` in the thread that
+  read them: by default the channel's own inbox (``recv`` takes from it); a
+  :class:`~vsplit.transport.resume.ResumableChannel` attaches itself instead (:meth:`StreamChannel.attach`) and
+  handles its numbered envelopes inline, so a resumable channel adds no thread hop either.
+* **Backpressure.** A reader reads only while the sink has room (``max_buffered`` bytes queued): when the caller
+  falls behind, nothing more is read and TCP flow control slows the peer down, so a flooding peer cannot make this
+  side allocate without bound. ``recv(timeout=0)`` polls: it reads what is already waiting (if no other thread is
+  reading) and never blocks.
+* A heartbeat thread sends an empty frame whenever nothing was sent for ``heartbeat_s``; the reader (either one)
+  declares the peer dead when nothing at all arrived for ``idle_timeout_s``.
+* ``close`` sends the layer's goodbye (TLS ``close_notify``), half-closes the socket, and lets the background reader
+  drain what the peer still sends for up to ``linger_s`` before the socket is closed, so the last frames are not
+  lost to a TCP reset.
 * How a stream ends tells what happened to the peer, and ``recv`` raises it after the last frame: a clean close
   (``close_notify`` at a frame boundary) is :class:`~vsplit.transport.channel.PeerClosed` (the peer finished);
   a drop without one, a reset or silence is :class:`~vsplit.transport.channel.PeerLost` (the peer vanished).
@@ -25,26 +41,31 @@ sans-IO: it turns plaintext into wire bytes and back, and this module does all t
 from __future__ import annotations
 
 import logging
-import queue
 import selectors
 import socket
 import threading
 import time
-from collections import deque
-from collections.abc import Iterable
+from collections.abc import Iterable, Iterator
+from contextlib import contextmanager
 from dataclasses import dataclass
 from typing import Protocol
 
 from vsplit.errors import ConfigError, TransportError
-from vsplit.transport.channel import PeerClosed, PeerLost, take
+from vsplit.transport.channel import NothingYet, PeerClosed, PeerLost, RecvTimeout
 from vsplit.transport.framing import DEFAULT_MAX_FRAME, HEARTBEAT, PREFIX_LIMIT, Deframer, prefix
+from vsplit.transport.inbox import Inbox, Item, unwrap
 
 log = logging.getLogger(__name__)
 
 #: Plaintext bytes sealed per piece when sending, and raw bytes read per ``recv`` call.
 CHUNK = 256 * 1024
-#: How often the reader thread wakes up to check for an idle peer or a finished close.
+#: How often a reader wakes up to check for an idle peer or a finished close.
 _POLL_S = 0.25
+#: While a caller reads, how often the background reader looks whether it still does. Waking it up instead each
+#: time a caller leaves ``recv`` would cost a thread wake-up per frame, the very cost reading inline avoids.
+_GLANCE_S = 0.02
+#: While the consumer is behind, how often the background reader looks whether it may read again.
+_TICK_FULL_S = 0.01
 
 
 def check_frame(frame: bytes | bytearray | memoryview, *, peer: str, max_frame: int) -> None:
@@ -125,8 +146,9 @@ class RecordLayer(Protocol):
     def seal(self, data: bytes | memoryview) -> bytes:
         """Return the wire bytes for ``data``, after any wire bytes the layer still had to send."""
 
-    def open(self, data: bytes) -> tuple[list[bytes], bool]:
-        """Take raw bytes from the wire; return the plaintext pieces and whether the peer ended the stream."""
+    def open(self, data: bytes | memoryview) -> tuple[list[bytes], bool]:
+        """Take raw bytes from the wire (a view valid only during the call); return the plaintext pieces and whether
+        the peer ended the stream."""
 
     def pending(self) -> bool:
         """True if ``open`` produced wire bytes that must be sent (fetch them with ``seal(b"")``)."""
@@ -135,40 +157,20 @@ class RecordLayer(Protocol):
         """Wire bytes that end the stream cleanly (may be empty)."""
 
 
-class Inbox:
-    """A FIFO of received frames and failures, bounded by the bytes it holds (one frame always fits)."""
+class FrameSink(Protocol):
+    """Where a stream channel puts what it reads, called in the thread that read it (with the read lock held)."""
 
-    def __init__(self, limit: int) -> None:
-        self._items: deque[bytearray | TransportError] = deque()
-        self._limit = limit
-        self.nbytes = 0
-        self._cond = threading.Condition()
+    def frames_arrived(self, link: StreamChannel, frames: list[bytearray]) -> None:
+        """Frames opened from the wire, in order."""
 
-    def put(self, item: bytearray | TransportError, *, stop: threading.Event | None = None) -> bool:
-        """Append ``item``, waiting while the inbox is full; False if ``stop`` was set while waiting.
+    def link_ended(self, link: StreamChannel, exc: TransportError) -> None:
+        """The stream ended (:class:`PeerClosed`, :class:`PeerLost`, or a :class:`TransportError`); after its frames."""
 
-        Without ``stop`` the item is appended at once (the few frames that arrived with the handshake).
-        """
-        size = len(item) if isinstance(item, bytearray) else 0
-        with self._cond:
-            while stop is not None and size and self.nbytes and self.nbytes + size > self._limit:
-                if stop.is_set():
-                    return False
-                self._cond.wait(_POLL_S)
-            self._items.append(item)
-            self.nbytes += size
-            self._cond.notify_all()
-        return True
+    def has_room(self) -> bool:
+        """False while the reader should read no more (the consumer is behind)."""
 
-    def get(self, timeout: float | None) -> bytearray | TransportError:
-        """Take the oldest item; :class:`queue.Empty` if none arrives within ``timeout`` (None: wait forever)."""
-        with self._cond:
-            if not self._cond.wait_for(lambda: self._items, timeout=timeout):
-                raise queue.Empty
-            item = self._items.popleft()
-            self.nbytes -= len(item) if isinstance(item, bytearray) else 0
-            self._cond.notify_all()
-            return item
+    def tick(self, link: StreamChannel) -> float:
+        """Nothing arrived while the background reader waited: do what is due; seconds until the next call at most."""
 
 
 class StreamChannel:
@@ -195,15 +197,21 @@ class StreamChannel:
         self._layer = layer
         self._deframer = deframer if deframer is not None else Deframer(max_frame=self.options.max_frame)
         self._inbox = Inbox(self.options.max_buffered)
+        self._sink: FrameSink = _OwnInbox(self)
         self._send_lock = threading.Lock()
+        self._read_lock = threading.Lock()  # held by whichever thread reads, opens and deframes the socket
         self._life_lock = threading.Lock()
+        self._state = threading.Condition()  # guards the reader registrations below
+        self._readers = 0  # callers in recv (or a resumable channel's recv) that read the socket themselves
+        self._watching = False  # the background reader waits on the socket (a new reader must wake it)
         self._stop = threading.Event()
         self._closed = False
-        self._failure: TransportError | None = None
+        self._ended = False  # the stream ended or failed: nothing more is read
+        self._failure: BaseException | None = None
         self._reader_done = False
         self._socket_closed = False
         self._close_deadline = float("inf")
-        self._last_sent = time.monotonic()
+        self._last_sent = self._last_heard = time.monotonic()
         self._counts = dict.fromkeys(
             ("frames_sent", "frames_received", "payload_bytes_sent", "payload_bytes_received", "heartbeats_sent"), 0
         )
@@ -213,7 +221,14 @@ class StreamChannel:
             self._counts["payload_bytes_received"] += len(frame)
             self._inbox.put(frame)
         sock.settimeout(self.options.idle_timeout_s)  # bounds sendall when the peer stops reading
-        self._reader = threading.Thread(target=self._read_loop, name=f"vsplit-recv-{peer}", daemon=True)
+        self._rbuf = bytearray(CHUNK)  # what one read takes off the socket (under the read lock)
+        self._rview = memoryview(self._rbuf)
+        self._selector = selectors.DefaultSelector()  # the socket alone: used under the read lock
+        self._selector.register(sock, selectors.EVENT_READ)
+        self._wake_r, self._wake_w = socket.socketpair()
+        self._wake_r.setblocking(False)
+        self._wake_w.setblocking(False)
+        self._reader = threading.Thread(target=self._background_loop, name=f"vsplit-recv-{peer}", daemon=True)
         self._beater = threading.Thread(target=self._heartbeat_loop, name=f"vsplit-beat-{peer}", daemon=True)
         self._reader.start()
         self._beater.start()
@@ -230,16 +245,20 @@ class StreamChannel:
             self._counts["payload_bytes_sent"] += len(frame)
 
     def recv(self, timeout: float | None) -> bytearray:
-        """Return the next frame; ``timeout=0`` polls and raises :class:`NothingYet` if none is waiting."""
+        """Return the next frame; ``timeout=0`` polls and raises :class:`NothingYet` if none is waiting.
+
+        The frame is read from the socket in this thread when none is queued (see the module docstring).
+        """
         if self._failure is not None:
             raise type(self._failure)(str(self._failure))
         if self._closed:
             raise TransportError(f"channel to {self.peer!r} is closed")
-        item = take(self._inbox.get, timeout, peer=repr(self.peer))
-        if isinstance(item, TransportError):
+        item = self._inbox.take()
+        if item is None:
+            item = self._read_for(self._inbox, timeout)
+        if isinstance(item, BaseException):
             self._failure = item
-            raise type(item)(str(item))
-        return item
+        return unwrap(item)
 
     def close(self) -> None:
         """Say goodbye, stop the heartbeats and close the connection; idempotent."""
@@ -258,11 +277,63 @@ class StreamChannel:
             finally:
                 self._send_lock.release()
         self._close_deadline = time.monotonic() + self.options.linger_s
+        self._wake()  # the background reader drains the peer's last bytes, then closes the socket
         self._close_socket_if_done()
+
+    # -- reading, for this channel's recv and for a channel built on it (vsplit.transport.resume) --------------------
+    def attach(self, sink: FrameSink) -> None:
+        """From now on hand what is read to ``sink`` instead of this channel's inbox; what the inbox holds goes first.
+
+        After this, :meth:`recv` is not used: the sink's owner reads with :meth:`reading` and :meth:`read_some`.
+        """
+        with self._read_lock:
+            while (item := self._inbox.take()) is not None:
+                if isinstance(item, TransportError):
+                    sink.link_ended(self, item)
+                else:
+                    sink.frames_arrived(self, [item])  # type: ignore[list-item]
+            self._sink = sink
+
+    @contextmanager
+    def reading(self) -> Iterator[None]:
+        """While inside, the caller reads the socket itself (:meth:`read_some`) and the background reader stays out."""
+        with self._state:
+            self._readers += 1
+            watching = self._watching
+        if watching:
+            self._wake()
+        try:
+            yield
+        finally:
+            with self._state:
+                self._readers -= 1  # no wake-up: the background reader looks again within _GLANCE_S
+
+    def read_some(self, wait: float, inbox: Inbox) -> None:
+        """Wait up to ``wait`` seconds for the socket, read what came and hand it to the sink, in this thread.
+
+        ``inbox`` is where the caller takes frames from: once it holds one (another thread read it while this one
+        waited for the read lock), this returns at once. Returns at once too if the stream has ended, or
+        (``wait == 0``) if another thread is reading. Call it inside :meth:`reading` when ``wait > 0``, or the
+        background reader may take the bytes first.
+        """
+        if self._ended or self._closed:
+            return
+        if not self._read_lock.acquire(timeout=wait) if wait > 0 else not self._read_lock.acquire(blocking=False):
+            return
+        try:
+            if not len(inbox):
+                self._read_ready(wait)
+        finally:
+            self._read_lock.release()
+
+    @property
+    def ended(self) -> bool:
+        """True once the stream ended or failed (the sink has been told)."""
+        return self._ended
 
     @property
     def queued_bytes(self) -> int:
-        """Bytes of received frames waiting for ``recv`` (at most ``options.max_buffered`` plus one frame)."""
+        """Bytes of received frames waiting for ``recv`` (at most ``options.max_buffered``, or one frame)."""
         return self._inbox.nbytes
 
     @property
@@ -285,7 +356,7 @@ class StreamChannel:
         """Seal and send ``head + body`` in pieces; the caller holds the send lock."""
         view = memoryview(body).cast("B") if len(body) else memoryview(b"")
         first = CHUNK - len(head)
-        pieces = [head + bytes(view[:first])]
+        pieces = [b"".join((head, view[:first]))]  # one copy of the frame's start, not two
         pieces_rest = (view[i : i + CHUNK] for i in range(first, len(view), CHUNK))
         try:
             for piece in (*pieces, *pieces_rest):
@@ -315,58 +386,80 @@ class StreamChannel:
                 self._counts["heartbeats_sent"] += 1
 
     # -- receiving -------------------------------------------------------------------------------------------------
-    def _queue_frame(self, frame: bytearray) -> bool:
-        self._counts["frames_received"] += 1
-        self._counts["payload_bytes_received"] += len(frame)
-        return self._inbox.put(frame, stop=self._stop)
-
-    def _fail(self, text: str, *, level: int = logging.WARNING, kind: type[TransportError] = TransportError) -> None:
-        if not self._closed:
-            log.log(level, "channel to %s: %s", self.peer, text)
-        self._inbox.put(kind(text), stop=self._stop)
-
-    def _read_loop(self) -> None:
-        selector = selectors.DefaultSelector()
-        selector.register(self._sock, selectors.EVENT_READ)
-        last_heard = time.monotonic()
-        try:
-            while True:
-                ready = selector.select(_POLL_S)
-                now = time.monotonic()
-                if self._closed and now > self._close_deadline:
-                    return
-                if not ready:
-                    if now - last_heard > self.options.idle_timeout_s and not self._closed:
-                        self._fail(
-                            f"nothing from {self.peer!r} for {self.options.idle_timeout_s} s, not even a heartbeat: "
-                            "the peer is down or the network is cut", kind=PeerLost,
-                        )
-                        return
-                    continue
-                if not self._read_once():
-                    return
-                last_heard = time.monotonic()
-        finally:
-            selector.close()
-            self._stop.set()  # no heartbeats once nothing is read; send() still works, e.g. for an Abort
-            self._reader_done = True
-            self._close_socket_if_done()
-
-    def _read_once(self) -> bool:
-        """Read what is waiting and queue the frames; False once the stream has ended or failed."""
-        try:
-            data = self._sock.recv(CHUNK)
-        except (TimeoutError, BlockingIOError, InterruptedError):
-            return True
-        except OSError as exc:
-            self._fail(f"connection to {self.peer!r} failed: {exc.strerror or exc}", kind=PeerLost)
-            return False
-        if not data:
-            self._end_of_stream(clean=not self._layer.closes_explicitly)
-            return False
-        self._counts["wire_bytes_received"] += len(data)
+    def _read_for(self, inbox: Inbox, timeout: float | None) -> Item:
+        """Read in this thread until ``inbox`` has an item; :class:`NothingYet` or :class:`RecvTimeout` if none came."""
         if self._closed:
-            return True  # draining after our own close: the caller no longer reads
+            raise TransportError(f"channel to {self.peer!r} is closed")
+        if timeout == 0:
+            self.read_some(0, inbox)
+            item = inbox.take()
+            if item is None:
+                raise NothingYet
+            return item
+        end = float("inf") if timeout is None else time.monotonic() + timeout
+        with self.reading():
+            while (item := inbox.take()) is None:
+                left = end - time.monotonic()
+                if left <= 0:
+                    raise RecvTimeout(f"no frame from {self.peer!r} within {timeout} s")
+                if self._closed:
+                    raise TransportError(f"channel to {self.peer!r} is closed")
+                if self._ended:  # the failure is queued or about to be: wait for it
+                    item = inbox.get(min(left, _POLL_S))
+                    if item is not None:
+                        return item
+                    continue
+                self.read_some(min(left, _POLL_S), inbox)
+        return item
+
+    def _wake(self) -> None:
+        try:
+            self._wake_w.send(b"\0")
+        except OSError:
+            pass  # the pipe is full (a wake-up is pending anyway) or closed
+
+    def _read_ready(self, wait: float) -> None:
+        """With the read lock held: wait up to ``wait`` s for the socket, read once and hand on what came."""
+        if self._ended:
+            return
+        if not self._selector.select(wait):
+            if time.monotonic() - self._last_heard > self.options.idle_timeout_s and not self._closed:
+                self._end(PeerLost(
+                    f"nothing from {self.peer!r} for {self.options.idle_timeout_s} s, not even a heartbeat: "
+                    "the peer is down or the network is cut"
+                ))
+            return
+        self._read_once()
+
+    def _end(self, exc: TransportError, *, level: int = logging.WARNING) -> None:
+        """The stream is over (the caller holds the read lock): tell the sink after the frames, read no more."""
+        if self._ended:
+            return
+        self._ended = True
+        self._stop.set()  # no heartbeats once nothing is read; send() still works, e.g. for an Abort
+        if not self._closed:
+            log.log(level, "channel to %s: %s", self.peer, exc)
+        self._sink.link_ended(self, exc)
+        self._wake()
+
+    def _read_once(self) -> None:
+        """Read what is waiting and hand on the frames; ends the stream on EOF or failure."""
+        try:
+            size = self._sock.recv_into(self._rbuf)  # into one buffer kept for the channel's life
+        except (TimeoutError, BlockingIOError, InterruptedError):
+            return
+        except OSError as exc:
+            self._end(PeerLost(f"connection to {self.peer!r} failed: {exc.strerror or exc}"))
+            return
+        data = self._rview[:size]
+        if not size:
+            self._end_of_stream(clean=not self._layer.closes_explicitly)
+            return
+        self._last_heard = time.monotonic()
+        self._counts["wire_bytes_received"] += size
+        if self._closed:
+            return  # draining after our own close: the caller no longer reads
+        frames: list[bytearray] = []
         try:
             pieces, ended = self._layer.open(data)
             if self._layer.pending():
@@ -375,33 +468,90 @@ class StreamChannel:
                     self._sock.sendall(wire)
                     self._counts["wire_bytes_sent"] += len(wire)
             for piece in pieces:
-                for frame in self._deframer.feed(piece):
-                    if not self._queue_frame(frame):
-                        return False  # closed while waiting for room
+                frames += self._deframer.feed(piece)
         except TransportError as exc:
-            self._fail(str(exc))
-            return False
+            self._hand_on(frames)
+            self._end(TransportError(str(exc)))
+            return
         except OSError as exc:
-            self._fail(f"connection to {self.peer!r} failed: {exc.strerror or exc}")
-            return False
+            self._hand_on(frames)
+            self._end(TransportError(f"connection to {self.peer!r} failed: {exc.strerror or exc}"))
+            return
+        self._hand_on(frames)
         if ended:
             self._end_of_stream(clean=True)
-            return False
-        return True
+
+    def _hand_on(self, frames: list[bytearray]) -> None:
+        if frames:
+            self._counts["frames_received"] += len(frames)
+            self._counts["payload_bytes_received"] += sum(map(len, frames))
+            self._sink.frames_arrived(self, frames)
 
     def _end_of_stream(self, *, clean: bool) -> None:
         if not self._deframer.at_boundary:
-            self._fail(
+            self._end(TransportError(
                 f"{self.peer!r} closed the connection in the middle of a frame "
                 f"({self._deframer.buffered} bytes of it arrived): truncated"
-            )
+            ))
         elif not clean:
-            self._fail(
-                f"connection to {self.peer!r} dropped without a TLS close: the peer crashed or the network failed",
-                kind=PeerLost,
-            )
+            self._end(PeerLost(
+                f"connection to {self.peer!r} dropped without a TLS close: the peer crashed or the network failed"
+            ))
         else:
-            self._fail(f"{self.peer!r} closed the channel", level=logging.INFO, kind=PeerClosed)
+            self._end(PeerClosed(f"{self.peer!r} closed the channel"), level=logging.INFO)
+
+    def _background_loop(self) -> None:
+        """Read while nobody is in ``recv`` (see the module docstring); after ``close``, drain until ``linger_s``."""
+        watch = selectors.DefaultSelector()
+        watch.register(self._sock, selectors.EVENT_READ)
+        watch.register(self._wake_r, selectors.EVENT_READ)
+        try:
+            while not self._ended:
+                if self._closed and time.monotonic() > self._close_deadline:
+                    return
+                with self._state:
+                    while self._readers and not self._ended and not self._closed:
+                        self._state.wait(_GLANCE_S)  # a caller reads, and checks idleness itself
+                    self._watching = True
+                try:
+                    if not self._closed and not self._sink.has_room():
+                        self._last_heard = time.monotonic()  # not listening: silence proves nothing
+                        self._stop.wait(_TICK_FULL_S)
+                        continue
+                    wait = _POLL_S if self._closed else min(_POLL_S, self._sink.tick(self))
+                    events = watch.select(wait)
+                finally:
+                    with self._state:
+                        self._watching = False
+                if any(key.fileobj is self._wake_r for key, _ in events):
+                    self._drain_wake()
+                    continue  # a caller came to read, or the channel closed: look again
+                with self._state:
+                    if self._readers and not self._closed:
+                        continue  # it reads what came
+                if not self._read_lock.acquire(timeout=_POLL_S):
+                    continue
+                try:
+                    if not self._readers or self._closed:
+                        self._read_ready(0)
+                finally:
+                    self._read_lock.release()
+        except Exception:  # the reader must never die silently: the caller is told
+            log.exception("reader of the channel to %s failed", self.peer)
+            with self._read_lock:
+                self._end(TransportError(f"the reader of the channel to {self.peer!r} failed; see the log"))
+        finally:
+            watch.close()
+            self._stop.set()
+            self._reader_done = True
+            self._close_socket_if_done()
+
+    def _drain_wake(self) -> None:
+        try:
+            while self._wake_r.recv(64):
+                pass
+        except OSError:
+            pass
 
     def _close_socket_if_done(self) -> None:
         with self._life_lock:
@@ -411,7 +561,29 @@ class StreamChannel:
                     self._sock.shutdown(socket.SHUT_RDWR)
                 except OSError:
                     pass
-                self._sock.close()
+                self._sock.close()  # a caller still in select sees nothing more, then EBADF: the end
+                self._wake_r.close()
+                self._wake_w.close()
 
 
-__all__ = ["CHUNK", "ChannelOptions", "Inbox", "RecordLayer", "StreamChannel", "WireStats"]
+class _OwnInbox:
+    """The default sink: a channel's own inbox, which its ``recv`` takes from."""
+
+    def __init__(self, channel: StreamChannel) -> None:
+        self._inbox = channel._inbox
+
+    def frames_arrived(self, link: StreamChannel, frames: list[bytearray]) -> None:
+        for frame in frames:
+            self._inbox.put(frame)
+
+    def link_ended(self, link: StreamChannel, exc: TransportError) -> None:
+        self._inbox.put(exc)
+
+    def has_room(self) -> bool:
+        return not self._inbox.full
+
+    def tick(self, link: StreamChannel) -> float:
+        return _POLL_S
+
+
+__all__ = ["CHUNK", "ChannelOptions", "FrameSink", "Inbox", "RecordLayer", "StreamChannel", "WireStats"]

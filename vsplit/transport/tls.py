@@ -35,6 +35,8 @@ from vsplit.transport.pinning import Credentials, identify_peer
 from vsplit.transport.stream import CHUNK, ChannelOptions, StreamChannel
 
 _TLS_HANDSHAKE_RECORD = 0x16
+#: The most plaintext one TLS record carries.
+_RECORD = 16384
 _HELLO_MAGIC = b"VSHELLO1"
 _HELLO_MAX = 1024
 _X509_V_ERR_CERT_NOT_YET_VALID = 9
@@ -64,13 +66,13 @@ class TlsLayer:
                 view = view[self.tls.write(view) :]
             return self.outgoing.read()
 
-    def open(self, data: bytes) -> tuple[list[bytes], bool]:
+    def open(self, data: bytes | memoryview) -> tuple[list[bytes], bool]:
         with self._lock:
             self.incoming.write(data)
             pieces: list[bytes] = []
             while True:
                 try:
-                    piece = self.tls.read(CHUNK)
+                    piece = self.tls.read(_RECORD)  # one record at most: no buffer sized for 16 of them
                 except ssl.SSLWantReadError:
                     return pieces, False
                 except ssl.SSLZeroReturnError:
