@@ -203,15 +203,18 @@ def measure_tls_epoch(*, batch_size: int = 1024, epochs: int = 12) -> dict[str, 
 
     Both use one torch thread per party (as party processes do by default, ``train.threads``), the same seeds and
     batches; no validation rows, so only training steps are timed. Medians over epochs 2.. (the first warms up).
-    The two-process run goes twice: with the default resumable channels and with reconnects off, between two
-    in-process runs (their mean is the denominator, so a load that drifts during the measurement counts less).
+    The two-process run goes four times, in the order reconnects on, off, off, on (each kind's figure is the mean of
+    its two runs), between two in-process runs (their mean is the denominator, so a load that drifts during the
+    measurement counts less).
     """
     from vsplit.datasets import preset
 
     data = preset("bank_marketing", seed=0)
     before = _inprocess_epoch_s(data, batch_size=batch_size, epochs=epochs)
-    on = _tls_epoch_s(data, batch_size=batch_size, epochs=epochs, reconnect=True)
-    off = _tls_epoch_s(data, batch_size=batch_size, epochs=epochs, reconnect=False)
+    # on, off, off, on: each kind runs once early and once late, so neither gains from its place in the order (the
+    # second of two runs in a row tends to be the slower one on this machine)
+    runs = [_tls_epoch_s(data, batch_size=batch_size, epochs=epochs, reconnect=r) for r in (True, False, False, True)]
+    on, off = (runs[0] + runs[3]) / 2, (runs[1] + runs[2]) / 2
     after = _inprocess_epoch_s(data, batch_size=batch_size, epochs=epochs)
     inprocess = (before + after) / 2  # the in-process epoch before and after the two-process runs: less drift
     return {"tls_epoch_s": round(on, 4), "tls_epoch_s_reconnect_off": round(off, 4),
