@@ -193,5 +193,5 @@ def test_a_monitor_the_task_has_not_is_refused_naming_the_key(tmp_path):
 
     data = preset("secretflow_bank")
     write_missing_configs(tmp_path, label=data.label, positive_label=data.positive_label)
-    with pytest.raises(ConfigError, match=r"train.monitor: must be val_loss or val_auc"):
+    with pytest.raises(ConfigError, match=r"train.monitor: must be auto, val_loss or val_auc"):
         load_config(tmp_path / "bank" / "party.toml", overrides=['train.monitor="val_rmse"'], check_files=False)
