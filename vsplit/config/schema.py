@@ -122,7 +122,9 @@ class ModelSection:
     bottom_hidden: tuple[int, ...] = RECIPE["bottom_hidden"]
     top_hidden: tuple[int, ...] = RECIPE["top_hidden"]
     merge: str = "concat"
-    dropout: float = RECIPE["dropout"]
+    #: None: the default recipe's (0.1), but 0 in a horizontal run, whose runs as processes do not yet draw the
+    #: same dropout masks as in one process
+    dropout: float | None = None
     #: numeric columns in the default bottom: "auto" (default: piecewise-linear, none in a horizontal run or with
     #: data.stream), "piecewise" (bins fitted on this party's own rows, never sent), "periodic" or "none"
     #: (docs/models.md)
