@@ -15,7 +15,9 @@ Two values are resolved where the run is known: ``numeric_embedding = "auto"`` i
 horizontal run (its clients' bottoms are averaged, and each client's bins are its own fitted state) and for a party
 that streams its table from Parquet (the bins need the rows in memory), where it is ``"none"``; ``monitor = "auto"``
 is the validation AUC for a binary task (what the search chose) and the validation loss for the others (the search
-measured binary tasks only; :func:`resolve_monitor`).
+measured binary tasks only; :func:`resolve_monitor`). A party config that leaves ``model.dropout`` out gets 0 in a
+horizontal run (:func:`vsplit.config.recipe.recipe_settings`: its processes do not yet draw the dropout masks of the
+one-process run).
 
 Example:
     >>> RECIPE["bottom_hidden"], RECIPE["top_hidden"], RECIPE["optimizer"]
