@@ -23,6 +23,7 @@ import numpy as np
 from vsplit.datasets import preset
 from vsplit.estimator import SplitClassifier
 from vsplit.evaluation import shared_test_views
+from vsplit.models.recipe import PLAIN
 from vsplit.protocol.training.compression import Compressor
 from vsplit.protocol.training.messages import TRAIN
 from vsplit.transport import codec
@@ -58,7 +59,8 @@ def training(name: str, seeds: list[int]) -> dict[str, dict]:
         aucs, sent = [], {}
         for seed in seeds:
             data = preset(name, seed=seed)
-            clf = SplitClassifier(label_party=data.label_party, label=data.label, id_column=data.id_column,
+            # PLAIN: the network results-compression.json was measured with (the default before issue 25's recipe)
+            clf = SplitClassifier(**PLAIN, label_party=data.label_party, label=data.label, id_column=data.id_column,
                                   positive_label=data.positive_label, random_state=seed, compression=codec_name,
                                   error_feedback=feedback)
             clf.fit(data.train)

@@ -39,11 +39,12 @@ from quality import RECIPE
 from vsplit.datasets import preset
 from vsplit.estimator import SplitClassifier
 from vsplit.models.optim import make_optimizer
+from vsplit.models.recipe import PLAIN as PLAIN_RECIPE
 from vsplit.runtime.progress import EpochClock
 
-#: the estimator's plain defaults, the recipe before issue 25 (RECIPE's keys back at their defaults)
-PLAIN = {"numeric_embedding": "none", "members": 1, "optimizer": "adam", "lr": 1e-3, "weight_decay": 0.0,
-         "dropout": 0.0, "bottom_hidden": (64,), "top_hidden": (32,)}
+#: the plain network, the estimator's default before issue 25 (vsplit.models.recipe.PLAIN; its schedule keys are
+#: replaced by timed()'s)
+PLAIN = {**PLAIN_RECIPE, "members": 1}
 
 
 def timed(recipe: dict | None, *, batch_size: int, epochs: int) -> dict:

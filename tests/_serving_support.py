@@ -11,6 +11,7 @@ from pathlib import Path
 
 import pandas as pd
 from _pilot_support import free_port
+from _plain import PLAIN_SET
 from _three_party_support import COLUMNS, PARTNERS, prepare_three_parties
 
 from vsplit.config import load_config, resolve
@@ -62,7 +63,9 @@ def train_run(root: Path, run_id: str, *, seed: int = 0) -> None:
     if not (root / "bank" / "party.toml").exists():
         prepare_three_parties(root, port=free_port(), run_id=run_id, extra=TRAIN.format(seed=seed))
         shrink(root)
-    overrides = [f"output.run_id={run_id}", f"train.seed={seed}", 'data.test_path=""']
+    # the plain network: serving's numpy fast path covers it; the saved model records it, so serving and batch
+    # prediction rebuild it without these overrides
+    overrides = [*PLAIN_SET, f"output.run_id={run_id}", f"train.seed={seed}", 'data.test_path=""']
     nodes = {p: PartyNode(load_config(root / p / "party.toml", overrides=overrides), progress=False)
              for p in COLUMNS}
     channels = _channels()

@@ -9,6 +9,8 @@ import pytest
 from vsplit.cli.main import main
 from vsplit.config import load_config
 from vsplit.errors import ConfigError
+from vsplit.estimator import SplitClassifier
+from vsplit.models.recipe import RECIPE
 
 REPO = Path(__file__).resolve().parents[1]
 
@@ -39,7 +41,12 @@ peers = { bank = "keys/bank.pem" }
 
 def test_minimal_partner_config_loads_with_defaults(tmp_path):
     config = load_config(write(tmp_path, PARTNER))
-    assert config.train.epochs == 20 and config.model.embedding_width == 16 and config.output.dir == "runs"
+    assert config.model.embedding_width == 16 and config.output.dir == "runs"
+    # no [model] or [train] table: the default recipe, the same values the estimator's defaults have
+    assert config.train.epochs == RECIPE["epochs"] == SplitClassifier().epochs == 40
+    model = config.model
+    assert (model.bottom_hidden, model.top_hidden, model.numeric_embedding) == ((128,), (64,), "auto")
+    assert (config.train.optimizer, config.train.weight_decay, config.train.monitor) == ("adamw", 1e-4, "auto")
 
 
 def test_missing_config_file_names_the_path(tmp_path):

@@ -4,7 +4,10 @@ from __future__ import annotations
 
 import dataclasses
 
+from vsplit.app.session import Schedule
 from vsplit.config.schema import DataSection, ModelSection, NetworkSection, PartyConfig, PartySection, TrainSection
+from vsplit.estimator import SplitClassifier
+from vsplit.models.recipe import PLAIN, RECIPE
 from vsplit.node.aligned import model_settings
 from vsplit.party import ModelSettings
 
@@ -25,4 +28,17 @@ def test_config_values_reach_the_settings() -> None:
     s = model_settings(config)
     assert (s.embedding_width, s.dropout, s.members, s.lr, s.weight_decay, s.max_abs_gradient) == (5, 0.25, 3, 0.05,
                                                                                                      1e-4, 7.0)
-    assert (s.compression, s.scaling, s.coerce_numbers, s.numeric_embedding) == ("topk", "standard", True, "none")
+    assert (s.compression, s.scaling, s.coerce_numbers, s.numeric_embedding) == ("topk", "standard", True, "auto")
+
+
+def test_the_default_recipe_is_the_default_of_the_estimator_the_settings_and_a_config() -> None:
+    config = PartyConfig(party=PartySection(name="bank", role="label"),
+                         network=NetworkSection(key="", cert="", peers={}))
+    estimator, settings, schedule = SplitClassifier().get_params(), ModelSettings(), Schedule()
+    resolved = model_settings(config)  # model.dropout left out: the recipe's in a vertical run
+    for key, value in RECIPE.items():
+        in_config = getattr(config.model if hasattr(config.model, key) else config.train, key)
+        in_config = getattr(resolved, key) if in_config is None else in_config
+        assert estimator[key] == in_config == value, key
+        assert getattr(settings if hasattr(settings, key) else schedule, key) == value, key
+    assert set(RECIPE) == set(PLAIN) and SplitClassifier(**PLAIN).get_params()["bottom_hidden"] == (64,)

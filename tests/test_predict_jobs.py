@@ -15,6 +15,7 @@ from pathlib import Path
 import pandas as pd
 import pytest
 from _pilot_support import free_port, kill_after_buckets, start, wait_all
+from _plain import PLAIN_SET
 from _three_party_support import prepare_three_parties
 
 from vsplit.cli.main import main
@@ -157,7 +158,8 @@ def test_early_stopping_keeps_the_best_epoch_of_the_monitored_metric(tmp_path, m
     # at this rate the validation loss bottoms out (epoch 6) before the AUC peaks (epoch 8): the monitors differ
     common = [f"output.run_id={monitor}", "train.epochs=8", "train.lr=0.01", "train.patience=100",
               f'train.monitor="{monitor}"']
-    nodes = {p: PartyNode(load_config(tmp_path / p / "party.toml", overrides=common, check_files=False),
+    # the plain network: this checks which epoch each monitor keeps, not the recipe
+    nodes = {p: PartyNode(load_config(tmp_path / p / "party.toml", overrides=[*PLAIN_SET, *common], check_files=False),
                           progress=False) for p in ("bank", "partner")}
     bank_end, partner_end = memory_pair()
     worker = threading.Thread(target=lambda: nodes["partner"].run({"bank": partner_end}))
@@ -193,5 +195,5 @@ def test_a_monitor_the_task_has_not_is_refused_naming_the_key(tmp_path):
 
     data = preset("secretflow_bank")
     write_missing_configs(tmp_path, label=data.label, positive_label=data.positive_label)
-    with pytest.raises(ConfigError, match=r"train.monitor: must be val_loss or val_auc"):
+    with pytest.raises(ConfigError, match=r"train.monitor: must be auto, val_loss or val_auc"):
         load_config(tmp_path / "bank" / "party.toml", overrides=['train.monitor="val_rmse"'], check_files=False)

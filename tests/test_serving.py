@@ -547,7 +547,8 @@ def test_numpy_forward_and_row_encoding_equal_pytorch_and_scikit_learn(run):
     from vsplit.serve.numpy_forward import compile_forward
 
     bank = BankModel.load(load_config(run["root"] / "bank" / "party.toml"))
-    assert bank.fast is not None and bank.fast_alone is not None  # the default networks take the numpy path
+    # the plain networks take the numpy path (the recipe's numeric embeddings run PyTorch's forward)
+    assert bank.fast is not None and bank.fast_alone is not None
     columns = list(bank.columns)
     rows = [r["features"] for r in _rows(run["test"], columns)]
     rng = np.random.default_rng(0)

@@ -304,7 +304,7 @@ def main(argv: list[str] | None = None) -> int:
                         help="folder for figures.json, the plot, keys and the pilot's run (default: tutorials/output)")
     parser.add_argument("--seed", type=int, default=0, help="the seed every random choice derives from")
     parser.add_argument("--epochs", type=int, default=None,
-                        help="maximum epochs of the bank-marketing models (default: the estimator's, 20); "
+                        help="maximum epochs of the bank-marketing models (default: the estimator's, 40); "
                         "SecretFlow's small setting (step 9) always uses the estimator's")
     parser.add_argument("--no-pilot", action="store_true", help="skip the two-process pilot (step 8)")
     parser.add_argument("--save-figure", type=Path, default=None, help="also write the plot to this path")

@@ -53,6 +53,7 @@ from vsplit.errors import ConfigError, DataError
 from vsplit.models.build import segment_seed
 from vsplit.models.determinism import draws_random_numbers
 from vsplit.models.own import output_width, reset_parameters
+from vsplit.models.recipe import RECIPE
 from vsplit.models.rng import OwnStream
 from vsplit.models.seeds import derive_seed
 from vsplit.party import ComputeParty, FeatureParty, LabelParty, ModelSettings
@@ -87,22 +88,22 @@ class _SplitEstimator(BaseEstimator):
         positive_label: object = None,
         mode: str = "split",
         embedding_width: int = 16,
-        bottom_hidden: Sequence[int] = (64,),
-        top_hidden: Sequence[int] = (32,),
+        bottom_hidden: Sequence[int] = RECIPE["bottom_hidden"],
+        top_hidden: Sequence[int] = RECIPE["top_hidden"],
         merge: str = "concat",
-        dropout: float = 0.0,
-        numeric_embedding: str = "none",
+        dropout: float = RECIPE["dropout"],
+        numeric_embedding: str = RECIPE["numeric_embedding"],
         numeric_width: int = 8,
         numeric_bins: int = 16,
         members: int = 1,
-        optimizer: str = "adam",
-        lr: float = 1e-3,
-        weight_decay: float = 0.0,
-        epochs: int = 20,
+        optimizer: str = RECIPE["optimizer"],
+        lr: float = RECIPE["lr"],
+        weight_decay: float = RECIPE["weight_decay"],
+        epochs: int = RECIPE["epochs"],
         batch_size: int = 256,
         validation_fraction: float = 0.1,
-        patience: int | None = 3,
-        monitor: str = "val_loss",
+        patience: int | None = RECIPE["patience"],
+        monitor: str = RECIPE["monitor"],
         categorical: Mapping[str, Sequence[str]] | None = None,
         models: Mapping[str, nn.Module] | None = None,
         scaling: str = "quantile",
@@ -530,12 +531,19 @@ class SplitClassifier(ClassifierMixin, _SplitEstimator):
             ``embedding_width`` is the output width of the default bottoms and of the default U-shaped middle;
             a module of your own declares its own width (below).
         numeric_embedding, numeric_width, numeric_bins: how the default bottoms embed numeric columns
-            (``"piecewise"``: bins fitted on each party's own rows; default ``"none"``; :mod:`vsplit.models.numeric`).
+            (``"piecewise"``: bins fitted on each party's own rows; ``"auto"``, the default, is piecewise here;
+            ``"none"``: the scaled values; :mod:`vsplit.models.numeric`).
         members: heads of the default top; more than 1 is an ensemble sharing the one cut exchange.
         optimizer, lr, weight_decay: every party's optimizer.
         epochs, batch_size, validation_fraction, patience: training schedule and early stopping.
-        monitor: what early stopping watches, and whose best epoch is kept: ``"val_loss"`` (default) or the
-            task's metric (``"val_auc"`` binary, ``"val_accuracy"`` multiclass, ``"val_rmse"`` regression).
+        monitor: what early stopping watches, and whose best epoch is kept: ``"val_loss"``, the task's metric
+            (``"val_auc"`` binary, ``"val_accuracy"`` multiclass, ``"val_rmse"`` regression) or ``"auto"`` (default:
+            ``"val_auc"`` for a binary task, ``"val_loss"`` otherwise).
+
+        The defaults of the architecture, the optimizer and the schedule are the default recipe
+        (:data:`vsplit.models.recipe.RECIPE`: numeric embeddings, a bottom of 128 and a top of 64 with dropout 0.1,
+        AdamW with weight decay 1e-4, up to 40 epochs kept at the best validation AUC, patience 5); the plain
+        network that was the default before is ``SplitClassifier(**vsplit.models.recipe.PLAIN)``.
         categorical: categorical columns per party (default: detect by dtype).
         models: bottom models of your own, per party, called as ``model(cat, num)``.
         scaling, missing: preprocessing options (see :class:`~vsplit.data.preprocess.TablePreprocessor`).

@@ -31,6 +31,7 @@ from vsplit.errors import ConfigError, DataError
 from vsplit.models.build import default_segment
 from vsplit.models.numeric import numeric_embedding
 from vsplit.models.optim import make_optimizer
+from vsplit.models.recipe import ARCHITECTURE, RECIPE
 from vsplit.models.rng import PartyRng
 from vsplit.models.seeds import derive_seed
 from vsplit.models.tabular import TabularMLP
@@ -52,20 +53,21 @@ class ModelSettings:
 
     embedding_width: int = 16
     #: how the default bottom sees numeric columns: "piecewise" (bins fitted on the party's own rows), "periodic"
-    #: or "none" (the scaled values as they are, the default); "auto": piecewise, or none for a party that streams
+    #: or "none" (the scaled values as they are); "auto" (default): piecewise, or none for a party that streams
     #: its table from Parquet (bins need the rows in memory); see :mod:`vsplit.models.numeric`
-    numeric_embedding: str = "none"
+    numeric_embedding: str = RECIPE["numeric_embedding"]
     numeric_width: int = 8
     numeric_bins: int = 16
     #: heads of the default top (an ensemble sharing the one cut exchange; :mod:`vsplit.models.ensemble`)
     members: int = 1
-    bottom_hidden: tuple[int, ...] = (64,)
-    top_hidden: tuple[int, ...] = (32,)
+    #: the defaults of the architecture and the optimizer are the default recipe's (:mod:`vsplit.models.recipe`)
+    bottom_hidden: tuple[int, ...] = RECIPE["bottom_hidden"]
+    top_hidden: tuple[int, ...] = RECIPE["top_hidden"]
     merge: str = "concat"
-    dropout: float = 0.0
-    optimizer: OptimizerSpec = "adam"
-    lr: float = 1e-3
-    weight_decay: float = 0.0
+    dropout: float = RECIPE["dropout"]
+    optimizer: OptimizerSpec = RECIPE["optimizer"]
+    lr: float = RECIPE["lr"]
+    weight_decay: float = RECIPE["weight_decay"]
     scaling: str = "quantile"
     missing: str = "error"
     compression: str = "none"
@@ -76,6 +78,22 @@ class ModelSettings:
     #: a numeric column's few stray strings become missing values, with a warning (default: refused)
     coerce_numbers: bool = False
 
+
+
+def trained_architecture(state: Mapping[str, Any]) -> dict[str, Any]:
+    """The settings that shaped the modules a model file ``state`` holds (its ``settings`` and the numeric embedding
+    ``"auto"`` picked then), to build them again as they were trained whatever the defaults are now; empty for a file
+    that recorded none.
+
+    Example:
+        >>> trained_architecture({"settings": {"bottom_hidden": [64], "lr": 0.1}, "numeric_embedding": "none"})
+        {'bottom_hidden': (64,), 'numeric_embedding': 'none'}
+    """
+    saved = state.get("settings") or {}
+    out = {k: tuple(v) if isinstance(v, list) else v for k, v in saved.items() if k in ARCHITECTURE}
+    if state.get("numeric_embedding") is not None:
+        out["numeric_embedding"] = state["numeric_embedding"]
+    return out
 
 class _Segments:
     """What every party shares: settings, a seed, a random stream, and the modules of its segments."""

@@ -34,7 +34,8 @@ from vsplit.app.local import run_sessions
 from vsplit.app.session import Schedule, score_session, train_session
 from vsplit.data.tables import all_ids
 from vsplit.errors import CheckpointError
-from vsplit.party import LabelParty
+from vsplit.models.recipe import ARCHITECTURE
+from vsplit.party import LabelParty, trained_architecture
 from vsplit.runtime.checkpoint import interpreting, load_checkpoint, save_checkpoint
 from vsplit.topology.graph import Topology
 
@@ -86,6 +87,7 @@ def save_bank_only(model: BankOnly, path: Path, *, run_id: str) -> Path:
         "party": party.name, "kind": BANK_ONLY,
         "segments": {s: m.state_dict() for s, m in party.modules_for(model.run, task_width=party.task_width).items()},
         "feature_columns": party.feature_columns, "numeric_embedding": party.numeric_kind,
+        "settings": {k: getattr(party.settings, k) for k in ARCHITECTURE},
     }
     if party.preprocessor is not None:
         state["preprocessor"] = party.preprocessor.state()
@@ -93,11 +95,11 @@ def save_bank_only(model: BankOnly, path: Path, *, run_id: str) -> Path:
     return path
 
 
-def load_bank_only(path: Path, build: Callable[[str | None], LabelParty], *, run_id: str,
+def load_bank_only(path: Path, build: Callable[[dict[str, Any]], LabelParty], *, run_id: str,
                    party: str) -> BankOnly | None:
-    """The bank-only model saved at ``path``, in the label party ``build(numeric embedding it was trained with)``
-    returns (freshly built from the training table), or ``None`` if the run saved none (a run without the fallback,
-    or a label party with no columns of its own)."""
+    """The bank-only model saved at ``path``, in the label party ``build(architecture it was trained with)`` returns
+    (freshly built from the training table; :func:`~vsplit.party.trained_architecture`), or ``None`` if the run saved
+    none (a run without the fallback, or a label party with no columns of its own)."""
     from vsplit.data.preprocess import TablePreprocessor
 
     if not path.is_file():
@@ -106,7 +108,7 @@ def load_bank_only(path: Path, build: Callable[[str | None], LabelParty], *, run
     if state.get("kind") != BANK_ONLY:
         raise CheckpointError(f"{path} is not a bank-only fallback model; delete it or train the run again")
     with interpreting(path):
-        alone = build(state.get("numeric_embedding"))
+        alone = build(trained_architecture(state))
         if "preprocessor" in state:
             alone.preprocessor = TablePreprocessor.from_state(state["preprocessor"])
         run = own_topology(alone)

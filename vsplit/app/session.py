@@ -21,6 +21,7 @@ import torch
 from torch import nn
 
 from vsplit.data.tables import all_ids
+from vsplit.models.recipe import RECIPE
 from vsplit.models.seeds import derive_seed
 from vsplit.party import ComputeParty, FeatureParty, LabelParty
 from vsplit.protocol.training.hooks import TrainingHooks
@@ -36,12 +37,13 @@ AnyParty = FeatureParty | LabelParty | ComputeParty
 class Schedule:
     """The training schedule the coordinator turns into a plan."""
 
-    epochs: int = 20
+    epochs: int = RECIPE["epochs"]
     batch_size: int = 256
     validation_fraction: float = 0.1
-    patience: int | None = 3
-    #: what early stopping watches and which epoch is kept: "val_loss" or the task's "val_<metric>"
-    monitor: str = "val_loss"
+    patience: int | None = RECIPE["patience"]
+    #: what early stopping watches and which epoch is kept: "val_loss", the task's "val_<metric>" or "auto"
+    #: (:func:`vsplit.models.recipe.resolve_monitor`)
+    monitor: str = RECIPE["monitor"]
     seed: int = 0
     eval_chunk: int = 8192
     #: tell every party that joint scoring of a test table follows training

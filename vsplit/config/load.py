@@ -265,9 +265,9 @@ def _cross_checks(config: PartyConfig, folder: Path, *, check_files: bool) -> li
     if not 0 <= train.validation_fraction < 1:
         errors.append(f"train.validation_fraction: must be in [0, 1), got {train.validation_fraction}")
     metric = {"binary": "val_auc", "multiclass": "val_accuracy", "regression": "val_rmse"}.get(config.topology.task)
-    if train.monitor not in ("val_loss", metric):
-        errors.append(f"train.monitor: must be val_loss or {metric} (the {config.topology.task} task's metric); got "
-                      f"{train.monitor!r}")
+    if train.monitor not in ("auto", "val_loss", metric):
+        errors.append(f"train.monitor: must be auto, val_loss or {metric} (the {config.topology.task} task's metric); "
+                      f"got {train.monitor!r}")
     errors += _defense_checks(config)
     errors += _detector_checks(config)
     errors += _compression_checks(config)

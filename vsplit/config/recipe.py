@@ -3,19 +3,21 @@ they map onto :class:`~vsplit.party.ModelSettings`.
 
 ``model.numeric_embedding = "auto"`` is piecewise-linear for a vertical, vanilla or U-shaped split
 and ``"none"`` for a horizontal one: there the clients' bottoms are averaged, and each client's bin edges are its
-own fitted state, which averaging would mix and send to the server.
+own fitted state, which averaging would mix and send to the server. ``model.dropout`` left out is the default
+recipe's for the first three and 0 for a horizontal run (its runs as processes do not yet draw the dropout masks
+of the same run in one process).
 
 Example:
     >>> from vsplit.config.schema import NetworkSection, PartyConfig, PartySection, TopologySection
     >>> net = NetworkSection(key="", cert="", peers={})
     >>> cfg = PartyConfig(party=PartySection(name="bank", role="label"), network=net)
-    >>> recipe_settings(cfg)["numeric_embedding"]
-    'none'
+    >>> recipe_settings(cfg)["numeric_embedding"], recipe_settings(cfg)["dropout"]
+    ('auto', 0.1)
     >>> from vsplit.config.schema import ModelSection
     >>> horizontal = PartyConfig(party=cfg.party, network=cfg.network, topology=TopologySection(kind="horizontal"),
     ...                          model=ModelSection(numeric_embedding="auto"))
-    >>> recipe_settings(horizontal)["numeric_embedding"]
-    'none'
+    >>> recipe_settings(horizontal)["numeric_embedding"], recipe_settings(horizontal)["dropout"]
+    ('none', 0.0)
 """
 
 from __future__ import annotations
@@ -23,6 +25,7 @@ from __future__ import annotations
 from typing import Any
 
 from vsplit.config.schema import PartyConfig
+from vsplit.models.recipe import RECIPE
 
 #: what ``model.numeric_embedding`` accepts
 NUMERIC_KINDS = ("auto", "none", "piecewise", "periodic")
@@ -31,11 +34,13 @@ NUMERIC_KINDS = ("auto", "none", "piecewise", "periodic")
 def recipe_settings(config: PartyConfig) -> dict[str, Any]:
     """The :class:`~vsplit.party.ModelSettings` fields of issue 25's keys, from ``config``."""
     m = config.model
+    horizontal = config.topology.kind == "horizontal"
     kind = m.numeric_embedding
-    if kind == "auto" and config.topology.kind == "horizontal":
+    if kind == "auto" and horizontal:
         kind = "none"
+    dropout = m.dropout if m.dropout is not None else 0.0 if horizontal else RECIPE["dropout"]
     return {"numeric_embedding": kind, "numeric_width": m.numeric_width, "numeric_bins": m.numeric_bins,
-            "members": m.members}
+            "members": m.members, "dropout": dropout}
 
 
 def recipe_checks(config: PartyConfig) -> list[str]:

@@ -25,6 +25,8 @@ from __future__ import annotations
 
 from dataclasses import dataclass, field
 
+from vsplit.models.recipe import RECIPE
+
 
 @dataclass(frozen=True)
 class PartySection:
@@ -116,13 +118,17 @@ class DataSection:
 @dataclass(frozen=True)
 class ModelSection:
     embedding_width: int = 16
-    bottom_hidden: tuple[int, ...] = (64,)
-    top_hidden: tuple[int, ...] = (32,)
+    #: the defaults are the default recipe's (vsplit.models.recipe: RECIPE; PLAIN is the network before it)
+    bottom_hidden: tuple[int, ...] = RECIPE["bottom_hidden"]
+    top_hidden: tuple[int, ...] = RECIPE["top_hidden"]
     merge: str = "concat"
-    dropout: float = 0.0
-    #: numeric columns in the default bottom: "auto" (piecewise-linear, none in a horizontal run), "piecewise"
-    #: (bins fitted on this party's own rows, never sent), "periodic" or "none" (docs/models.md)
-    numeric_embedding: str = "none"
+    #: None: the default recipe's (0.1), but 0 in a horizontal run, whose runs as processes do not yet draw the
+    #: same dropout masks as in one process
+    dropout: float | None = None
+    #: numeric columns in the default bottom: "auto" (default: piecewise-linear, none in a horizontal run or with
+    #: data.stream), "piecewise" (bins fitted on this party's own rows, never sent), "periodic" or "none"
+    #: (docs/models.md)
+    numeric_embedding: str = RECIPE["numeric_embedding"]
     #: numbers per numeric column after the embedding, and (piecewise) bins per column
     numeric_width: int = 8
     numeric_bins: int = 16
@@ -134,17 +140,19 @@ class ModelSection:
 
 @dataclass(frozen=True)
 class TrainSection:
-    epochs: int = 20
+    #: epochs, the optimizer and early stopping default to the default recipe's (vsplit.models.recipe)
+    epochs: int = RECIPE["epochs"]
     batch_size: int = 256
-    optimizer: str = "adam"
-    lr: float = 1e-3
-    weight_decay: float = 0.0
+    optimizer: str = RECIPE["optimizer"]
+    lr: float = RECIPE["lr"]
+    weight_decay: float = RECIPE["weight_decay"]
     seed: int = 0
     validation_fraction: float = 0.1
-    patience: int | None = 3
-    #: early stopping, at the label party: "val_loss" (the lowest validation loss) or the task's metric, "val_auc"
-    #: for a binary task ("val_accuracy" multiclass, "val_rmse" regression); the chosen epoch's weights are kept
-    monitor: str = "val_loss"
+    patience: int | None = RECIPE["patience"]
+    #: early stopping, at the label party: "val_loss" (the lowest validation loss), the task's metric ("val_auc"
+    #: for a binary task, "val_accuracy" multiclass, "val_rmse" regression) or "auto" (default: val_auc for a
+    #: binary task, val_loss otherwise); the chosen epoch's weights are kept
+    monitor: str = RECIPE["monitor"]
     #: label party: after matching, each class must occur at least this often among the shared customers (with one
     #: of each left for validation); a regression needs this many rows. Fewer stops the run before training
     min_class_rows: int = 10

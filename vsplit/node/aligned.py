@@ -34,10 +34,11 @@ from vsplit.data.sources import about_file, read_table
 from vsplit.data.tables import all_ids
 from vsplit.errors import ConfigError
 from vsplit.models.numeric import NUMERIC_EMBEDDINGS
+from vsplit.models.recipe import resolve_monitor
 from vsplit.models.seeds import derive_seed
 from vsplit.node.node import PartyNode, session_id
 from vsplit.node.outputs import Scores, jsonable
-from vsplit.party import ComputeParty, FeatureParty, LabelParty, ModelSettings
+from vsplit.party import ComputeParty, FeatureParty, LabelParty, ModelSettings, trained_architecture
 from vsplit.protocol.training.hooks import TrainingHooks
 from vsplit.runtime.checkpoint import interpreting, load_checkpoint, save_checkpoint
 from vsplit.runtime.progress import EpochClock, TqdmProgress
@@ -139,12 +140,17 @@ class AlignedNode(PartyNode, kinds=("vertical", "vanilla", "u_shaped")):
     def _settings(self) -> ModelSettings:
         return model_settings(self.config)
 
-    def _build_party(self, table: Any, *, numeric: str | None = None) -> LabelParty | FeatureParty | ComputeParty:
-        """This party's data and models from ``table``; ``numeric``: the numeric embedding a saved model was trained
-        with (``model.numeric_embedding = "auto"`` picks by whether the table streams, which may differ now)."""
+    def monitor(self) -> str:
+        """What early stopping watched (``train.monitor``, ``"auto"`` resolved for this config's task)."""
+        return resolve_monitor(self.config.train.monitor, self.config.topology.task)
+
+    def _build_party(self, table: Any, *, trained: Mapping[str, Any] | None = None
+                     ) -> LabelParty | FeatureParty | ComputeParty:
+        """This party's data and models from ``table``; ``trained``: the architecture a saved model was trained with
+        (:func:`~vsplit.party.trained_architecture`), which the config's defaults may no longer give (the default
+        recipe changed, or ``model.numeric_embedding = "auto"`` picks otherwise now the table streams)."""
         d = self.config.data
-        settings = self._settings() if numeric is None else dataclasses.replace(self._settings(),
-                                                                                 numeric_embedding=numeric)
+        settings = dataclasses.replace(self._settings(), **(trained or {}))
         categorical = list(d.categorical) if d.categorical is not None else None
         if self.role == "compute" or table is None:
             return ComputeParty(self.name, settings=settings, seed=self.config.train.seed)
@@ -371,11 +377,14 @@ class AlignedNode(PartyNode, kinds=("vertical", "vanilla", "u_shaped")):
         """Load this party's own saved model parts (and preprocessing) from ``model.npz``."""
         state = self.load_parts(None, topology=self.topology.view_fingerprint(self.name))
         with interpreting(self.folder / "model.npz"):
-            kind = state.get("numeric_embedding")
-            if kind is not None and getattr(self.party, "numeric_kind", kind) != kind:  # "auto" chose otherwise then
-                if kind not in NUMERIC_EMBEDDINGS:
-                    raise ValueError(f"numeric_embedding {kind!r} is none of {', '.join(NUMERIC_EMBEDDINGS)}")
-                self.party = self._build_party(self.table, numeric=kind)
+            trained = trained_architecture(state)
+            if trained.get("numeric_embedding", "none") not in NUMERIC_EMBEDDINGS:
+                raise ValueError(f"numeric_embedding {trained['numeric_embedding']!r} is none of "
+                                 f"{', '.join(NUMERIC_EMBEDDINGS)}")
+            now = {**{k: getattr(self.party.settings, k) for k in trained},
+                   "numeric_embedding": getattr(self.party, "numeric_kind", trained.get("numeric_embedding"))}
+            if any(now[k] != v for k, v in trained.items()):  # trained under other defaults, or "auto" chose otherwise
+                self.party = self._build_party(self.table, trained=trained)
             party = self.party
             if "preprocessor" in state:
                 from vsplit.data.preprocess import TablePreprocessor
@@ -404,7 +413,7 @@ class AlignedNode(PartyNode, kinds=("vertical", "vanilla", "u_shaped")):
             from vsplit.app.fallback import FILE, load_bank_only, score_unknown
 
             saved = self.folder / FILE  # the label party's own model, if the run trained one (a vertical split)
-            alone = load_bank_only(saved, lambda kind: self._build_party(self.table, numeric=kind),
+            alone = load_bank_only(saved, lambda trained: self._build_party(self.table, trained=trained),
                                    run_id=self.config.output.run_id, party=self.name) \
                 if saved.is_file() and self.table is not None else None
             out.fallback = score_unknown(alone, scored.table, id_column=self.config.data.id_column, scored=out.by_id)
@@ -459,7 +468,7 @@ class AlignedNode(PartyNode, kinds=("vertical", "vanilla", "u_shaped")):
             extra = {"metrics": result.test, "history": result.history} if result.test is not None else {}
             if result.test is None and result.history:  # no test set: the validation history is the quality section
                 extra = {"history": result.history, "best_epoch": result.best_epoch,
-                         "monitor": self.config.train.monitor}
+                         "monitor": self.monitor()}
             return write_partner_report(self.folder, {**common, "communication": result.comm, "psi": result.psi,
                                                       **extra})
         assert isinstance(self.party, LabelParty) and scored.proba is not None
@@ -472,7 +481,7 @@ class AlignedNode(PartyNode, kinds=("vertical", "vanilla", "u_shaped")):
                                 seed=self.config.train.seed)
         plots.update(credit.pop("plots"))
         report = {**common, "metrics": result.test, "baselines": result.baselines, "history": result.history,
-                  "best_epoch": result.best_epoch, "monitor": self.config.train.monitor,
+                  "best_epoch": result.best_epoch, "monitor": self.monitor(),
                   "warnings": training_warnings(result.history, result.best_epoch, result.baselines), "psi": result.psi,
                   "communication": {self.name: {"sent": result.comm["sent"], "received": result.comm["received"]}},
                   "plots": plots, **credit}

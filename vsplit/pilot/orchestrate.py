@@ -168,6 +168,7 @@ def run_pilot(
 def _add_centralized_baseline(run_dir: Path, data: Any, config: Any, spec: PilotSpec,
                               tables: PilotData) -> dict[str, Any]:
     """Train the same segments placed on the bank (no cut, pooled columns) and score the same test customers."""
+    from vsplit.config.recipe import recipe_settings
     from vsplit.estimator import SplitClassifier
     from vsplit.evaluation import shared_test_views
 
@@ -177,6 +178,8 @@ def _add_centralized_baseline(run_dir: Path, data: Any, config: Any, spec: Pilot
     params = {k: sections[k] for k in SplitClassifier._get_param_names()
               if k in sections and k not in ("categorical", "local_steps", "pipeline_window", "label", "id_column",
                                              "positive_label")}
+    # the values a config leaves to the run resolved as the split's party resolved them (model.dropout left out)
+    params.update({k: v for k, v in recipe_settings(config).items() if k in params})
     began = time.perf_counter()
     clf = SplitClassifier(
         label_party="bank", label=data.label, id_column=data.id_column, positive_label=data.positive_label,

@@ -273,7 +273,7 @@ def _load_fallback(node: Any) -> Any:
     saved = node.folder / FILE
     if not saved.is_file() or node.table is None:
         return None
-    model = load_bank_only(saved, lambda kind: node._build_party(node.table, numeric=kind),
+    model = load_bank_only(saved, lambda trained: node._build_party(node.table, trained=trained),
                            run_id=node.config.output.run_id, party=node.name)
     for module in model.party.modules_for(model.run, task_width=model.party.task_width).values():
         module.eval()

@@ -75,7 +75,7 @@ class EmbeddingNoise(Defense):
     name = "embedding_noise"
     side = "feature"
 
-    def __init__(self, *, noise_multiplier: float = 0.3, clip: float = 3.0, noise_at_scoring: bool = False) -> None:
+    def __init__(self, *, noise_multiplier: float = 0.1, clip: float = 3.0, noise_at_scoring: bool = False) -> None:
         super().__init__()
         if noise_multiplier < 0 or clip <= 0:
             raise ConfigError("embedding_noise: noise_multiplier must be >= 0 and clip > 0 (inf for no clipping)")

@@ -72,7 +72,7 @@ class NoPeek(Defense):
     name = "nopeek"
     side = "feature"
 
-    def __init__(self, *, weight: float = 1.0) -> None:
+    def __init__(self, *, weight: float = 0.7) -> None:
         super().__init__()
         if weight < 0:
             raise ConfigError(f"nopeek: weight must be >= 0, got {weight}")

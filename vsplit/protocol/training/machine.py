@@ -32,6 +32,7 @@ from torch import nn
 from vsplit.errors import DivergenceError, ProtocolError
 from vsplit.models.determinism import any_random
 from vsplit.models.optim import clear_grads
+from vsplit.models.recipe import resolve_monitor
 from vsplit.models.rng import PartyRng
 from vsplit.protocol.abort import AbortCode
 from vsplit.protocol.machine import Outgoing
@@ -116,8 +117,9 @@ class SplitMachine(AheadMixin):
         plan: the schedule (the coordinator only; the others receive it). ``Plan.scoring(n)`` scores.
         patience: epochs without validation improvement before stopping (``None``: never stop early).
         monitor: what "improvement" means, and which epoch's weights are kept (the coordinator): ``"val_loss"``
-            (default: the lowest validation loss) or ``"val_<metric>"``, the task's primary metric (``"val_auc"``
-            for a binary task; the best value, falling back to the loss where the metric is undefined).
+            (default: the lowest validation loss), ``"val_<metric>"``, the task's primary metric (``"val_auc"``
+            for a binary task; the best value, falling back to the loss where the metric is undefined), or ``"auto"``
+            (:func:`vsplit.models.recipe.resolve_monitor`: val_auc for a binary task, else val_loss).
         callbacks: progress reporting (coordinator).
         gradient_hooks: transform each gradient this party sends (``info.party`` is the receiver).
         embedding_hooks: transform each activation this party sends (in the autograd graph when training).
@@ -189,9 +191,10 @@ class SplitMachine(AheadMixin):
         self.task = task if task is not None else _default_task()
         self.plan = plan
         self.patience = patience
+        monitor = resolve_monitor(monitor, self.task.name)
         if self.is_coordinator and monitor not in ("val_loss", f"val_{self.task.primary}"):
-            raise ProtocolError(f"{name}: monitor {monitor!r}: use 'val_loss' or 'val_{self.task.primary}' (the "
-                                f"{self.task.name} task's metric)", local=True)
+            raise ProtocolError(f"{name}: monitor {monitor!r}: use 'val_loss', 'val_{self.task.primary}' (the "
+                                f"{self.task.name} task's metric) or 'auto'", local=True)
         self.monitor = monitor
         self.callbacks = list(callbacks)
         self.gradient_hooks = list(gradient_hooks)

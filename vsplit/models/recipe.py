@@ -1,0 +1,67 @@
+"""The default recipe: the one place the defaults of a split network's bottoms, top and training are written.
+
+:class:`~vsplit.estimator.SplitClassifier` (and ``SplitRegressor``), :class:`~vsplit.party.ModelSettings`, a party
+config's ``[model]`` and ``[train]`` tables and ``benchmarks/quality.py`` all read :data:`RECIPE`, so changing the
+recipe is one edit here. It is the recipe ``benchmarks/recipe_search.py`` chose on validation rows of the training
+rows (docs/models.md, "The default recipe"): piecewise-linear numeric embeddings, a bottom of 128 and a top of 64 with
+dropout 0.1, AdamW at 1e-3 with weight decay 1e-4, up to 40 epochs, keeping the epoch of the best validation AUC and
+stopping after 5 epochs without a better one.
+
+:data:`PLAIN` is the recipe before it (vsplit 0.x up to issue 25): no numeric embedding, a bottom of 64, a top of 32,
+Adam, at most 20 epochs with early stopping on the validation loss (patience 3). Pass it to get that network back,
+e.g. ``SplitClassifier(**PLAIN)``.
+
+Two values are resolved where the run is known: ``numeric_embedding = "auto"`` is piecewise-linear, except for a
+horizontal run (its clients' bottoms are averaged, and each client's bins are its own fitted state) and for a party
+that streams its table from Parquet (the bins need the rows in memory), where it is ``"none"``; ``monitor = "auto"``
+is the validation AUC for a binary task (what the search chose) and the validation loss for the others (the search
+measured binary tasks only; :func:`resolve_monitor`). A party config that leaves ``model.dropout`` out gets 0 in a
+horizontal run (:func:`vsplit.config.recipe.recipe_settings`: its processes do not yet draw the dropout masks of the
+one-process run).
+
+Example:
+    >>> RECIPE["bottom_hidden"], RECIPE["top_hidden"], RECIPE["optimizer"]
+    ((128,), (64,), 'adamw')
+    >>> resolve_monitor("auto", "binary"), resolve_monitor("auto", "regression"), resolve_monitor("val_loss", "binary")
+    ('val_auc', 'val_loss', 'val_loss')
+"""
+
+from __future__ import annotations
+
+from types import MappingProxyType
+from typing import Any
+
+#: the defaults of a party's model (``[model]`` in a party config)
+MODEL: MappingProxyType[str, Any] = MappingProxyType({
+    "numeric_embedding": "auto",
+    "bottom_hidden": (128,),
+    "top_hidden": (64,),
+    "dropout": 0.1,
+})
+#: the defaults of training (``[train]`` in a party config; the optimizer is every party's own)
+TRAIN: MappingProxyType[str, Any] = MappingProxyType({
+    "optimizer": "adamw",
+    "lr": 1e-3,
+    "weight_decay": 1e-4,
+    "epochs": 40,
+    "patience": 5,
+    "monitor": "auto",
+})
+#: the whole default recipe, as :class:`~vsplit.estimator.SplitClassifier` parameters
+RECIPE: MappingProxyType[str, Any] = MappingProxyType({**MODEL, **TRAIN})
+#: the plain network that was the default before :data:`RECIPE` (the same keys)
+PLAIN: MappingProxyType[str, Any] = MappingProxyType({
+    "numeric_embedding": "none", "bottom_hidden": (64,), "top_hidden": (32,), "dropout": 0.0,
+    "optimizer": "adam", "lr": 1e-3, "weight_decay": 0.0, "epochs": 20, "patience": 3, "monitor": "val_loss",
+})
+#: the settings that shape a party's default modules: a saved model is rebuilt with the values it was trained with
+ARCHITECTURE = ("embedding_width", "numeric_embedding", "numeric_width", "numeric_bins", "members", "bottom_hidden",
+                "top_hidden", "merge", "dropout")
+
+
+def resolve_monitor(monitor: str, task: str) -> str:
+    """What early stopping watches: ``monitor`` itself, or for ``"auto"`` ``"val_auc"`` when ``task`` is
+    ``"binary"`` and ``"val_loss"`` otherwise."""
+    if monitor != "auto":
+        return monitor
+    return "val_auc" if task == "binary" else "val_loss"
