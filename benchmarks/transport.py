@@ -16,7 +16,8 @@ Keys:
   round_trip_ms_reconnect_off
                     the same over a plain TLS channel.
   tls_epoch_s, inprocess_epoch_s, ratio (= ratio_reconnect_on)
-                    seconds per training epoch of the bank-marketing preset at batch 1024: bank and partner as two
+                    seconds per training epoch of the bank-marketing preset at batch 1024 (the plain network,
+                    vsplit.models.recipe.PLAIN, as since this benchmark was written): bank and partner as two
                     processes over mutual TLS on 127.0.0.1 with the default (resumable) channels, and both in one
                     process; target ratio <= 1.25.
   tls_epoch_s_reconnect_off, ratio_reconnect_off
@@ -231,7 +232,7 @@ def _tls_epoch_s(data, *, batch_size: int, epochs: int, reconnect: bool) -> floa
     from vsplit.transport.ports import free_ports
 
     settings = [f"train.batch_size={batch_size}", f"train.epochs={epochs}", "train.validation_fraction=0.0",
-                "output.baselines=false", "data.test_path=\"\""]
+                "output.baselines=false", "data.test_path=\"\"", *_plain_settings()]
     if not reconnect:
         settings.append("network.reconnect_timeout_s=0")
     with tempfile.TemporaryDirectory() as tmp:
@@ -257,19 +258,30 @@ def _tls_epoch_s(data, *, batch_size: int, epochs: int, reconnect: bool) -> floa
     return statistics.median(result["epoch_seconds"][1:])
 
 
+def _plain_settings() -> list[str]:
+    """``--set`` overrides that make a party config train :data:`~vsplit.models.recipe.PLAIN`, the network this
+    benchmark has measured since it was written (the default before issue 25's recipe), so its figures stay
+    comparable; the epochs and early stopping are the benchmark's own."""
+    from vsplit.models.recipe import MODEL, PLAIN
+
+    return [f"{'model' if key in MODEL else 'train'}.{key}={json.dumps(list(v) if isinstance(v, tuple) else v)}"
+            for key, v in PLAIN.items() if key not in ("epochs", "patience")]
+
+
 def _inprocess_epoch_s(data, *, batch_size: int, epochs: int) -> float:
     """Median seconds per epoch (after the first) of the same training in one process, on one torch thread."""
     import torch
 
     from vsplit.estimator import SplitClassifier
+    from vsplit.models.recipe import PLAIN
     from vsplit.runtime.progress import EpochClock
 
     threads = torch.get_num_threads()
     torch.set_num_threads(1)
     try:
         clock = EpochClock()
-        SplitClassifier(label_party="bank", label=data.label, positive_label=data.positive_label,
-                        batch_size=batch_size, epochs=epochs, validation_fraction=0.0, patience=None,
+        SplitClassifier(**{**PLAIN, "epochs": epochs, "patience": None}, label_party="bank", label=data.label,
+                        positive_label=data.positive_label, batch_size=batch_size, validation_fraction=0.0,
                         random_state=0, alignment="join", callbacks=[clock]).fit(data.train)
     finally:
         torch.set_num_threads(threads)
