@@ -547,7 +547,7 @@ def test_numpy_forward_and_row_encoding_equal_pytorch_and_scikit_learn(run):
     from vsplit.serve.numpy_forward import compile_forward
 
     bank = BankModel.load(load_config(run["root"] / "bank" / "party.toml"))
-    # the plain networks take the numpy path (the recipe's numeric embeddings run PyTorch's forward)
+    # the numpy path (this fixture trains the plain network; the recipe's piecewise embedding: the test below)
     assert bank.fast is not None and bank.fast_alone is not None
     columns = list(bank.columns)
     rows = [r["features"] for r in _rows(run["test"], columns)]
@@ -574,3 +574,33 @@ def test_numpy_forward_and_row_encoding_equal_pytorch_and_scikit_learn(run):
     for output in ("normal", "uniform"):
         scaler = QuantileTransformer(n_quantiles=40, output_distribution=output).fit(x)
         assert np.array_equal(QuantileArithmetic(scaler)(probes), scaler.transform(probes))
+
+
+def test_numpy_forward_of_the_recipe_piecewise_bottom_equals_pytorch():
+    """The default recipe's bottom (piecewise-linear numeric embeddings, rtdl version B) takes the numpy path too:
+    a column of one value passes through, a two-valued one has one bin (no clamp), values far outside the bins."""
+    import torch
+
+    from vsplit.models.numeric import numeric_embedding
+    from vsplit.models.tabular import TabularMLP
+    from vsplit.serve.numpy_forward import Unsupported, module_function
+
+    torch.manual_seed(0)
+    num = torch.randn(300, 4)
+    num[:, 2], num[:, 3] = 1.0, (num[:, 3] > 0).float()
+    embedding = numeric_embedding("piecewise", num, width=8, n_bins=16)
+    assert embedding.layer.impl.single_bin_mask is not None  # the two-valued column
+    bottom = TabularMLP(cardinalities=[3, 5], n_numeric=4, hidden=(128,), out_dim=16, dropout=0.1,
+                        numeric=embedding).eval()
+    with torch.no_grad():  # trained-looking weights (the embedding's piecewise part starts at zero)
+        for parameter in bottom.parameters():
+            parameter.add_(torch.randn_like(parameter) * 0.1)
+    cat, x = torch.randint(0, 3, (64, 2)), torch.randn(64, 4) * 3
+    x[:, 2] = 1.0
+    want = bottom(cat, x).detach().numpy()
+    got = module_function(bottom)(cat.numpy(), x.numpy())
+    assert float(np.abs(got - want).max()) <= 1e-5 * max(1.0, float(np.abs(want).max()))
+    periodic = TabularMLP(cardinalities=[3], n_numeric=4, numeric=numeric_embedding("periodic", num, width=4,
+                                                                                     n_bins=8))
+    with pytest.raises(Unsupported, match="PeriodicEmbeddings"):
+        module_function(periodic)

@@ -3,9 +3,10 @@
 Theory of operation. A served micro-batch is a few rows; for them PyTorch's per-module dispatch (hooks, dtype and
 device checks, a tensor per step) costs far more than the arithmetic: about half a millisecond for the default
 bottom and top, against tens of microseconds in numpy. :func:`compile_forward` turns the modules of a party's
-segments into numpy closures when every module is one it knows (:class:`~vsplit.models.tabular.TabularMLP` without a
-numeric embedding, :class:`~vsplit.models.top.TopModel` merging by concat, sum or mean, and ``Sequential``,
-``Linear``, ``ReLU``, ``Dropout``, ``Identity`` inside them); for any other module it returns ``None`` and serving
+segments into numpy closures when every module is one it knows (:class:`~vsplit.models.tabular.TabularMLP` with
+no numeric embedding or the default recipe's piecewise-linear one, :class:`~vsplit.models.top.TopModel` merging by
+concat, sum or mean, and ``Sequential``, ``Linear``, ``ReLU``, ``Dropout``, ``Identity`` inside them); for any
+other module (a periodic embedding, a module of your own) it returns ``None`` and serving
 keeps the PyTorch forward. The weights are copied once, in float32 as PyTorch holds them, and the arithmetic is the
 same (only the order of a matrix product's sums may differ), so the scores equal batch prediction's within float32
 rounding: ``tests/test_serving.py`` checks at most 1e-6 apart.
@@ -86,14 +87,15 @@ def module_function(module: Any) -> Callable[..., np.ndarray]:
         return lambda x: np.maximum(x, np.float32(0))
     if kind in (nn.Dropout, nn.Identity):
         return lambda x: x
-    if kind is TabularMLP and module.numeric is None:
+    if kind is TabularMLP:
         tables = [_array(e.weight) for e in module.embeddings]
         mlp = module_function(module.mlp)
+        numeric = (lambda x: x) if module.numeric is None else _numeric_function(module.numeric)
 
         def tabular(cat: np.ndarray, num: np.ndarray) -> np.ndarray:
             parts = [table[cat[:, i]] for i, table in enumerate(tables)]
             if num.shape[1]:
-                parts.append(num)
+                parts.append(numeric(num))
             return mlp(np.concatenate(parts, axis=1))
 
         return tabular
@@ -110,6 +112,44 @@ def module_function(module: Any) -> Callable[..., np.ndarray]:
 
         return top
     raise Unsupported(kind.__name__)
+
+
+def _numeric_function(module: Any) -> Callable[[np.ndarray], np.ndarray]:
+    """A :class:`~vsplit.models.numeric.NumericEmbedding` whose layer is rtdl's piecewise-linear embedding (version B,
+    no activation: the recipe's) as numpy; :class:`Unsupported` for any other (periodic embeddings)."""
+    import rtdl_num_embeddings as rtdl
+
+    layer = module.layer
+    if type(layer) is not rtdl.PiecewiseLinearEmbeddings or layer.activation is not None or layer.linear0 is None:
+        raise Unsupported(f"numeric embedding {type(layer).__name__}")
+    binned, passed = module.binned.cpu().numpy(), module.passed.cpu().numpy()
+    w0, b0 = _array(layer.linear0.weight), _array(layer.linear0.bias)  # (F, d): linear0(x) = b0 + w0 * x
+    impl = layer.impl
+    w, b = _array(impl.weight), _array(impl.bias)  # (F, B): the encoding before its clamps
+    single = None if impl.single_bin_mask is None else impl.single_bin_mask.cpu().numpy()[:, None]
+    lw = _array(layer.linear.weight)  # (F, B, d)
+    lb = None if layer.linear.bias is None else _array(layer.linear.bias)
+
+    def encode(x: np.ndarray) -> np.ndarray:
+        e = b + w * x[..., None]  # (n, F, B)
+        if e.shape[-1] > 1:  # as rtdl clamps: first <= 1, middle in [0, 1], last >= 0 (a one-bin feature unclamped)
+            last = np.maximum(e[..., -1:], np.float32(0))
+            if single is not None:
+                last = np.where(single, e[..., -1:], last)
+            e = np.concatenate([np.minimum(e[..., :1], np.float32(1)), np.clip(e[..., 1:-1], 0, 1), last], axis=-1)
+        return e
+
+    def embed(num: np.ndarray) -> np.ndarray:
+        x = num[:, binned]
+        out = (b0 + w0 * x[..., None]) + np.einsum("nfb,fbd->nfd", encode(x), lw)
+        if lb is not None:
+            out = out + lb
+        parts = [out.reshape(len(num), -1)] if len(binned) else []
+        if len(passed):
+            parts.append(num[:, passed])
+        return np.concatenate(parts, axis=1)
+
+    return embed
 
 
 def _array(parameter: Any) -> np.ndarray:
