@@ -33,7 +33,6 @@ from vsplit.data.parquet_table import open_table
 from vsplit.data.sources import about_file, read_table
 from vsplit.data.tables import all_ids
 from vsplit.errors import ConfigError
-from vsplit.models.numeric import NUMERIC_EMBEDDINGS
 from vsplit.models.recipe import resolve_monitor
 from vsplit.models.seeds import derive_seed
 from vsplit.node.node import PartyNode, session_id
@@ -378,9 +377,6 @@ class AlignedNode(PartyNode, kinds=("vertical", "vanilla", "u_shaped")):
         state = self.load_parts(None, topology=self.topology.view_fingerprint(self.name))
         with interpreting(self.folder / "model.npz"):
             trained = trained_architecture(state)
-            if trained.get("numeric_embedding", "none") not in NUMERIC_EMBEDDINGS:
-                raise ValueError(f"numeric_embedding {trained['numeric_embedding']!r} is none of "
-                                 f"{', '.join(NUMERIC_EMBEDDINGS)}")
             now = {**{k: getattr(self.party.settings, k) for k in trained},
                    "numeric_embedding": getattr(self.party, "numeric_kind", trained.get("numeric_embedding"))}
             if any(now[k] != v for k, v in trained.items()):  # trained under other defaults, or "auto" chose otherwise
