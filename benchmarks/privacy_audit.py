@@ -26,7 +26,7 @@ import time
 from pathlib import Path
 
 import torch
-from privacy_frontier import DEFAULT_FRONTIER, merge_frontier, plot_frontier, run_frontier
+from privacy_frontier import BASE, DEFAULT_FRONTIER, merge_frontier, plot_frontier, run_frontier
 
 from vsplit.atomic import write_atomic
 from vsplit.privacy import DEFAULT_AUDIT_DEFENSES, audit
@@ -64,6 +64,7 @@ def main(argv: list[str] | None = None) -> int:
         started = time.perf_counter()
         report = audit(
             name, defenses=args.defenses, seeds=args.seeds, epochs=args.epochs, batch_size=args.batch_size,
+            estimator=BASE,  # the plain network these figures were measured on (the default until issue 25)
             progress=lambda line, name=name: print(f"[{name}] {line}", file=sys.stderr, flush=True),
         )
         if args.out:

@@ -25,12 +25,15 @@ from typing import Any
 
 import numpy as np
 
+from vsplit.models.recipe import PLAIN
 from vsplit.privacy import audit
 from vsplit.privacy.defenses.base import _value
 
 #: The goal of issue 28: the stronger label attack at most this leak AUC, for at most this cost in AUC points.
 GOAL_LEAK, GOAL_COST_POINTS = 0.60, 1.0
 
+#: what every setting trains unless its recipe says otherwise: the plain network the frontier was measured on
+BASE = {k: v for k, v in PLAIN.items() if k not in ("epochs",)}
 #: The settings tried by default: the earlier search's best (docs/privacy.md), the new defense, and the recipe changes
 #: (20 epochs: the estimator's default, which the audit caps at 10; batch 1024 with a larger learning rate).
 DEFAULT_FRONTIER = (
@@ -93,7 +96,9 @@ def run_frontier(
     started = time.perf_counter()
     for setting in settings:
         defense, recipe = parse_setting(setting)
-        params = {"epochs": epochs, "batch_size": batch_size, **recipe}
+        # the plain network (vsplit.models.recipe.PLAIN, the default until issue 25's recipe) unless the setting's
+        # recipe says otherwise: the frontier was measured on it, and its cached runs are keyed by these parameters
+        params = {**BASE, "epochs": epochs, "batch_size": batch_size, **recipe}
         key = json.dumps([preset, setting, seeds, params], sort_keys=True)
         kept = cache / f"{hashlib.sha1(key.encode()).hexdigest()[:16]}.json" if cache else None
         if kept is not None and kept.exists():

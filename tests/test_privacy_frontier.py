@@ -34,7 +34,7 @@ _RUNS = {
 
 
 def _fake_audit(preset, *, defenses, seeds, estimator, attacks, progress):
-    setting = defenses[0] + ("@lr=0.002" if "lr" in estimator else "")
+    setting = defenses[0] + ("@lr=0.002" if estimator.get("lr") == 0.002 else "")
     runs = [{"seed": s, "test_auc": auc, "norm_leak_auc": 0.55, "direction_leak_auc": 0.59 if defenses[0] == "d"
              else 0.99, "leak_auc_chance": 0.546, "epochs_run": 10} for s, auc in enumerate(_RUNS[setting])]
     return SimpleNamespace(runs=runs)
