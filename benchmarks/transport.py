@@ -262,10 +262,9 @@ def _plain_settings() -> list[str]:
     """``--set`` overrides that make a party config train :data:`~vsplit.models.recipe.PLAIN`, the network this
     benchmark has measured since it was written (the default before issue 25's recipe), so its figures stay
     comparable; the epochs and early stopping are the benchmark's own."""
-    from vsplit.models.recipe import MODEL, PLAIN
+    from vsplit.models.recipe import PLAIN, config_overrides
 
-    return [f"{'model' if key in MODEL else 'train'}.{key}={json.dumps(list(v) if isinstance(v, tuple) else v)}"
-            for key, v in PLAIN.items() if key not in ("epochs", "patience")]
+    return list(config_overrides(PLAIN, skip=("epochs", "patience")))
 
 
 def _inprocess_epoch_s(data, *, batch_size: int, epochs: int) -> float:

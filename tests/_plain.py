@@ -8,9 +8,6 @@ sets its own epochs; overrides win over the file, and later overrides over earli
 
 from __future__ import annotations
 
-import json
+from vsplit.models.recipe import PLAIN, config_overrides
 
-from vsplit.models.recipe import MODEL, PLAIN
-
-PLAIN_SET = tuple(f"{'model' if key in MODEL else 'train'}.{key}={json.dumps(list(v) if isinstance(v, tuple) else v)}"
-                  for key, v in PLAIN.items() if key != "epochs")
+PLAIN_SET = config_overrides(PLAIN, skip=("epochs",))

@@ -28,6 +28,7 @@ Example:
 
 from __future__ import annotations
 
+from collections.abc import Mapping
 from types import MappingProxyType
 from typing import Any
 
@@ -57,6 +58,18 @@ PLAIN: MappingProxyType[str, Any] = MappingProxyType({
 #: the settings that shape a party's default modules: a saved model is rebuilt with the values it was trained with
 ARCHITECTURE = ("embedding_width", "numeric_embedding", "numeric_width", "numeric_bins", "members", "bottom_hidden",
                 "top_hidden", "merge", "dropout")
+
+
+def config_overrides(values: Mapping[str, Any], *, skip: tuple[str, ...] = ()) -> tuple[str, ...]:
+    """``values`` (keys of :data:`MODEL` and :data:`TRAIN`) as ``--set`` overrides of a party config, but ``skip``.
+
+    >>> config_overrides(PLAIN, skip=("epochs", "patience", "monitor"))[:2]
+    ('model.numeric_embedding="none"', 'model.bottom_hidden=[64]')
+    """
+    import json
+
+    return tuple(f"{'model' if key in MODEL else 'train'}.{key}={json.dumps(list(v) if isinstance(v, tuple) else v)}"
+                 for key, v in values.items() if key not in skip)
 
 
 def resolve_monitor(monitor: str, task: str) -> str:
