@@ -15,6 +15,11 @@ Keys:
                     connection; target <= 0.35 ms.
   round_trip_ms_reconnect_off
                     the same over a plain TLS channel.
+  round_trip_ms_raw_tls
+                    the floor: the same echo between two processes over Python's own ``ssl.SSLSocket`` (the same
+                    certificates, TLS 1.3, TCP_NODELAY; no framing, no channel, OpenSSL reading and writing the socket
+                    itself), measured in the same blocks as the two above, so a machine's wake-up latency shows in
+                    all three alike.
   tls_epoch_s, inprocess_epoch_s, ratio (= ratio_reconnect_on)
                     seconds per training epoch of the bank-marketing preset at batch 1024 (the plain network,
                     vsplit.models.recipe.PLAIN, as since this benchmark was written): bank and partner as two
@@ -181,6 +186,65 @@ def _two_process_round_trip_ms(*, resumable: bool, size: int, rounds: int, warmu
     return statistics.median(times) * 1000
 
 
+def _raw_echo(ids: dict, pipe, count: int) -> None:
+    """The floor's hub: a bare ``ssl.SSLSocket`` server that echoes ``count`` payloads of the size it is told."""
+    import socket
+
+    context = _credentials(ids, "bank", "insurer").context(server_side=True)
+    with socket.create_server(("127.0.0.1", 0)) as server:
+        pipe.send(server.getsockname()[1])
+        size = pipe.recv()
+        conn, _ = server.accept()
+        conn.setsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY, 1)
+        with context.wrap_socket(conn, server_side=True) as tls:
+            buffer = bytearray(size)
+            for _ in range(count):
+                _recv_exactly(tls, buffer)
+                tls.sendall(buffer)
+
+
+def _recv_exactly(sock, buffer: bytearray) -> None:
+    view, got = memoryview(buffer), 0
+    while got < len(buffer):
+        got += sock.recv_into(view[got:])
+
+
+def _raw_tls_round_trip_ms(*, size: int, rounds: int, warmup: int) -> float:
+    """Median ms of the same echo over bare ``ssl.SSLSocket`` ends in two processes: what TLS in Python costs alone."""
+    import multiprocessing
+    import socket
+
+    payload = np.random.default_rng(1).bytes(size)
+    context = multiprocessing.get_context("fork")
+    with tempfile.TemporaryDirectory() as tmp:
+        ids = {p: write_identity(create_identity(p), Path(tmp)) for p in ("bank", "insurer")}
+        ours, theirs = context.Pipe()
+        child = context.Process(target=_raw_echo, args=(ids, theirs, warmup + rounds))
+        child.start()
+        try:
+            if not ours.poll(60):
+                raise RuntimeError("the echoing hub process did not start")
+            port = ours.recv()
+            ours.send(size)
+            tls_context = _credentials(ids, "insurer", "bank").context(server_side=False)
+            sock = socket.create_connection(("127.0.0.1", port), timeout=30)
+            sock.setsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY, 1)
+            times = []
+            with tls_context.wrap_socket(sock, server_side=False) as tls:
+                buffer = bytearray(size)
+                for i in range(warmup + rounds):
+                    start = time.perf_counter()
+                    tls.sendall(payload)
+                    _recv_exactly(tls, buffer)
+                    if i >= warmup:
+                        times.append(time.perf_counter() - start)
+        finally:
+            child.join(timeout=30)
+            if child.is_alive():
+                child.kill()
+    return statistics.median(times) * 1000
+
+
 def measure_tls_roundtrip(*, size: int = 128 * 1024, rounds: int = 400, warmup: int = 40) -> dict[str, float]:
     """128 KiB there and back over a plain TLS channel and over the default resumable one, alternating blocks of
     rounds so both see the same load; medians of the blocks. ``tls_roundtrip_ms``: both ends in this process, as
@@ -190,13 +254,16 @@ def measure_tls_roundtrip(*, size: int = 128 * 1024, rounds: int = 400, warmup: 
     inproc: list[float] = []
     plain: list[float] = []
     resumable: list[float] = []
+    raw: list[float] = []
     for _ in range(blocks):
         inproc.append(_round_trip_ms(resumable=False, size=size, rounds=per, warmup=warmup))
+        raw.append(_raw_tls_round_trip_ms(size=size, rounds=per, warmup=warmup))
         plain.append(_two_process_round_trip_ms(resumable=False, size=size, rounds=per, warmup=warmup))
         resumable.append(_two_process_round_trip_ms(resumable=True, size=size, rounds=per, warmup=warmup))
     return {"tls_roundtrip_ms": round(statistics.median(inproc), 3),
             "round_trip_ms": round(statistics.median(resumable), 3),
-            "round_trip_ms_reconnect_off": round(statistics.median(plain), 3)}
+            "round_trip_ms_reconnect_off": round(statistics.median(plain), 3),
+            "round_trip_ms_raw_tls": round(statistics.median(raw), 3)}
 
 
 def measure_tls_epoch(*, batch_size: int = 1024, epochs: int = 12) -> dict[str, float]:

@@ -198,7 +198,7 @@ def _envelopes(data: bytes) -> None:
 
     out, inbound = numbered.Outbox(limit=1 << 16), numbered.Inbound()
     for _ in range(5):
-        out.add(lambda seq: numbered.data(seq, 0, b"payload"))
+        out.add(lambda seq: numbered.data_head(seq, 0), b"payload")
     at = 0
     while at < len(data):
         size = data[at]

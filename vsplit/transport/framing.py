@@ -31,15 +31,16 @@ PREFIX_SIZE = _PREFIX.size
 HEARTBEAT = _PREFIX.pack(0)
 
 
-def prefix(frame: bytes | bytearray | memoryview) -> bytes:
-    """The 4-byte little-endian length prefix for ``frame``.
+def prefix(frame: bytes | bytearray | memoryview | int) -> bytes:
+    """The 4-byte little-endian length prefix for ``frame`` (or for a frame of that many bytes).
 
-    >>> prefix(b"abc")
-    b'\\x03\\x00\\x00\\x00'
+    >>> prefix(b"abc"), prefix(3)
+    (b'\\x03\\x00\\x00\\x00', b'\\x03\\x00\\x00\\x00')
     """
-    if len(frame) > PREFIX_LIMIT:
-        raise TransportError(f"frame of {len(frame)} bytes is too long for a stream channel")
-    return _PREFIX.pack(len(frame))
+    size = frame if isinstance(frame, int) else len(frame)
+    if size > PREFIX_LIMIT:
+        raise TransportError(f"frame of {size} bytes is too long for a stream channel")
+    return _PREFIX.pack(size)
 
 
 class Deframer:

@@ -22,11 +22,11 @@ bookkeeping without any sockets, threads or clocks, so it can be tested one call
 
 Example:
     >>> out, inb = Outbox(limit=1 << 20), Inbound()
-    >>> first = out.add(lambda seq: data(seq, 0, b"hello"))
+    >>> first = b"".join(out.add(lambda seq: data_head(seq, 0), b"hello"))
     >>> env = parse(first)
     >>> inb.accept(env.seq), first[OVERHEAD:], inb.accept(env.seq)  # the second copy is a duplicate
     (True, b'hello', False)
-    >>> [parse(e).seq for e in out.resume(inb.received)]  # the peer has frame 0: nothing to resend
+    >>> [parse(b"".join(e)).seq for e in out.resume(inb.received)]  # the peer has frame 0: nothing to resend
     []
 """
 
@@ -67,7 +67,12 @@ class Envelope:
 
 def data(seq: int, ack: int, payload: bytes | bytearray | memoryview) -> bytes:
     """A DATA envelope around ``payload``."""
-    return _NUMBERED.pack(DATA, seq, ack) + payload
+    return data_head(seq, ack) + payload
+
+
+def data_head(seq: int, ack: int) -> bytes:
+    """The header of a DATA envelope: the envelope is this followed by the payload (:data:`OVERHEAD` bytes)."""
+    return _NUMBERED.pack(DATA, seq, ack)
 
 
 def goodbye(seq: int, ack: int) -> bytes:
@@ -115,12 +120,22 @@ def parse(frame: bytes | bytearray) -> Envelope:
     raise ProtocolError(f"malformed resumable-channel envelope (kind {kind}, {size} bytes)")
 
 
+#: An envelope as it is kept and sent: its head, then its body (a DATA envelope's payload, kept without a copy).
+Parts = tuple[bytes, "bytes | bytearray"]
+
+
 class Outbox:
     """Numbers outgoing frames and keeps them until acknowledged, within ``limit`` bytes (one always fits).
 
+    An envelope is kept as two parts, its head and its body, so a large payload is neither copied into an envelope
+    nor copied to be kept: the caller must not change a payload after handing it over.
+
     >>> box = Outbox(limit=10)
-    >>> box.room_for(100), len(box.add(lambda seq: data(seq, 0, b"x" * 100))), box.room_for(1)
-    (True, 117, False)
+    >>> box.room_for(100)  # empty: one frame always fits
+    True
+    >>> head, body = box.add(lambda seq: data_head(seq, 0), b"x" * 100)
+    >>> len(head) + len(body), box.room_for(1), parse(head + body).seq
+    (117, False, 0)
     >>> box.acknowledge(1); box.nbytes, box.room_for(100)
     (0, True)
     """
@@ -134,20 +149,21 @@ class Outbox:
         #: Every frame below this number is acknowledged (and dropped from the buffer).
         self.acked = 0
         self.nbytes = 0
-        self._kept: deque[tuple[int, bytes]] = deque()
+        self._kept: deque[tuple[int, Parts]] = deque()
 
     def room_for(self, size: int) -> bool:
         """Whether a frame of ``size`` bytes may be added now."""
         return not self._kept or self.nbytes + size <= self.limit
 
-    def add(self, make: Callable[[int], bytes]) -> bytes:
-        """Number a frame: ``make(seq)`` builds its envelope, which is kept for resending and returned."""
+    def add(self, head: Callable[[int], bytes], body: bytes | bytearray = b"") -> Parts:
+        """Number a frame: ``head(seq)`` builds its envelope's head (a whole envelope when ``body`` is empty); the
+        parts are kept for resending and returned."""
         seq = self.next_seq
-        envelope = make(seq)
-        self._kept.append((seq, envelope))
-        self.nbytes += len(envelope)
+        parts = (head(seq), body)
+        self._kept.append((seq, parts))
+        self.nbytes += len(parts[0]) + len(body)
         self.next_seq = seq + 1
-        return envelope
+        return parts
 
     @property
     def unacknowledged(self) -> int:
@@ -159,17 +175,18 @@ class Outbox:
         if received > self.next_seq:
             raise ProtocolError(f"peer acknowledged frame {received - 1}, but only {self.next_seq} were sent")
         while self._kept and self._kept[0][0] < received:
-            self.nbytes -= len(self._kept.popleft()[1])
+            head, body = self._kept.popleft()[1]
+            self.nbytes -= len(head) + len(body)
         self.acked = max(self.acked, received)
 
-    def resume(self, received: int) -> list[bytes]:
+    def resume(self, received: int) -> list[Parts]:
         """After a reconnection the peer says it holds every frame below ``received``: the envelopes to resend."""
         if received < self.acked:
             raise ProtocolError(
                 f"peer resumes at frame {received} but had acknowledged {self.acked}: it is not the same session"
             )
         self.acknowledge(received)
-        return [envelope for _, envelope in self._kept]
+        return [parts for _, parts in self._kept]
 
 
 class Inbound:
@@ -203,4 +220,4 @@ class Inbound:
 
 
 __all__ = ["ACK", "DATA", "GOODBYE", "NO_TOKEN", "OVERHEAD", "RESUME", "TOKEN_BYTES", "Envelope", "Inbound",
-           "Outbox", "ack", "data", "goodbye", "parse", "resume"]
+           "Outbox", "Parts", "ack", "data", "data_head", "goodbye", "parse", "resume"]

@@ -196,11 +196,17 @@ class ResumableChannel:
 
     # -- Channel interface -----------------------------------------------------------------------------------------
     def send(self, frame: bytes | bytearray | memoryview) -> None:
-        """Number and send one frame; while the link is down it waits in the resend buffer."""
+        """Number and send one frame; while the link is down it waits in the resend buffer.
+
+        A ``bytes`` or ``bytearray`` frame is kept as it is until the peer acknowledges it (no copy): do not change
+        it after sending (the pump never does: every frame is a new encoding).
+        """
         if self._closing:
             raise TransportError(f"channel to {self.peer!r} is closed")
         check_frame(frame, peer=self.peer, max_frame=self.options.max_frame)
-        self._wait_for_room(len(frame) + numbered.OVERHEAD)
+        # kept for resending as it is (bytes and bytearrays are not copied; see Outbox), a view as a copy
+        body = frame if isinstance(frame, (bytes, bytearray)) else bytes(frame)
+        self._wait_for_room(len(body) + numbered.OVERHEAD)
         with self._send_lock:
             with self._cond:
                 self._raise_if_lost()
@@ -208,7 +214,7 @@ class ResumableChannel:
                     log.debug("%r said goodbye; a frame to it is dropped", self.peer)
                     return
                 received = self._inbound.received
-                envelope = self._outbox.add(lambda seq: numbered.data(seq, received, frame))
+                envelope = self._outbox.add(lambda seq: numbered.data_head(seq, received), body)
                 self._told, self._owed = received, (0, 0)
                 link = self._link
             if link is not None:
@@ -295,9 +301,9 @@ class ResumableChannel:
         return f"<{type(self).__name__} to {self.peer!r} {self._state}>"
 
     # -- sending ---------------------------------------------------------------------------------------------------
-    def _write(self, link: TlsChannel, envelope: bytes) -> None:
+    def _write(self, link: TlsChannel, envelope: numbered.Parts) -> None:
         try:
-            link.send(envelope)
+            link.send_parts(*envelope)
         except TransportError as exc:
             self._link_failed(link, exc)  # the frame stays in the resend buffer
 
@@ -341,7 +347,7 @@ class ResumableChannel:
             if not force and frames < ACK_EVERY_FRAMES and nbytes < ACK_EVERY_BYTES:
                 return
             self._told, self._owed = received, (0, 0)
-        self._write(link, numbered.ack(received))
+        self._write(link, (numbered.ack(received), b""))
 
     # -- receiving: in the caller's thread, or the link's background reader while nobody calls recv ----------------
     def _read_for(self, timeout: float | None) -> Item:
@@ -544,7 +550,7 @@ class ResumableChannel:
             link.attach(self)
             for envelope in backlog:
                 try:
-                    link.send(envelope)
+                    link.send_parts(*envelope)
                 except TransportError as exc:
                     self._link_failed(link, exc)
                     break
