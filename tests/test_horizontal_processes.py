@@ -1,7 +1,7 @@
 """Horizontal schedules as OS processes over mutual TLS: three banks, a server and (SplitFed v1) a federated server.
 
 Each party runs `vsplit run` in its own process; every party's model.npz must equal, bit for bit, the parameters
-the same configs reach with every party in one process (vsplit.node.horizontal.run_in_process). In the
+the same configs reach with every party in one process (vsplit.node.horizontal.run_in_process), with dropout. In the
 SplitFed v1 case bank_1 reaches the server through a link emulator that resets the connection mid-run: the channel
 redials (network.reconnect_timeout_s), nobody restarts or is dropped, and the parameters are still the same.
 """
@@ -43,8 +43,10 @@ def _segments(root: Path, run_id: str, party: str) -> dict[str, torch.Tensor]:
 def test_processes_equal_one_process(tmp_path: Path, case: str) -> None:
     schedule, federated, segments = CASES[case]
     run_id = f"h-{case}"
+    # with dropout: SplitFed v1's server trains one copy per bank side by side, steps interleaved in arrival order,
+    # and each copy must draw its masks from a stream of its own for the processes to equal one process
     kwargs = {"banks": 3, "run_id": run_id, "rows": 240, "federated": federated, "schedule": schedule,
-              "train": {"epochs": 2, "batch_size": 64}, "segments": segments}
+              "train": {"epochs": 2, "batch_size": 64}, "segments": segments, "model": {"dropout": 0.2}}
     configs = prepare_horizontal(tmp_path / "tls", **kwargs)
     reference = prepare_horizontal(tmp_path / "mem", **kwargs)
     run_in_process([HorizontalNode(load_config(p)) for p in reference.values()])

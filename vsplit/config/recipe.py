@@ -4,8 +4,8 @@ they map onto :class:`~vsplit.party.ModelSettings`.
 ``model.numeric_embedding = "auto"`` is piecewise-linear for a vertical, vanilla or U-shaped split
 and ``"none"`` for a horizontal one: there the clients' bottoms are averaged, and each client's bin edges are its
 own fitted state, which averaging would mix and send to the server. ``model.dropout`` left out is the default
-recipe's for the first three and 0 for a horizontal run (its runs as processes do not yet draw the dropout masks
-of the same run in one process).
+recipe's for the first three and 0 for a horizontal run (the horizontal schedules' figures were measured without
+it; set explicitly, it draws the same masks in a run as processes as in one process).
 
 Example:
     >>> from vsplit.config.schema import NetworkSection, PartyConfig, PartySection, TopologySection

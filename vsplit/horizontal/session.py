@@ -259,17 +259,22 @@ def server_session(h: Horizontal, settings: Settings, rows: Mapping[str, int], s
     optimizer = side.optimizer(_params(shared)) if side is not None and kind != "fedavg" else None
     copies: dict[str, dict[str, nn.Module]] = {}
     optimizers: dict[str, torch.optim.Optimizer] = {}
+    copy_rngs: dict[str, PartyRng] = {}
     if kind == "splitfed_v1":
         assert side is not None
         copies = {c: copy.deepcopy(shared) for c in h.clients}
         optimizers = {c: side.optimizer(_params(copies[c])) for c in h.clients}
+        # each client's copy draws its dropout from its own stream: the copies train side by side, their steps
+        # interleaved in whatever order the clients' batches arrive, so one shared stream would hand each copy other
+        # masks in a run as processes than in one process
+        copy_rngs = {c: PartyRng(derive_seed(settings.seed, "rng", name, c) % 2**31) for c in h.clients}
     outcome = HorizontalOutcome(modules=shared, optimizer=optimizer)
 
     def machine(stage: Stage, client: str, modules: Mapping[str, nn.Module], opt: Any) -> SplitMachine:
         assert side is not None
         at_server = h.labels_at_server
         return SplitMachine(
-            name=name, topology=h.pair(client), modules=modules, optimizer=opt, rng=rng,
+            name=name, topology=h.pair(client), modules=modules, optimizer=opt, rng=copy_rngs.get(client, rng),
             labels=side.labels[client] if at_server and side.labels is not None else None, task=side.task,
             plan=stage_plan(settings, stage, client, rows[client]) if at_server else None, patience=None,
             keep_best=False,
@@ -280,6 +285,7 @@ def server_session(h: Horizontal, settings: Settings, rows: Mapping[str, int], s
         if copies:
             for c in h.clients:
                 out.update(with_prefix(f"{c}|", extract(copies[c], optimizers[c], optimizer_state=True)))
+                out[f"{c}|rng"] = copy_rngs[c].state.numpy().copy()
         elif optimizer is not None:
             out.update(extract(shared, optimizer, optimizer_state=True))
         return out
@@ -287,7 +293,10 @@ def server_session(h: Horizontal, settings: Settings, rows: Mapping[str, int], s
     def restore(arrays: Mapping[str, Any]) -> None:
         if copies:
             for c in h.clients:
-                load(copies[c], optimizers[c], take_prefix(f"{c}|", arrays), sender="checkpoint")
+                mine = dict(take_prefix(f"{c}|", arrays))
+                if "rng" in mine:  # checkpoints written before the copies had streams of their own lack it
+                    copy_rngs[c].state = torch.from_numpy(np.asarray(mine.pop("rng"), np.uint8).copy())
+                load(copies[c], optimizers[c], mine, sender="checkpoint")
         elif optimizer is not None:
             load(shared, optimizer, arrays, sender="checkpoint")
 

@@ -16,8 +16,7 @@ horizontal run (its clients' bottoms are averaged, and each client's bins are it
 that streams its table from Parquet (the bins need the rows in memory), where it is ``"none"``; ``monitor = "auto"``
 is the validation AUC for a binary task (what the search chose) and the validation loss for the others (the search
 measured binary tasks only; :func:`resolve_monitor`). A party config that leaves ``model.dropout`` out gets 0 in a
-horizontal run (:func:`vsplit.config.recipe.recipe_settings`: its processes do not yet draw the dropout masks of the
-one-process run).
+horizontal run (:func:`vsplit.config.recipe.recipe_settings`: the horizontal figures were measured without it).
 
 Example:
     >>> RECIPE["bottom_hidden"], RECIPE["top_hidden"], RECIPE["optimizer"]
