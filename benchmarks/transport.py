@@ -30,7 +30,8 @@ Keys:
   *_batch256        the same at batch 256; target ratio_batch256 <= 1.5.
   load_average      the 1-minute load average when the run ended (the machine is shared: compare within a run).
 
-Writes benchmarks/results-transport.json (``--out``).
+Writes benchmarks/results-transport.json after a whole run (elsewhere with ``--out``; with ``--only``, only to
+``--out``).
 Run: .venv/bin/python benchmarks/transport.py [--only tls_roundtrip tls_epoch]
 """
 
@@ -370,9 +371,12 @@ MEASUREMENTS: list[Callable[[], dict[str, float]]] = [
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description="Transport benchmarks; prints one JSON object.")
     parser.add_argument("--only", nargs="*", help="run only these measurements (function names without measure_)")
-    parser.add_argument("--out", type=Path, default=Path(__file__).with_name("results-transport.json"),
-                        help="where to write the results (default: benchmarks/results-transport.json)")
+    parser.add_argument("--out", type=Path, default=None,
+                        help="where to write the results (default: benchmarks/results-transport.json after a whole "
+                             "run; with --only, nowhere unless given: a part must not replace the whole file)")
     args = parser.parse_args(argv)
+    if args.out is None and not args.only:
+        args.out = Path(__file__).with_name("results-transport.json")
     results: dict[str, float] = {}
     for measure in MEASUREMENTS:
         if args.only and measure.__name__.removeprefix("measure_") not in args.only:
@@ -380,7 +384,8 @@ def main(argv: list[str] | None = None) -> int:
         results.update(measure())
     results["load_average"] = round(os.getloadavg()[0], 2)
     print(json.dumps(results))
-    write_atomic(args.out, (json.dumps(results, indent=2) + "\n").encode())
+    if args.out is not None:
+        write_atomic(args.out, (json.dumps(results, indent=2) + "\n").encode())
     return 0
 
 
