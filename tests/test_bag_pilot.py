@@ -106,10 +106,10 @@ IN_PROCESS = "[train]\nepochs = 1\nbatch_size = 256\npatience = 100\n"
 PARTNER_SENDS = {"Hello", "Blinded", "Doubled", "Ready", "Activations"}
 
 
-def _nodes(root, run_id: str, sets: dict[str, list[str]]) -> dict:
+def _nodes(root, run_id: str, sets: dict[str, list[str]], *, test: bool = False) -> dict:
     from vsplit.node import PartyNode
 
-    common = [*PLAIN_SET, f"output.run_id={run_id}", 'data.test_path=""']
+    common = [*PLAIN_SET, f"output.run_id={run_id}", *([] if test else ['data.test_path=""'])]
     return {p: PartyNode(load_config(root / p / "party.toml", overrides=[*common, *sets.get(p, [])]), progress=False)
             for p in COLUMNS}
 
@@ -150,7 +150,7 @@ def bag_run(tmp_path_factory) -> dict:
 
     with pytest.MonkeyPatch.context() as patch:
         patch.setattr(node_module, "Pump", tapped)
-        results, errors = _run_all(_nodes(root, "bag", {p: ["train.networks=2"] for p in COLUMNS}))
+        results, errors = _run_all(_nodes(root, "bag", {p: ["train.networks=2"] for p in COLUMNS}, test=True))
     assert not errors, errors
     return {"root": root, "frames": frames, "results": results}
 
@@ -163,7 +163,8 @@ def test_partners_of_a_bag_send_only_their_ready_and_embeddings_never_raw_values
         sent = [(m, f) for s, _, m, f in frames if s == partner]
         assert {type(m).__name__ for m, _ in sent} <= PARTNER_SENDS
         readies = [m for m, _ in sent if isinstance(m, Ready)]
-        assert [(r.network, r.networks) for r in readies] == [(0, 2), (1, 2)]  # one training machine per network
+        # one machine per network: training, then scoring the test table
+        assert [(r.network, r.networks) for r in readies] == [(0, 2), (1, 2)] * 2
         numbers = tables[partner].select_dtypes("number")
         values = numbers[numbers.nunique().idxmax()].to_numpy()  # its most distinctive numeric column
         values = np.unique(values[np.abs(values) > 100])[:40]  # (a 0 or 1 is in any frame's bytes)
@@ -175,10 +176,19 @@ def test_partners_of_a_bag_send_only_their_ready_and_embeddings_never_raw_values
     # the bank sends each network's plan, gradients and epoch ends; twice the single network's training traffic
     bank = {type(m) for s, _, m, _ in frames if s == "bank"}
     assert {TrainingPlan, Gradients, EpochEnd} <= bank
-    plans = [m for s, r, m, _ in frames if s == "bank" and r == "shop" and isinstance(m, TrainingPlan)]
+    plans = [m for s, r, m, _ in frames if s == "bank" and r == "shop" and isinstance(m, TrainingPlan)
+             and not m.predict]
     assert len(plans) == 2 and plans[0].seed != plans[1].seed  # each network its own batch schedule
     activations = [m for s, _, m, _ in frames if s == "shop" and isinstance(m, Activations)]
     assert len({(a.epoch, a.step, a.phase) for a in activations}) * 2 == len(activations)
+
+
+def test_a_bag_scores_its_test_table_in_training_and_its_model_card_says_so(bag_run):
+    result, folder = bag_run["results"]["bank"], bag_run["root"] / "runs" / "bag" / "bank"
+    assert 0.5 < result.test["auc"] <= 1 and result.test["n_scored"] > 150
+    assert [(n["network"], n["seed"]) for n in result.networks] == [(0, 0), (1, 1000)]
+    card = (folder / "model_card.md").read_text()
+    assert "A bag of 2 networks" in card and "networks" in card
 
 
 def test_a_bag_predicts_and_serves_the_mean_of_its_networks(bag_run):
@@ -243,3 +253,15 @@ def test_resuming_a_bag_is_refused_before_any_peer_is_reached(tmp_path):
     node = PartyNode(load_config(configs["bank"], overrides=["train.networks=3"]), resume=True, progress=False)
     with pytest.raises(CheckpointError, match=r"--resume does not resume a bag .*train.networks = 3.*without --resume"):
         node.run(channels={})
+
+
+def test_explain_refuses_a_bag_naming_the_limitation_and_monitor_says_which_network_it_shows(bag_run):
+    from vsplit.explain.process import explain_party
+    from vsplit.monitor.process import monitor_party
+
+    root = bag_run["root"]
+    config = load_config(root / "bank" / "party.toml", overrides=["output.run_id=bag"])
+    with pytest.raises(ConfigError, match=r"bag of 2 networks .*explain a run trained with train.networks = 1"):
+        explain_party(config, root / "bank" / "data" / "test.parquet", channels={})
+    _, folder = monitor_party(config, root / "bank" / "data" / "test.parquet", job="bag")
+    assert "embedding dimensions are the first network's" in (folder / "stability.json").read_text()
