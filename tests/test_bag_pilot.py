@@ -98,6 +98,7 @@ def test_three_processes_train_a_bag_whose_predictions_equal_split_bag_in_one_pr
 
     report = (run / "bank" / "result.json").read_text()
     assert '"seed": 1000' in report  # result.json lists each network's seed, chosen epoch and epochs run
+    assert f"a bag of 2 networks, epochs run {EPOCHS}, {EPOCHS};" in (tmp_path / "bank-train.log").read_text()
 
 
 # -- the same node code in one process, over memory channels ---------------------------------------------------------
