@@ -2,8 +2,9 @@
 networks one after another over mutual TLS, and the bag equals :class:`vsplit.bagging.SplitBag` in one process.
 
 The process test runs a bank and two partners (the three-way partition of the bundled bank sample,
-tests/_three_party_support.py) on the plain small network for two epochs, with ``networks = 2``: training, then
-``vsplit predict``, whose probabilities must be the mean of the two networks' as SplitBag computes it. The other
+tests/_three_party_support.py) on the plain small network for two epochs, with ``networks = 2``: ``vsplit train`` as
+three processes, then ``vsplit predict``'s code, whose probabilities must be the mean of the two networks' as
+SplitBag computes it. The other
 tests run the same node code in one process over memory channels (what crosses the cut; disagreeing configs) or only
 load configs (bad values).
 """
@@ -80,9 +81,11 @@ def test_three_processes_train_a_bag_whose_predictions_equal_split_bag_in_one_pr
         assert set(state["segments"]) == set(state["bag"][0]["segments"]) == own
         assert not list((run / party / "checkpoints").glob("*.npz"))  # a bag keeps no epoch checkpoints
 
-    inputs = {p: ["--input", str(tmp_path / p / "data" / "test.parquet")] for p in configs}
-    _launch(tmp_path, configs, ["predict", "--job", "bag"], "predict", inputs)
-    predictions = pd.read_csv(run / "bank" / "predictions" / "bag" / "predictions.csv", dtype={"customer_id": str})
+    # vsplit predict's code (PartyNode.predict) in threads over memory channels: a second set of processes would
+    # only start the same code again
+    from _serving_support import batch_predict
+
+    predictions = batch_predict(tmp_path, "bag")
     scored = predictions[predictions["status"] == "scored"].set_index("customer_id")["probability"]
     assert len(scored) > 200
 
