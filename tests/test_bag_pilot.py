@@ -27,6 +27,7 @@ from vsplit.errors import CheckpointError, ConfigError, ProtocolError, RemoteAbo
 from vsplit.models.recipe import PLAIN
 from vsplit.protocol.training.messages import Activations, EpochEnd, Gradients, Ready, TrainingPlan
 from vsplit.runtime.checkpoint import load_checkpoint
+from vsplit.transport.memory import memory_pair
 
 EPOCHS = 2
 BAG = f"[train]\nepochs = {EPOCHS}\nnetworks = 2\n"
@@ -269,3 +270,44 @@ def test_explain_refuses_a_bag_naming_the_limitation_and_monitor_says_which_netw
         explain_party(config, root / "bank" / "data" / "test.parquet", channels={})
     _, folder = monitor_party(config, root / "bank" / "data" / "test.parquet", job="bag")
     assert "embedding dimensions are the first network's" in (folder / "stability.json").read_text()
+
+
+def test_a_u_shaped_bag_trains_saves_and_scores_every_network_at_the_bank_and_the_server(tmp_path):
+    """The server of a U-shaped split (a compute party: no rows) trains, keeps and scores each network's middle."""
+    from _pilot_support import small, write_configs
+
+    from vsplit.datasets import preset
+    from vsplit.node import PartyNode
+    from vsplit.pilot.orchestrate import pilot_data
+    from vsplit.pilot.prepare import export_tables
+
+    tables = pilot_data(small(preset("secretflow_bank", seed=0), 600, 200), "u_shaped")
+    roles = {"bank": "label", "cloud": "compute"}
+    export_tables(tables, tmp_path)
+    configs = write_configs(tmp_path, port=free_port(), run_id="u-bag", kind="u_shaped", roles=roles,
+                            extra="[train]\nepochs = 1\nnetworks = 2\n")
+    nodes = {p: PartyNode(load_config(c, overrides=list(PLAIN_SET), check_files=False), progress=False)
+             for p, c in configs.items()}
+    bank_end, cloud_end = memory_pair()
+    done: dict = {}
+    worker = threading.Thread(target=lambda: done.update(cloud=nodes["cloud"].run({"bank": cloud_end})))
+    worker.start()
+    result = nodes["bank"].run({"cloud": bank_end})
+    worker.join(timeout=60)
+    assert "cloud" in done and [n["seed"] for n in result.networks] == [0, 1000]
+    assert result.test["n_scored"] == 200 and 0 < result.test["auc"] < 1  # the test table, scored by the bag
+    run = tmp_path / "runs" / "u-bag"
+    for party in roles:
+        state = load_checkpoint(run / party / "model.npz", run_id="u-bag", party=party)
+        assert state["networks"] == 2 and set(state["bag"][0]["segments"]) == set(state["segments"])
+    assert set(load_checkpoint(run / "cloud" / "model.npz", run_id="u-bag", party="cloud")["segments"]) == {"middle"}
+
+
+def test_ready_names_its_network_of_the_bag_and_refuses_one_outside_it():
+    from vsplit.transport import codec
+
+    ready = Ready(resume_epoch=-1, topology="view", network=1, networks=3)
+    assert codec.decode(codec.encode(ready, session=b"s" * 16, seq=0))[1] == ready
+    for network, networks in ((3, 3), (-1, 2), (0, 0)):
+        with pytest.raises(ProtocolError, match="network must be 0 to networks - 1"):
+            Ready(resume_epoch=-1, topology="view", network=network, networks=networks)
