@@ -311,3 +311,22 @@ def test_ready_names_its_network_of_the_bag_and_refuses_one_outside_it():
     for network, networks in ((3, 3), (-1, 2), (0, 0)):
         with pytest.raises(ProtocolError, match="network must be 0 to networks - 1"):
             Ready(resume_epoch=-1, topology="view", network=network, networks=networks)
+
+
+def test_a_model_file_whose_bag_does_not_add_up_is_refused_naming_the_file(bag_run):
+    from vsplit.errors import UnreadableCheckpoint
+    from vsplit.node import PartyNode
+    from vsplit.runtime.checkpoint import save_checkpoint
+
+    path = bag_run["root"] / "runs" / "bag" / "shop" / "model.npz"
+    original = path.read_bytes()
+    config = load_config(bag_run["root"] / "shop" / "party.toml", overrides=["output.run_id=bag"])
+    try:
+        for damage in ({"networks": 3}, {"bag": [{"seed": 1000}]}):
+            state = load_checkpoint(path, run_id="bag", party="shop")
+            save_checkpoint(path, {**state, **damage}, run_id="bag", party="shop")
+            with pytest.raises(UnreadableCheckpoint, match=r"model\.npz does not hold what this party.s model needs"):
+                PartyNode(config, progress=False).load_model()
+            path.write_bytes(original)
+    finally:
+        path.write_bytes(original)
