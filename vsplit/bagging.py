@@ -40,9 +40,9 @@ import pandas as pd
 
 from vsplit.errors import ConfigError
 from vsplit.estimator import SplitClassifier
+from vsplit.models.seeds import SEED_STRIDE, network_seed
 
-#: the seed of network ``i`` is ``random_state + SEED_STRIDE * i``
-SEED_STRIDE = 1000
+__all__ = ["SEED_STRIDE", "SplitBag", "fit_network"]
 
 
 class SplitBag:
@@ -70,7 +70,7 @@ class SplitBag:
         """Fit every network on ``views`` (as :meth:`SplitClassifier.fit`); returns the bag."""
         seed = int(self.params.get("random_state", 0))
         base = SplitClassifier(**{**self.params, "random_state": seed})
-        fitted = [fit_network(base.clone(random_state=seed + SEED_STRIDE * i), views, refit=self.refit)
+        fitted = [fit_network(base.clone(random_state=network_seed(seed, i)), views, refit=self.refit)
                   for i in range(self.networks)]
         self.estimators_ = [clf for clf, _ in fitted]
         #: each network's epoch count chosen by early stopping (the first fit's best epoch, counted from 1)

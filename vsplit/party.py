@@ -408,12 +408,14 @@ class LabelParty(_Party):
         n_rows: int,
         placed: Mapping[str, tuple[nn.Module, Inputs]] | None = None,
         chunk: int = 8192,
+        **options: Any,
     ) -> SplitMachine:
-        """The coordinator's scoring machine; its ``result`` holds the predictions of the ``n_rows`` aligned rows."""
+        """The coordinator's scoring machine; its ``result`` holds the predictions of the ``n_rows`` aligned rows
+        (``options``: the machine's, e.g. ``bag``)."""
         data = self._data(topology, inputs, placed)
         extra = {seg: model for seg, (model, _) in (placed or {}).items()}
         return self.machine(topology, data=data, extra_modules=extra, plan=Plan.scoring(n_rows, chunk=chunk),
-                            train=False, task=self.task, task_width=self.task_width)
+                            train=False, task=self.task, task_width=self.task_width, **options)
 
     def _data(self, topology: Topology, own: Inputs | None,
               placed: Mapping[str, tuple[nn.Module, Inputs]] | None) -> dict[str, Inputs]:
@@ -483,5 +485,5 @@ class ComputeParty(_Segments):
             raise ConfigError(f"{self.name}: a compute party has no rows, but the topology feeds it rows")
         return self.machine(topology, **hooks)
 
-    def scorer(self, *, topology: Topology) -> SplitMachine:
-        return self.machine(topology, train=False)
+    def scorer(self, *, topology: Topology, **options: Any) -> SplitMachine:
+        return self.machine(topology, train=False, **options)

@@ -129,12 +129,14 @@ def train_session(
     placed: Mapping[str, tuple[nn.Module, Any]] | None = None,
     rows: np.ndarray | None = None,
     prepare: Callable[[Any, np.ndarray], None] | None = None,
+    bag: tuple[int, int] = (0, 1),
 ) -> Session:
     """Align, then train this party's segments of ``topology``.
 
     ``rows`` skips the alignment (rows already aligned, in the agreed order). ``placed`` (coordinator only) holds
     other parties' segments placed here with their aligned rows: the centralized baseline. ``prepare(machine, rows)``
     runs once the training machine is built, before it starts (e.g. binding a client's detectors to aligned labels).
+    ``bag``: ``(network, networks)``, the network of a bag this is (every party must say the same).
     """
     if rows is not None:
         outcome = Outcome(rows=rows)
@@ -142,7 +144,8 @@ def train_session(
         outcome = yield from _align(party, topology, getattr(party, "ids", None), psi)
     hooks = hooks or TrainingHooks()
     resume_epoch, restore, on_epoch_end = checkpointing
-    common: dict[str, Any] = {"resume_epoch": resume_epoch, "restore": restore, "on_epoch_end": on_epoch_end}
+    common: dict[str, Any] = {"resume_epoch": resume_epoch, "restore": restore, "on_epoch_end": on_epoch_end,
+                              "bag": bag}
     if isinstance(party, LabelParty):
         assert outcome.rows is not None
         machine = party.trainer(
@@ -178,12 +181,13 @@ def score_session(
     chunk: int = 8192,
     rows: np.ndarray | None = None,
     psi_stage: str = "psi",
+    bag: tuple[int, int] = (0, 1),
 ) -> Session:
     """Align ``inputs`` (``(ids, model inputs)`` of a new table; ``None`` for a compute party), then score jointly.
 
     The coordinator's outcome ``result`` holds the predictions of its aligned rows, in ``rows`` order.
     ``psi_stage`` names the alignment's stage (a party process scoring its test table after training, on the same
-    pump, calls it ``"test psi"``).
+    pump, calls it ``"test psi"``). ``bag``: ``(network, networks)``, the network of a bag scoring (as in training).
     """
     hooks = hooks or TrainingHooks()
     ids, tensors = inputs if inputs is not None else (None, None)
@@ -195,11 +199,12 @@ def score_session(
         picked = tuple(t[index] for t in tensors)
     if isinstance(party, LabelParty):
         assert rows is not None
-        machine = party.scorer(picked, topology=topology, n_rows=len(rows), placed=placed, chunk=chunk)
+        machine = party.scorer(picked, topology=topology, n_rows=len(rows), placed=placed, chunk=chunk, bag=bag)
     elif isinstance(party, FeatureParty):
         assert picked is not None
-        machine = party.scorer(picked, topology=topology, embedding_hooks=hooks.embedding_hooks.get(party.name, ()))
+        machine = party.scorer(picked, topology=topology, embedding_hooks=hooks.embedding_hooks.get(party.name, ()),
+                               bag=bag)
     else:
-        machine = party.scorer(topology=topology)
+        machine = party.scorer(topology=topology, bag=bag)
     outcome.result = yield "score", machine
     return outcome

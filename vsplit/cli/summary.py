@@ -29,7 +29,8 @@ def train_record(result: Any, *, report: Path | None) -> dict[str, Any]:
             "test_auc": test.get("auc"), "test_rows": test.get("n_scored"),
             "bank_alone_auc": (result.baselines.get("label_party_only") or {}).get("auc"),
             "seconds": result.seconds, "bytes_sent": result.comm.get("by_peer"),
-            "report": None if report is None else str(report)}
+            "report": None if report is None else str(report),
+            **({"networks": result.networks} if getattr(result, "networks", None) else {})}
 
 
 def train_summary(result: Any, *, report: Path | None) -> str:
@@ -40,7 +41,11 @@ def train_summary(result: Any, *, report: Path | None) -> str:
     psi = (result.psi.get("train") or {}).get("intersection")
     head = [f"{result.party}:"]
     head.append(f"PSI {psi:,} shared customers;" if psi is not None else "no PSI (one party holds every row);")
-    if result.history:
+    networks = getattr(result, "networks", None) or []
+    if networks:  # a bag (train.networks): each network's epochs
+        runs = ", ".join(f"{n['epochs_run']}" for n in networks)
+        head.append(f"a bag of {len(networks)} networks, epochs run {runs};")
+    elif result.history:
         chosen = "" if result.best_epoch is None else f", epoch {result.best_epoch + 1} chosen"
         head.append(f"{len(result.history)} epochs run{chosen};")
     head.append(f"{sum(result.seconds.values()):.0f} s")

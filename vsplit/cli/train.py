@@ -7,7 +7,9 @@ Example:
 
 Ends with a short summary (PSI, epochs, test AUC and Gini, the report's path); --json prints one JSON object
 instead. `vsplit run` is an alias. Outputs go to <output.dir>/<run_id>/<party>/: model.npz, fallback.npz (the label
-party's own model, for customers a partner does not know), result.json, report.md and report.html.
+party's own model, for customers a partner does not know), result.json, report.md and report.html. With
+`[train] networks = N` (every party the same) it trains a bag of N networks one after another, all kept in model.npz;
+predict and serve score with their mean (docs/pilot.md, "A bag of networks").
 """
 
 from __future__ import annotations

@@ -117,6 +117,9 @@ def horizontal_checks(config: PartyConfig) -> list[str]:
         errors.append("train.pipeline_window, train.local_steps: horizontal schedules run exactly; set both to 1")
     if config.privacy.defenses or config.privacy.detectors:
         errors.append("privacy: defenses and detectors are not wired into horizontal schedules yet; remove them")
+    if config.train.networks != 1:
+        errors.append(f"train.networks: a bag of networks trains vertical, vanilla and u_shaped splits; horizontal "
+                      f"schedules train one network, set networks = 1 (got {config.train.networks})")
     return errors
 
 

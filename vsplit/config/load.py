@@ -250,6 +250,12 @@ def _cross_checks(config: PartyConfig, folder: Path, *, check_files: bool) -> li
                             ("train.min_class_rows", train.min_class_rows, 1)):
         if value < low:
             errors.append(f"{key}: must be at least {low}, got {value}")
+    if train.networks < 1:
+        errors.append(f"train.networks: must be at least 1 (1: one network; e.g. 5 for the bag the quality benchmark "
+                      f"scores), got {train.networks}")
+    if train.networks > 1 and config.privacy.detectors:
+        errors.append("train.networks, privacy.detectors: the detectors watch one network's training; set "
+                      "networks = 1 to run detectors")
     if net.reconnect_timeout_s < 0:
         errors.append(f"network.reconnect_timeout_s: must be 0 (no reconnects) or positive, got "
                       f"{net.reconnect_timeout_s}")

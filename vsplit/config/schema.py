@@ -169,6 +169,10 @@ class TrainSection:
     max_abs_activation: float = 1e30
     #: the same bound on the gradients this party receives
     max_abs_gradient: float = 1e30
+    #: train a bag of this many split networks one after another, network i seeded seed + 1000 * i, and score with
+    #: the mean of their probabilities (vsplit.bagging.SplitBag in the pilot form; docs/models.md). Every party sets
+    #: the same value; N networks cost N times the training time and the cut traffic
+    networks: int = 1
 
 
 @dataclass(frozen=True)

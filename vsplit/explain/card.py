@@ -136,6 +136,8 @@ def run_card(node: Any, scored: Any, y: np.ndarray, result: Any) -> dict[str, An
     recipe = {"epochs": t.epochs, "batch_size": t.batch_size, "optimizer": t.optimizer, "lr": t.lr,
               "embedding_width": m.embedding_width, "bottom_hidden": m.bottom_hidden, "top_hidden": m.top_hidden,
               "numeric_embedding": m.numeric_embedding, "seed": t.seed, "best_epoch": result.best_epoch}
+    if t.networks > 1:  # a bag: the metrics are the mean's; each network's seed and chosen epoch are in result.json
+        recipe.update(networks=t.networks, best_epoch=[n["best_epoch"] for n in result.networks] or result.best_epoch)
     psi = (result.psi or {}).get("train", result.psi or {})
     sizes = {node.name: psi.get("size", len(node.table) if node.table is not None else 0),
              **psi.get("peer_sizes", {})}
@@ -146,7 +148,9 @@ def run_card(node: Any, scored: Any, y: np.ndarray, result: Any) -> dict[str, An
         "metrics": metrics_section(y, scored.proba, seed=t.seed),
         "privacy": {"defenses": list(config.privacy.defenses), "notes": [
             "leakage is measured by vsplit privacy audit (docs/privacy_audit.md), not by this run"]},
-        "limits": [*LIMITS, "Global importances and reason codes: run vsplit explain (docs/governance.md)."],
+        "limits": [*LIMITS, "Global importances and reason codes: run vsplit explain (docs/governance.md)." if
+                   t.networks == 1 else f"A bag of {t.networks} networks (train.networks) scores with the mean of "
+                   "their probabilities; vsplit explain explains one network and refuses a bag."],
     }
     column = ex.fairness_column
     if column is not None and column in scored.table.columns:

@@ -85,6 +85,11 @@ def explain_party(config: PartyConfig, input_path: Path | None, *, job: str | No
         raise ConfigError(f"{config.source}: vsplit explain explains vertical, vanilla and U-shaped splits, not "
                           f"{config.topology.kind!r}")
     node.load_model()
+    if len(node.networks) > 1:
+        raise ConfigError(f"{config.source}: run {config.output.run_id!r} is a bag of {len(node.networks)} networks "
+                          "(train.networks): its score is the mean of their probabilities, which one network's "
+                          "attributions do not add up to, and vsplit explain explains one network; explain a run "
+                          "trained with train.networks = 1")
     table, _ = node.read_input(input_path, None)
     folder = node.folder / FOLDER / job
     folder.mkdir(parents=True, exist_ok=True)

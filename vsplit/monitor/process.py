@@ -85,6 +85,9 @@ def monitor_party(config: PartyConfig, input_path: Path, *, scores: Path | None 
     summary: dict[str, Any] = {"party": node.name, "job": job, "bands": {"monitor": BANDS[0], "shift": BANDS[1]},
                                "rows": {"training": len(training), "new": len(new)},
                                "stability": table.to_dict(orient="records")}
+    if len(node.networks) > 1:  # a bag (train.networks): columns are the bag's, embedding dimensions the first's
+        summary["note"] = (f"a bag of {len(node.networks)} networks: the embedding dimensions are the first "
+                           "network's; the columns and the score are the whole bag's")
     write_atomic(folder / "stability.json", (json.dumps(summary, indent=2) + "\n").encode())
     return table, folder
 

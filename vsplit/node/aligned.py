@@ -32,9 +32,9 @@ from vsplit.config.topology import topology_of
 from vsplit.data.parquet_table import open_table
 from vsplit.data.sources import about_file, read_table
 from vsplit.data.tables import all_ids
-from vsplit.errors import ConfigError
+from vsplit.errors import CheckpointError, ConfigError
 from vsplit.models.recipe import resolve_monitor
-from vsplit.models.seeds import derive_seed
+from vsplit.models.seeds import derive_seed, network_seed
 from vsplit.node.node import PartyNode, session_id
 from vsplit.node.outputs import Scores, jsonable
 from vsplit.party import ComputeParty, FeatureParty, LabelParty, ModelSettings, trained_architecture
@@ -80,6 +80,8 @@ class NodeResult:
     baselines: dict[str, Any] = field(default_factory=dict)
     seconds: dict[str, float] = field(default_factory=dict)
     comm: dict[str, Any] = field(default_factory=dict)
+    #: a bag (``train.networks`` > 1): each network's seed, chosen epoch and epochs run (``history`` is the first's)
+    networks: list[dict[str, Any]] = field(default_factory=list)
 
 
 class AlignedNode(PartyNode, kinds=("vertical", "vanilla", "u_shaped")):
@@ -100,6 +102,10 @@ class AlignedNode(PartyNode, kinds=("vertical", "vanilla", "u_shaped")):
         self._checkpoints: tuple[int, Any, Any] = (-1, None, None)
         self.bank_only: Any = None  # the label party's own model, for customers a partner does not know
         self.coverage: Any = None  # the bank-only model on the test table (vsplit.app.fallback.cover_test)
+        #: the parties of networks 2..N of a bag (``train.networks``; network 1 is :attr:`party`), once trained or
+        #: loaded; each built from the same table with its own seed (:func:`~vsplit.models.seeds.network_seed`)
+        self.more_networks: list[LabelParty | FeatureParty | ComputeParty] = []
+        self._trained: list[Any] = []  # each network's training outcome, in order
 
     # -- building ----------------------------------------------------------------------------------------------------
     def _detector_columns(self) -> dict[str, np.ndarray]:
@@ -143,23 +149,29 @@ class AlignedNode(PartyNode, kinds=("vertical", "vanilla", "u_shaped")):
         """What early stopping watched (``train.monitor``, ``"auto"`` resolved for this config's task)."""
         return resolve_monitor(self.config.train.monitor, self.config.topology.task)
 
-    def _build_party(self, table: Any, *, trained: Mapping[str, Any] | None = None
+    def _build_party(self, table: Any, *, trained: Mapping[str, Any] | None = None, network: int = 0
                      ) -> LabelParty | FeatureParty | ComputeParty:
         """This party's data and models from ``table``; ``trained``: the architecture a saved model was trained with
         (:func:`~vsplit.party.trained_architecture`), which the config's defaults may no longer give (the default
-        recipe changed, or ``model.numeric_embedding = "auto"`` picks otherwise now the table streams)."""
+        recipe changed, or ``model.numeric_embedding = "auto"`` picks otherwise now the table streams); ``network``:
+        which network of a bag (seeded ``train.seed + 1000 * network``, as :class:`vsplit.bagging.SplitBag` does)."""
         d = self.config.data
         settings = dataclasses.replace(self._settings(), **(trained or {}))
         categorical = list(d.categorical) if d.categorical is not None else None
+        seed = network_seed(self.config.train.seed, network)
         if self.role == "compute" or table is None:
-            return ComputeParty(self.name, settings=settings, seed=self.config.train.seed)
+            return ComputeParty(self.name, settings=settings, seed=seed)
         if self.role == "label":
             assert d.label is not None
             return LabelParty(self.name, table, label=d.label, id_column=d.id_column, positive_label=d.positive_label,
-                              settings=settings, categorical=categorical, seed=self.config.train.seed,
-                              task=self.config.topology.task)
-        return FeatureParty(self.name, table, id_column=d.id_column, settings=settings,
-                            categorical=categorical, seed=self.config.train.seed)
+                              settings=settings, categorical=categorical, seed=seed, task=self.config.topology.task)
+        return FeatureParty(self.name, table, id_column=d.id_column, settings=settings, categorical=categorical,
+                            seed=seed)
+
+    @property
+    def networks(self) -> list[LabelParty | FeatureParty | ComputeParty]:
+        """The party of each network this node trained or loaded (one, unless a bag: ``train.networks``)."""
+        return [self.party, *self.more_networks]
 
     @property
     def peers(self) -> list[str]:
@@ -170,8 +182,21 @@ class AlignedNode(PartyNode, kinds=("vertical", "vanilla", "u_shaped")):
         return None if isinstance(self.party, ComputeParty) else self.party.feature_columns
 
     # -- the run -----------------------------------------------------------------------------------------------------
+    def pump(self, channels: Mapping[str, Channel], *, purpose: str = "", **options: Any) -> Any:
+        """As :meth:`PartyNode.pump`; a bag's pump holds a peer's frames for the stage they belong to (a partner
+        that has sent a network's last scoring chunks already sends the next network's Ready)."""
+        bag = max(self.config.train.networks, len(self.networks))
+        return super().pump(channels, purpose=purpose, **({"hold": True} if bag > 1 else {}), **options)
+
     def before_connect(self) -> None:
+        networks = self.config.train.networks
+        if networks > 1 and self.resume:
+            raise CheckpointError(f"{self.name}: --resume does not resume a bag of networks yet (train.networks = "
+                                  f"{networks}): start every party again without --resume (all {networks} networks "
+                                  "are trained again), or train networks = 1 to resume from epoch checkpoints")
         self._checkpoints = self._checkpointing()  # a bad --resume fails before any peer is reached
+        if networks > 1:  # a bag keeps no epoch checkpoints: --resume refuses it (above)
+            self._checkpoints = (-1, None, None)
 
     def session(self) -> Any:
         """PSI, training and (if configured) the test table's PSI and scoring, as one session; its outcome is
@@ -179,6 +204,11 @@ class AlignedNode(PartyNode, kinds=("vertical", "vanilla", "u_shaped")):
         self._psi_backend = self.open_psi_backend()
         try:
             outcome = yield from self._train_session()
+            self._trained, self.more_networks = [outcome], []
+            for network in range(1, self.config.train.networks):  # a bag: the same rows, each its own seed
+                party = self._build_party(self.table, network=network)
+                self.more_networks.append(party)
+                self._trained.append((yield from self._train_session(party, network=network, rows=outcome.rows)))
             self.save_model()
             test = self._test_table()
             scored = None
@@ -203,6 +233,10 @@ class AlignedNode(PartyNode, kinds=("vertical", "vanilla", "u_shaped")):
         if isinstance(self.party, LabelParty):
             result.history, result.best_epoch = training.result.history, training.result.best_epoch
             result.epoch_seconds = [round(x, 4) for x in training.extra["clock"].seconds]
+            if len(self._trained) > 1:
+                result.networks = [{"network": i, "seed": network_seed(self.config.train.seed, i),
+                                    "best_epoch": out.result.best_epoch, "epochs_run": len(out.result.history)}
+                                   for i, out in enumerate(self._trained)]
         result.psi = {"train": psi_summary(training.alignment)} if training.alignment is not None else {}
         if scored is not None:
             if scored.psi:
@@ -267,10 +301,11 @@ class AlignedNode(PartyNode, kinds=("vertical", "vanilla", "u_shaped")):
         psi = self.config.psi
         return open_backend(psi.backend, workers=psi.workers, ray_address=psi.ray_address)
 
-    def schedule(self, *, then_score: bool = False) -> Schedule:
+    def schedule(self, *, then_score: bool = False, network: int = 0) -> Schedule:
         t = self.config.train
         return Schedule(epochs=t.epochs, batch_size=t.batch_size, validation_fraction=t.validation_fraction,
-                        patience=t.patience, monitor=t.monitor, seed=t.seed, then_score=then_score,
+                        patience=t.patience, monitor=t.monitor, seed=network_seed(t.seed, network),
+                        then_score=then_score,
                         window=t.pipeline_window, local_steps=t.local_steps, min_class_rows=t.min_class_rows)
 
     # -- scoring -----------------------------------------------------------------------------------------------------
@@ -279,16 +314,24 @@ class AlignedNode(PartyNode, kinds=("vertical", "vanilla", "u_shaped")):
         """Align ``table``'s customers with the peers by PSI (where the split needs it) and score them jointly, as a
         session; only the label party gets scores. A compute party has no table (``None``). ``psi_state``: where the
         alignment keeps its resumable progress (default: the run's ``psi-state/test``); ``source``: the file the
-        table came from, named in data errors."""
-        with about_file(source):
-            prepared = self.party.prepare(table) if table is not None else None
+        table came from, named in data errors. A bag (:attr:`networks`) aligns once, scores with every network in
+        turn and the label party keeps the mean of their predictions."""
+        parties = self.networks
+        with about_file(source):  # each network has its own preprocessing (fitted with its own seed)
+            prepared = [p.prepare(table) if table is not None else None for p in parties]
         hooks = self._hooks if self._hooks is not None else self.defense_hooks()
         psi = self.psi_settings("test", state_dir=psi_state)
-        outcome = yield from score_session(self.party, self.topology, prepared, psi=psi, hooks=hooks,
-                                           psi_stage=psi_stage)
-        ids = prepared[0] if prepared is not None else np.zeros(0, dtype=object)
+        bag = len(parties)
+        outcome = yield from score_session(self.party, self.topology, prepared[0], psi=psi, hooks=hooks,
+                                           psi_stage=psi_stage, bag=(0, bag))
+        results = [outcome.result]
+        for network in range(1, bag):
+            more = yield from score_session(parties[network], self.topology, prepared[network], hooks=hooks,
+                                            rows=outcome.rows, bag=(network, bag))
+            results.append(more.result)
+        ids = prepared[0][0] if prepared[0] is not None else np.zeros(0, dtype=object)
         rows = outcome.rows if outcome.rows is not None else np.zeros(0, dtype=np.int64)
-        proba = outcome.result if isinstance(self.party, LabelParty) else None
+        proba = np.mean(results, axis=0) if isinstance(self.party, LabelParty) else None
         psi = psi_summary(outcome.alignment) if outcome.alignment is not None else {}
         return Scored(table=table if table is not None else pd.DataFrame(), ids=ids, rows=rows, proba=proba, psi=psi)
 
@@ -342,8 +385,9 @@ class AlignedNode(PartyNode, kinds=("vertical", "vanilla", "u_shaped")):
         save_bank_only(model, self.folder / FILE, run_id=self.config.output.run_id)
         return model
 
-    def defense_hooks(self) -> Any:
-        """The training hooks of this party's configured defenses (``privacy.defenses``)."""
+    def defense_hooks(self, *, network: int = 0) -> Any:
+        """The training hooks of this party's configured defenses (``privacy.defenses``), for network ``network``
+        of a bag."""
         texts = self.config.privacy.defenses
         if not texts or self.role == "compute":
             return TrainingHooks()
@@ -351,22 +395,30 @@ class AlignedNode(PartyNode, kinds=("vertical", "vanilla", "u_shaped")):
 
         defense = make_defense("+".join(texts))
         partners = self.peers if self.role == "label" else [self.name]
-        return defense.hooks(feature_parties=partners, seed=derive_seed(self.config.train.seed, "defense"))
+        return defense.hooks(feature_parties=partners,
+                             seed=derive_seed(network_seed(self.config.train.seed, network), "defense"))
 
-    def _train_session(self) -> Any:
+    def _train_session(self, party: Any = None, *, network: int = 0, rows: np.ndarray | None = None) -> Any:
+        """Train network ``network`` of this party (``party``, default :attr:`party`); ``rows``: already aligned."""
+        networks = self.config.train.networks
         clock = EpochClock()
-        bar = TqdmProgress(desc=f"{self.name} training", disable=not self.progress)
+        label = f" (network {network + 1} of {networks})" if networks > 1 else ""
+        bar = TqdmProgress(desc=f"{self.name} training{label}", disable=not self.progress)
         callbacks = [bar, clock]
-        hooks = self._hooks = self.defense_hooks()
+        hooks = self.defense_hooks(network=network)
+        if network == 0:
+            self._hooks = hooks
         detectors = self.detectors()
         if detectors is not None:
             from vsplit.privacy.hooks import merge_hooks
 
             hooks = merge_hooks(hooks, detectors.hooks())
         then_score = self.role == "label" and bool(self.config.data.test_path)
-        outcome = yield from train_session(self.party, self.topology, schedule=self.schedule(then_score=then_score),
+        outcome = yield from train_session(party or self.party, self.topology,
+                                           schedule=self.schedule(then_score=then_score, network=network),
                                            psi=self.psi_settings(), hooks=hooks, callbacks=callbacks,
-                                           checkpointing=self._checkpoints, prepare=detectors and detectors.prepare)
+                                           checkpointing=self._checkpoints, prepare=detectors and detectors.prepare,
+                                           rows=rows, bag=(network, networks))
         bar.close()
         outcome.extra["clock"] = clock
         return outcome
@@ -388,6 +440,23 @@ class AlignedNode(PartyNode, kinds=("vertical", "vanilla", "u_shaped")):
                 party.preprocessor = TablePreprocessor.from_state(state["preprocessor"])
             for seg, module in self._segments().items():
                 module.load_state_dict(state["segments"][seg])
+            bag = state.get("bag") or []
+            if state.get("networks", 1) != len(bag) + 1:
+                raise ValueError(f"it records {state.get('networks')} networks but holds {len(bag) + 1}")
+            self.more_networks = [self._load_network(network, entry, trained)
+                                  for network, entry in enumerate(bag, start=1)]
+
+    def _load_network(self, network: int, entry: Mapping[str, Any], trained: Mapping[str, Any]) -> Any:
+        """Network ``network`` of a saved bag: built as trained (:meth:`_build_party`), its preprocessing and
+        segments loaded from ``entry`` (:meth:`_network_state`)."""
+        party = self._build_party(self.table, trained=trained, network=network)
+        if "preprocessor" in entry:
+            from vsplit.data.preprocess import TablePreprocessor
+
+            party.preprocessor = TablePreprocessor.from_state(entry["preprocessor"])
+        for seg, module in self._segments(party).items():
+            module.load_state_dict(entry["segments"][seg])
+        return party
 
     def score_table(self, table: pd.DataFrame | None, *, channels: Mapping[str, Channel] | None = None,
                     peers: list[str] | None = None, psi_state: Path | None = None,
@@ -431,19 +500,35 @@ class AlignedNode(PartyNode, kinds=("vertical", "vanilla", "u_shaped")):
         # the coordinator then resumes from the newest epoch every party holds (the oldest of theirs)
         return self.newest_checkpoint("epoch", restore, required=True), restore, save
 
-    def _segments(self) -> dict[str, Any]:
-        party = self.party
+    def _segments(self, party: Any = None) -> dict[str, Any]:
+        party = party if party is not None else self.party
         return party.modules_for(self.topology, task_width=party.task_width if isinstance(party, LabelParty) else 1)
 
     def save_model(self) -> Path:
-        """Write this party's own model parts (and its preprocessing) to ``model.npz``; nothing of a peer's."""
+        """Write this party's own model parts (and its preprocessing) to ``model.npz``; nothing of a peer's.
+
+        A bag (``train.networks`` > 1) is the same one file, written once and atomically: the first network where a
+        single network's parts are, ``networks`` (how many) and ``bag``, the list of networks 2..N, each its
+        ``seed``, ``segments``, ``numeric_embedding`` and (a party with a table) ``preprocessor``."""
         party, fields = self.party, {}
         if isinstance(party, LabelParty):
             fields = {"label": party.label, "task": party.task.name,
                       "label_info": {k: jsonable(v) for k, v in party.label_info.items()}}
+        bag = [self._network_state(network, other) for network, other in enumerate(self.more_networks, start=1)]
+        if bag:
+            fields.update(networks=len(bag) + 1, bag=bag)
         return self.save_parts(self._segments(), party, settings=self._settings().__dict__,
                                topology=self.topology.view_fingerprint(self.name),
                                numeric_embedding=getattr(party, "numeric_kind", None), **fields)
+
+    def _network_state(self, network: int, party: Any) -> dict[str, Any]:
+        """What ``model.npz`` keeps of network ``network`` (2nd onwards) of a bag: its own parts only."""
+        state: dict[str, Any] = {"seed": network_seed(self.config.train.seed, network),
+                                 "segments": {s: m.state_dict() for s, m in self._segments(party).items()},
+                                 "numeric_embedding": getattr(party, "numeric_kind", None)}
+        if getattr(party, "preprocessor", None) is not None:
+            state["preprocessor"] = party.preprocessor.state()
+        return state
 
     def config_hash(self) -> str:
         return hashlib.sha256(Path(self.config.source).read_bytes()).hexdigest()

@@ -11,6 +11,11 @@ batch ``vsplit predict`` score of the same row.
 Only vertical splits serve (the bank holds the top and the labels; each partner one bottom). Defenses that alter
 embeddings at scoring time (``privacy.defenses``) are refused: a served score would differ from the batch one.
 
+A bag of networks (``train.networks``, :mod:`vsplit.bagging`) serves as batch prediction scores it: a partner sends,
+per customer, each network's embedding side by side (``networks`` times the width of one), the bank runs each
+network's bottom and top on its slice and serves the mean of the networks' probabilities. The bag's size is part of
+the pair digest, so a bank and a partner holding bags of different sizes refuse to pair.
+
 Example (not run: needs a trained run):
     >>> # bank = BankModel.load(load_config("parties/bank/party.toml"), run_id="pilot")
     >>> # bank.score(frame, {"partner": embeddings})
@@ -53,9 +58,15 @@ def load_node(config: PartyConfig) -> Any:
                           "differ from batch prediction; serve a run trained without defenses")
     node = PartyNode(config, progress=False)
     node.load_model()
-    for module in node.party.modules_for(node.topology, task_width=_width(node.party)).values():
-        module.eval()
+    for party in node.networks:
+        for module in party.modules_for(node.topology, task_width=_width(party)).values():
+            module.eval()
     return node
+
+
+def bag_digest(run_id: str, view: str, networks: int) -> str:
+    """:func:`~vsplit.serve.messages.pair_digest` of a model of ``networks`` networks (one: the plain digest)."""
+    return pair_digest(run_id, view if networks == 1 else f"{view}:networks={networks}")
 
 
 def _width(party: Any) -> int:
@@ -116,13 +127,14 @@ class PartnerModel:
         node = load_node(config)
         me = config.party.name
         (cut,) = node.topology.cuts_out_of(me)
-        return cls(node=node, run_id=config.output.run_id, digest=pair_digest(config.output.run_id,
-                                                                             node.topology.view_fingerprint(me)),
-                   segment=cut.src, cut=cut, casefold=config.psi.case_fold)
+        digest = bag_digest(config.output.run_id, node.topology.view_fingerprint(me), len(node.networks))
+        return cls(node=node, run_id=config.output.run_id, digest=digest, segment=cut.src, cut=cut,
+                   casefold=config.psi.case_fold)
 
     @property
     def width(self) -> int:
-        return int(np.prod(self.cut.shapes[0]))
+        """Floats per customer: one network's cut width, times the networks of a bag."""
+        return int(np.prod(self.cut.shapes[0])) * len(self.node.networks)
 
     @property
     def feature_columns(self) -> list[str]:
@@ -130,23 +142,25 @@ class PartnerModel:
 
     def embed(self, table: pd.DataFrame) -> tuple[list[str], np.ndarray]:
         """The canonical IDs of ``table`` and their embeddings (float32, as the cut's codec delivers them)."""
+        import torch
+
         from vsplit.protocol.training.compression import Compressor, values_of
         from vsplit.protocol.training.messages import PREDICT
 
-        party = self.node.party
-        ids, inputs = party.prepare(table)
-        module = party.modules_for(self.node.topology)[self.segment]
-        import torch
-
-        parts = []
-        with torch.inference_mode():
-            for start in range(0, len(ids), CHUNK):
-                out = module(*[t[start:start + CHUNK] for t in inputs])
-                parts.append(np.ascontiguousarray(out.numpy(), dtype=np.float32))
-        values = np.concatenate(parts) if parts else np.zeros((0, self.width), np.float32)
+        one = self.width // len(self.node.networks)
         codec = Compressor(self.node.config.network.compression)
-        values = np.ascontiguousarray(values_of(codec.pack_activations(self.cut.id, 0, PREDICT, 0, 0, values)),
-                                      dtype=np.float32)
+        ids, networks = None, []
+        for party in self.node.networks:  # a bag: each network's embeddings, side by side
+            ids, inputs = party.prepare(table)
+            module = party.modules_for(self.node.topology)[self.segment]
+            parts = []
+            with torch.inference_mode():
+                for start in range(0, len(ids), CHUNK):
+                    out = module(*[t[start:start + CHUNK] for t in inputs])
+                    parts.append(np.ascontiguousarray(out.numpy(), dtype=np.float32))
+            values = np.concatenate(parts) if parts else np.zeros((0, one), np.float32)
+            networks.append(values_of(codec.pack_activations(self.cut.id, 0, PREDICT, 0, 0, values)))
+        values = np.ascontiguousarray(np.concatenate(networks, axis=1), dtype=np.float32)
         return canonical_ids(list(ids), casefold=self.casefold), values
 
 
@@ -168,6 +182,8 @@ class BankModel:
     #: where a module is not supported (PyTorch's forward then)
     fast: Any = None
     fast_alone: Any = None
+    #: networks 2..N of a bag (``train.networks``): each its party, modules and numpy forward (or ``None``)
+    more: list[tuple[Any, dict[str, Any], Any]] = dataclasses.field(default_factory=list)
 
     @classmethod
     def load(cls, config: PartyConfig, run_id: str | None = None) -> BankModel:
@@ -177,12 +193,18 @@ class BankModel:
                               f"{config.party.role!r}")
         node = load_node(config)
         me, topology = config.party.name, node.topology
-        partners = {c.src_owner: (c.src, int(np.prod(c.shapes[0])),
-                                  pair_digest(config.output.run_id, topology.view_fingerprint(c.src_owner)))
+        bag = len(node.networks)
+        partners = {c.src_owner: (c.src, int(np.prod(c.shapes[0])) * bag,
+                                  bag_digest(config.output.run_id, topology.view_fingerprint(c.src_owner), bag))
                     for c in topology.cuts_into(me)}
         modules = node.party.modules_for(topology, task_width=node.party.task_width)
         from vsplit.explain.calibration import FILE, Calibrator
         from vsplit.serve.numpy_forward import compile_forward
+
+        more = []
+        for party in node.networks[1:]:
+            own = party.modules_for(topology, task_width=party.task_width)
+            more.append((party, own, compile_forward(topology, me, own)))
 
         saved = node.folder / FILE
         fallback = _load_fallback(node)
@@ -192,7 +214,7 @@ class BankModel:
                                     fallback.party.modules_for(fallback.run, task_width=fallback.party.task_width))
         return cls(node=node, run_id=config.output.run_id, modules=modules, partners=partners, fallback=fallback,
                    casefold=config.psi.case_fold, calibrator=Calibrator.load(saved) if saved.is_file() else None,
-                   fast=compile_forward(topology, me, modules), fast_alone=alone)
+                   fast=compile_forward(topology, me, modules), fast_alone=alone, more=more)
 
     @property
     def name(self) -> str:
@@ -211,19 +233,30 @@ class BankModel:
         return {c: "categorical" if c in prep.categorical_ else "numeric" for c in self.node.party.feature_columns}
 
     def score(self, rows: Sequence[Mapping[str, Any]], embeddings: Mapping[str, np.ndarray]) -> np.ndarray:
-        """The split's predictions of ``rows`` (validated bank columns) with each partner's embeddings of them."""
+        """The split's predictions of ``rows`` (validated bank columns) with each partner's embeddings of them; a
+        bag's: the mean of its networks' predictions, network ``i`` on slice ``i`` of each partner's embeddings."""
+        networks = [(self.node.party, self.modules, self.fast), *self.more]
+        probas = []
+        for i, (party, modules, fast) in enumerate(networks):
+            received = {}
+            for p, v in embeddings.items():
+                one = self.partners[p][1] // len(networks)
+                received[self.partners[p][0]] = np.ascontiguousarray(v[:, i * one:(i + 1) * one], dtype=np.float32)
+            probas.append(self._network(party, modules, fast, rows, received))
+        proba = probas[0] if len(probas) == 1 else np.mean(probas, axis=0)
+        return self.calibrator.apply(proba) if self.calibrator is not None and proba.ndim == 1 else proba
+
+    def _network(self, party: Any, modules: Mapping[str, Any], fast: Any, rows: Sequence[Mapping[str, Any]],
+                 received: Mapping[str, np.ndarray]) -> np.ndarray:
+        """One network's predictions of ``rows`` with the partners' embeddings ``received`` (by segment)."""
         import torch
 
-        party = self.node.party
-        received = {self.partners[p][0]: np.ascontiguousarray(v, dtype=np.float32) for p, v in embeddings.items()}
-        if self.fast is not None:
-            out = torch.from_numpy(self.fast(encode_rows(party, rows, id_column=self.id_column, arrays=True), received))
+        if fast is not None:
+            out = torch.from_numpy(fast(encode_rows(party, rows, id_column=self.id_column, arrays=True), received))
         else:
-            out = forward(self.node.topology, self.name, self.modules,
-                          encode_rows(party, rows, id_column=self.id_column),
+            out = forward(self.node.topology, self.name, modules, encode_rows(party, rows, id_column=self.id_column),
                           {k: torch.from_numpy(v) for k, v in received.items()})
-        proba = np.asarray(party.task.predict(out), dtype=np.float64)
-        return self.calibrator.apply(proba) if self.calibrator is not None and proba.ndim == 1 else proba
+        return np.asarray(party.task.predict(out), dtype=np.float64)
 
     def score_alone(self, rows: Sequence[Mapping[str, Any]]) -> np.ndarray | None:
         """The bank-only fallback's predictions of ``rows``, or ``None`` without a fallback model."""

@@ -133,6 +133,8 @@ class SplitMachine(AheadMixin):
             do, rely on it).
         max_abs_activation / max_abs_gradient: refuse a received tensor with a value beyond this magnitude, as a
             non-finite one is (``train.max_abs_activation``, ``train.max_abs_gradient``; ``None``: any finite value).
+        bag: ``(network, networks)``: the network of a bag (``train.networks``) this machine runs; the coordinator
+            refuses a party whose Ready names another (:class:`~vsplit.protocol.training.messages.Ready`).
 
     Divergence is an error: a training or validation loss that is not finite stops the coordinator with a
     :class:`~vsplit.errors.DivergenceError` naming the party whose input of that step was largest (the peers are told
@@ -166,8 +168,11 @@ class SplitMachine(AheadMixin):
         keep_best: bool = True,
         max_abs_activation: float | None = None,
         max_abs_gradient: float | None = None,
+        bag: tuple[int, int] = (0, 1),
     ) -> None:
         self.name = name
+        #: (network, networks): which network of a bag this machine runs; every party's Ready must say the same
+        self.bag = (int(bag[0]), int(bag[1]))
         self.topology = topology
         self.coordinator = topology.label_owner
         self.is_coordinator = name == self.coordinator
@@ -250,7 +255,9 @@ class SplitMachine(AheadMixin):
     # -- the machine interface ---------------------------------------------------------------------------------------
     def start(self) -> list[Outgoing]:
         if not self.is_coordinator:
-            return [Outgoing(self.coordinator, Ready(resume_epoch=self.resume_epoch, topology=self.fingerprint))]
+            network, networks = self.bag
+            return [Outgoing(self.coordinator, Ready(resume_epoch=self.resume_epoch, topology=self.fingerprint,
+                                                     network=network, networks=networks))]
         return self._begin() if not self._peers else []
 
     def expects(self, peer: str) -> bool:
@@ -289,6 +296,13 @@ class SplitMachine(AheadMixin):
             raise ProtocolError(
                 f"{self.name}: {sender!r} is configured with another topology (its view {msg.topology}, this "
                 f"party's view of it {expected}); give every party the same [topology] and model widths",
+                code=AbortCode.CONFIG_MISMATCH,
+            )
+        if (msg.network, msg.networks) != self.bag:
+            raise ProtocolError(
+                f"{self.name}: {sender!r} runs network {msg.network + 1} of a bag of {msg.networks} (its "
+                f"train.networks = {msg.networks}), this party network {self.bag[0] + 1} of {self.bag[1]} (train."
+                f"networks = {self.bag[1]}); give every party the same train.networks",
                 code=AbortCode.CONFIG_MISMATCH,
             )
 

@@ -130,14 +130,19 @@ class EpochEnd(Message):
 class Ready(Message):
     """Every party -> the coordinator (the label owner), first: ready to train or score. ``resume_epoch`` is the last
     epoch it has a checkpoint of (-1: none); the coordinator resumes everyone from the oldest epoch all parties have.
-    ``topology`` is the sender's topology fingerprint: parties configured with different splits refuse each other."""
+    ``topology`` is the sender's topology fingerprint: parties configured with different splits refuse each other.
+    ``network`` of ``networks``: which network of a bag this machine trains or scores (``train.networks``); parties
+    configured with bags of other sizes refuse each other too."""
 
     resume_epoch: int
     topology: str
+    network: int = 0
+    networks: int = 1
 
     def __post_init__(self) -> None:
         require(self.resume_epoch >= -1, "resume_epoch must be -1 or more")
         require(0 < len(self.topology) <= 64, "topology fingerprint must be 1 to 64 characters")
+        require(0 <= self.network < self.networks, "network must be 0 to networks - 1")
 
 
 #: Codes of the dense codecs a :class:`PackedActivations` / :class:`PackedGradients` may use (0 is plain float32,
