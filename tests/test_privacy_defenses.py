@@ -236,6 +236,24 @@ def test_orthogonal_noise_adds_nothing_along_the_constant_or_the_partners_activa
             grads, StepInfo(party="p", epoch=0, step=0, rows=None))
 
 
+def test_orthogonal_k_takes_out_only_the_leading_principal_directions_and_is_checked():
+    generator = torch.Generator().manual_seed(1)
+    grads = torch.randn(256, 4, generator=generator, dtype=torch.float64)
+    scales = torch.diag(torch.arange(12.0, 0, -1, dtype=torch.float64))  # distinct principal directions
+    activations = torch.randn(256, 12, generator=generator, dtype=torch.float64) @ scales
+    info = StepInfo(party="p", epoch=0, step=0, rows=None, activations=activations)
+    hook = make_defense("clip_noise:quantile=1,orthogonal=3").hooks(feature_parties=["p"], seed=0).gradient_hooks[0]
+    added = hook(grads, info) - grads
+    left = torch.linalg.svd(activations - activations.mean(0), full_matrices=False)[0]
+    assert float(added.sum(0).abs().max()) < 1e-9 and float((left[:, :3].T @ added).abs().max()) < 1e-9
+    assert float((left[:, 3:].T @ added).abs().max()) > 1e-2  # the other directions keep their noise
+    assert make_defense("max_norm:orthogonal=3").orthogonal == 3 and make_defense("max_norm:orthogonal=3").centred
+    assert make_defense("clip_noise:orthogonal=0").orthogonal is False
+    for bad in ("-1", "1.5", "yes"):
+        with pytest.raises(ConfigError, match="orthogonal must be"):
+            make_defense(f"clip_noise:orthogonal={bad}")
+
+
 def test_gradient_hooks_see_the_activations_their_gradient_is_for(small):
     seen: list[tuple[int, np.ndarray, torch.Tensor]] = []
 
