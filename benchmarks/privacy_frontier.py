@@ -231,6 +231,9 @@ def plot_frontier(frontier: dict[str, Any], path: Path) -> Path:
             ax.scatter([own], [p["leak_auc"]], s=30, facecolors="none", edgecolors=color, zorder=3)
         short = (p["setting"].replace(",warmup_epochs=", " warm-up ").replace(",warmup_noise_multiplier=", " at σ=")
                  .replace("max_norm+clip_noise", "mn+cn").replace("noise_multiplier=", "σ=")
+                 .replace("max_norm:orthogonal=true+", "mn⊥+").replace("max_norm:orthogonal=", "mn⊥")
+                 .replace("max_norm:centred=true+", "mn centred+").replace("+clip_noise", "+cn")
+                 .replace(",orthogonal=true", " ⊥").replace(",orthogonal=", " ⊥")
                  .replace("batch_size=", "batch ").replace(",lr=", " lr ").replace(",centred=true", " centred")
                  .replace(",monitor=val_auc", " val_auc").replace("embedding_width=", "width "))
         ax.annotate(short, (p["cost_points"], p["leak_auc"]), fontsize=6, xytext=(-4, 4 if i % 2 else -9),
