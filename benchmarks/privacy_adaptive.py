@@ -9,7 +9,9 @@ run on ``P G`` instead of ``G``) and reports its leak AUC next to the direction 
 batches and epochs, for each setting and seed. The attacker does not know which subspace is clean, so it also
 projects onto the constant and the activations' K leading principal directions of each batch, for K in
 :data:`COMPONENTS` (fewer dimensions keep less noise where the noise is not orthogonal, and ``orthogonal=K`` leaves
-exactly those clean); ``strongest_projected_leak_auc`` is the largest of them::
+exactly those clean); ``strongest_projected_leak_auc`` is the largest of them. With one direction the cosine is only
+the side of the batch's leading principal direction each example's activations fall on (the same as the known
+positive's or not): what the partner's own activations say about the label, whatever noise the gradients carry::
 
     .venv/bin/python benchmarks/privacy_adaptive.py --seeds 0 1 2 \\
         --update benchmarks/results-privacy-audit.json      # key "adaptive_attack"
@@ -116,6 +118,16 @@ def measure(setting: str, seed: int) -> dict[str, Any]:
             "seconds": round(time.perf_counter() - started, 1)}
 
 
+def _means(runs: list[dict[str, Any]]) -> dict[str, Any]:
+    """The means over seeds of one setting's runs, the projections' per number of directions too."""
+    keys = ("test_auc", "direction_leak_auc", "projected_direction_leak_auc", "strongest_projected_leak_auc")
+    out: dict[str, Any] = {k: float(np.mean([r[k] for r in runs])) for k in keys}
+    out["projected_leak_auc_by_components"] = {
+        k: float(np.mean([r["projected_leak_auc_by_components"][k] for r in runs]))
+        for k in runs[0]["projected_leak_auc_by_components"]}
+    return out
+
+
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("--settings", nargs="+", default=list(DEFAULT_SETTINGS))
@@ -131,10 +143,7 @@ def main(argv: list[str] | None = None) -> int:
             print(json.dumps(runs[-1]), file=sys.stderr, flush=True)
     block = {
         "seeds": args.seeds, "load_average": [round(v, 2) for v in os.getloadavg()], "runs": runs,
-        "means": {s: {k: float(np.mean([r[k] for r in runs if r["setting"] == s]))
-                      for k in ("test_auc", "direction_leak_auc", "projected_direction_leak_auc",
-                                "strongest_projected_leak_auc")}
-                  for s in args.settings},
+        "means": {s: _means([r for r in runs if r["setting"] == s]) for s in args.settings},
     }
     result = json.loads(Path(args.update).read_text()) if args.update else {}
     result["adaptive_attack"] = block
