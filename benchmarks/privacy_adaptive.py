@@ -9,9 +9,10 @@ run on ``P G`` instead of ``G``) and reports its leak AUC next to the direction 
 batches and epochs, for each setting and seed. The attacker does not know which subspace is clean, so it also
 projects onto the constant and the activations' K leading principal directions of each batch, for K in
 :data:`COMPONENTS` (fewer dimensions keep less noise where the noise is not orthogonal, and ``orthogonal=K`` leaves
-exactly those clean); ``strongest_projected_leak_auc`` is the largest of them. With one direction the cosine is only
-the side of the batch's leading principal direction each example's activations fall on (the same as the known
-positive's or not): what the partner's own activations say about the label, whatever noise the gradients carry::
+exactly those clean); ``strongest_projected_leak_auc`` is the largest of them. With one direction every projected
+row is the batch's mean gradient plus the same vector times the example's coordinate along the leading principal
+direction of the activations, so the score mostly ranks examples by that coordinate: what the partner's own
+activations say about the label, whatever noise the gradients carry::
 
     .venv/bin/python benchmarks/privacy_adaptive.py --seeds 0 1 2 \\
         --update benchmarks/results-privacy-audit.json      # key "adaptive_attack"
