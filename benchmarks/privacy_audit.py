@@ -14,6 +14,12 @@ direction scoring) against its AUC cost, the Pareto front and the settings meeti
 point); the plot goes to --plot. --frontier-only skips the presets' full audits; --update FILE puts the frontier
 into an earlier result file (keeping its other keys) and writes it back; with --frontier-keep the earlier frontier's
 settings not measured now stay in it (each point's ``measured`` says when and under what load it was run).
+A setting chosen on the frontier's seeds is confirmed on others with --held-out SEED ...: the --frontier settings
+(and ``none``) on those seeds, under the key ``held_out`` (same layout as ``frontier``, plus ``chosen_on_seeds``)::
+
+    .venv/bin/python benchmarks/privacy_audit.py --frontier-only --frontier-keep --held-out 3 4 5 \
+        --update benchmarks/results-privacy-audit.json --frontier none@lr=0.002 \
+        max_norm+clip_noise:noise_multiplier=0.35,centred=true@lr=0.002
 """
 
 from __future__ import annotations
@@ -50,6 +56,9 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--plot", default="docs/img/privacy_frontier.png", help="where the frontier plot goes")
     parser.add_argument("--frontier-keep", action="store_true", help="with --update: keep the earlier frontier's "
                         "settings not measured now (same seeds, epochs, batch and baseline, else refused)")
+    parser.add_argument("--held-out", nargs="+", type=int, default=None, metavar="SEED",
+                        help="measure the --frontier settings on these seeds instead (ones they were not chosen on) "
+                        "and put them under the key held_out, not frontier (no plot)")
     parser.add_argument("--frontier-cache", default="runs/privacy-frontier", help="each frontier setting's runs are "
                         "kept here and not run again (delete it to measure afresh)")
     args = parser.parse_args(argv)
@@ -73,16 +82,22 @@ def main(argv: list[str] | None = None) -> int:
         result[name] = json.loads(report.to_json())
         result[f"{name}_seconds"] = round(time.perf_counter() - started, 1)
     if args.frontier is not None:
-        earlier = result.get("frontier") if args.frontier_keep else None
-        result["frontier"] = run_frontier(
-            args.frontier_preset, args.frontier or DEFAULT_FRONTIER, seeds=args.seeds, epochs=args.epochs,
-            batch_size=args.batch_size, progress=lambda line: print(line, file=sys.stderr, flush=True),
+        key = "held_out" if args.held_out else "frontier"
+        earlier = result.get(key) if args.frontier_keep else None
+        block = run_frontier(
+            args.frontier_preset, args.frontier or DEFAULT_FRONTIER, seeds=args.held_out or args.seeds,
+            epochs=args.epochs, batch_size=args.batch_size,
+            progress=lambda line: print(line, file=sys.stderr, flush=True),
             cache=Path(args.frontier_cache) if args.frontier_cache else None,
         )
-        result["frontier"]["load_average"] = [round(v, 2) for v in os.getloadavg()]
+        block["load_average"] = [round(v, 2) for v in os.getloadavg()]
         if earlier:
-            result["frontier"] = merge_frontier(earlier, result["frontier"])
-        result["frontier"]["plot"] = str(plot_frontier(result["frontier"], Path(args.plot)))
+            block = merge_frontier(earlier, block)
+        if args.held_out:  # the seeds the settings were chosen on, to be read against these
+            block["chosen_on_seeds"] = result.get("frontier", {}).get("seeds", args.seeds)
+        else:
+            block["plot"] = str(plot_frontier(block, Path(args.plot)))
+        result[key] = block
     text = json.dumps(result, indent=2)
     if args.update:
         write_atomic(args.update, (text + "\n").encode())

@@ -80,15 +80,17 @@ def run_frontier(
     preset: str,
     settings: Sequence[str],
     *,
-    seeds: int,
+    seeds: int | Sequence[int],
     epochs: int,
     batch_size: int,
     progress: Callable[[str], None],
     cache: Path | None = None,
 ) -> dict[str, Any]:
-    """Audit every setting (label attacks only) over ``seeds`` seeds; the frontier's JSON block. With ``cache``, each
+    """Audit every setting (label attacks only) over ``seeds`` (a number: seeds 0, 1, ...; or the seeds themselves,
+    e.g. held-out seeds 3, 4, 5 for a setting chosen on 0, 1, 2); the frontier's JSON block. With ``cache``, each
     setting's runs are kept there (one file per setting, seeds and recipe) and taken from there when present, so that
     an interrupted or extended search only runs what it has not yet."""
+    seeds = _seeds(seeds)
     settings = list(dict.fromkeys([*settings, "none"]))  # the baseline of every cost, run last if not listed
     per_setting: dict[str, list[dict[str, Any]]] = {}
     measured: dict[str, dict[str, Any]] = {}
@@ -154,6 +156,21 @@ def run_frontier(
     }
 
 
+def _seeds(seeds: int | Sequence[int]) -> int | list[int]:
+    """``seeds`` as the audit takes it: a number for seeds 0 to n - 1 (so the runs cached under a number stay valid),
+    else the list of seeds.
+
+    >>> _seeds([0, 1, 2]), _seeds([3, 4, 5]), _seeds(3)
+    (3, [3, 4, 5], 3)
+    """
+    if isinstance(seeds, int):
+        return seeds
+    listed = [int(s) for s in seeds]
+    if not listed or len(set(listed)) != len(listed):
+        raise ValueError(f"seeds must be distinct and at least one, got {listed}")
+    return len(listed) if listed == list(range(len(listed))) else listed
+
+
 def _pareto(points: Sequence[dict[str, Any]]) -> list[str]:
     """The settings no other setting beats on both leak and cost."""
     return [
@@ -214,6 +231,9 @@ def plot_frontier(frontier: dict[str, Any], path: Path) -> Path:
             ax.scatter([own], [p["leak_auc"]], s=30, facecolors="none", edgecolors=color, zorder=3)
         short = (p["setting"].replace(",warmup_epochs=", " warm-up ").replace(",warmup_noise_multiplier=", " at σ=")
                  .replace("max_norm+clip_noise", "mn+cn").replace("noise_multiplier=", "σ=")
+                 .replace("max_norm:orthogonal=true+", "mn⊥+").replace("max_norm:orthogonal=", "mn⊥")
+                 .replace("max_norm:centred=true+", "mn centred+").replace("+clip_noise", "+cn")
+                 .replace(",orthogonal=true", " ⊥").replace(",orthogonal=", " ⊥")
                  .replace("batch_size=", "batch ").replace(",lr=", " lr ").replace(",centred=true", " centred")
                  .replace(",monitor=val_auc", " val_auc").replace("embedding_width=", "width "))
         ax.annotate(short, (p["cost_points"], p["leak_auc"]), fontsize=6, xytext=(-4, 4 if i % 2 else -9),

@@ -118,8 +118,9 @@ def test_defense_switched_off_trains_exactly_the_undefended_model_with_attacks_w
         EmbeddingNoise(noise_multiplier=0.0, clip=math.inf),
         NoPeek(weight=0),
         GapNoise(noise_multiplier=0.0, even_norms=False),
+        ClipNoise(noise_multiplier=0.0, quantile=1.0, orthogonal=True),
     ],
-    ids=["clip_noise", "embedding_noise", "nopeek", "gap_noise"],
+    ids=["clip_noise", "embedding_noise", "nopeek", "gap_noise", "clip_noise_orthogonal"],
 )
 def test_off_hooks_attached_anyway_leave_every_parameter_bit_identical(small, plain, defense):
     hooks = defense.build(feature_parties=["partner"], seed=0)  # bypass the "off: no hook" shortcut
@@ -208,6 +209,65 @@ def test_centred_clip_noise_adds_nothing_to_the_batch_sum_and_the_same_noise_per
     assert float(added[True].std()) == pytest.approx(float(added[False].std()), rel=0.05)
     assert make_defense("clip_noise:clip_norm=0.1,centred=true").guarantee(
         n_train=1, batch_size=1, epochs=1, delta=1e-5) is None  # the exact batch sum is released
+
+
+@pytest.mark.parametrize("config", ["clip_noise:quantile=1,noise_multiplier=2", "max_norm"])
+def test_orthogonal_noise_adds_nothing_along_the_constant_or_the_partners_activations(config):
+    generator = torch.Generator().manual_seed(0)
+    grads = torch.randn(512, 6, generator=generator, dtype=torch.float64) * torch.rand(512, 1, generator=generator)
+    activations = torch.randn(512, 16, generator=generator, dtype=torch.float64).relu()
+    info = StepInfo(party="p", epoch=0, step=0, rows=None, activations=activations)
+    added = {}
+    for options in ("", "centred=true", "orthogonal=true"):
+        name, _, own = config.partition(":")
+        defense = make_defense(f"{name}:{','.join(filter(None, (own, options)))}")
+        added[options] = defense.hooks(feature_parties=["p"], seed=0).gradient_hooks[0](grads, info) - grads
+    basis = torch.cat([torch.ones(512, 1, dtype=torch.float64), activations], dim=1)
+    assert float((basis.T @ added["orthogonal=true"]).abs().max()) < 1e-9  # the sum and every activation's
+    assert float((activations.T @ added["centred=true"]).abs().max()) > 1e-3  # centred takes out the sum only
+    assert float((basis.T @ added[""]).abs().max()) > 1e-3
+    for options in ("centred=true", "orthogonal=true"):  # the same noise per example on average
+        assert float(added[options].std()) == pytest.approx(float(added[""].std()), rel=0.05)
+    if config == "max_norm":  # still even norms: the largest gradient gets the least noise
+        largest = int(grads.norm(dim=1).argmax())
+        assert float(added["orthogonal=true"][largest].norm()) < float(added["orthogonal=true"].norm(dim=1).median())
+    with pytest.raises(ConfigError, match="activations"):
+        make_defense(f"{name}:orthogonal=true").hooks(feature_parties=["p"], seed=0).gradient_hooks[0](
+            grads, StepInfo(party="p", epoch=0, step=0, rows=None))
+
+
+def test_orthogonal_k_takes_out_only_the_leading_principal_directions_and_is_checked():
+    generator = torch.Generator().manual_seed(1)
+    grads = torch.randn(256, 4, generator=generator, dtype=torch.float64)
+    scales = torch.diag(torch.arange(12.0, 0, -1, dtype=torch.float64))  # distinct principal directions
+    activations = torch.randn(256, 12, generator=generator, dtype=torch.float64) @ scales
+    info = StepInfo(party="p", epoch=0, step=0, rows=None, activations=activations)
+    hook = make_defense("clip_noise:quantile=1,orthogonal=3").hooks(feature_parties=["p"], seed=0).gradient_hooks[0]
+    added = hook(grads, info) - grads
+    left = torch.linalg.svd(activations - activations.mean(0), full_matrices=False)[0]
+    assert float(added.sum(0).abs().max()) < 1e-9 and float((left[:, :3].T @ added).abs().max()) < 1e-9
+    assert float((left[:, 3:].T @ added).abs().max()) > 1e-2  # the other directions keep their noise
+    assert make_defense("max_norm:orthogonal=3").orthogonal == 3 and make_defense("max_norm:orthogonal=3").centred
+    assert make_defense("clip_noise:orthogonal=0").orthogonal is False
+    for bad in ("-1", "1.5", "yes"):
+        with pytest.raises(ConfigError, match="orthogonal must be"):
+            make_defense(f"clip_noise:orthogonal={bad}")
+
+
+def test_gradient_hooks_see_the_activations_their_gradient_is_for(small):
+    seen: list[tuple[int, np.ndarray, torch.Tensor]] = []
+
+    def record(values: torch.Tensor, info: StepInfo) -> torch.Tensor:
+        seen.append((info.epoch, np.asarray(info.rows).copy(), info.activations.clone()))
+        return values
+
+    tap = EmbeddingTap()
+    hooks = TrainingHooks(gradient_hooks=[record], embedding_hooks={"partner": [tap]})
+    SplitClassifier(**SMALL, hooks=hooks).fit(small)
+    rows, values = tap.last_epoch()
+    last = [(r, a) for epoch, r, a in seen if epoch == tap.epoch]
+    assert np.array_equal(np.concatenate([r for r, _ in last]), rows)
+    assert np.array_equal(np.concatenate([a.numpy() for _, a in last]), values)
 
 
 def test_clip_noise_warmup_uses_its_own_noise_in_the_first_epochs_only():

@@ -6,6 +6,7 @@ runs, so the tests check how the frontier turns runs into costs, the Pareto fron
 
 from __future__ import annotations
 
+import json
 import sys
 from pathlib import Path
 from types import SimpleNamespace
@@ -35,8 +36,10 @@ _RUNS = {
 
 def _fake_audit(preset, *, defenses, seeds, estimator, attacks, progress):
     setting = defenses[0] + ("@lr=0.002" if estimator.get("lr") == 0.002 else "")
+    seed_list = range(seeds) if isinstance(seeds, int) else seeds
     runs = [{"seed": s, "test_auc": auc, "norm_leak_auc": 0.55, "direction_leak_auc": 0.59 if defenses[0] == "d"
-             else 0.99, "leak_auc_chance": 0.546, "epochs_run": 10} for s, auc in enumerate(_RUNS[setting])]
+             else 0.99, "leak_auc_chance": 0.546, "epochs_run": 10}
+            for s, auc in zip(seed_list, _RUNS[setting], strict=True)]
     return SimpleNamespace(runs=runs)
 
 
@@ -64,3 +67,30 @@ def test_merge_refuses_another_baseline() -> None:
     a = {"preset": "p", "seeds": 3, "epochs": 10, "batch_size": 256, "baseline_test_auc": 0.9, "points": []}
     with pytest.raises(ValueError, match="measure it again"):
         merge_frontier(a, {**a, "baseline_test_auc": 0.91})
+
+
+def test_held_out_seeds_go_under_their_own_key_next_to_the_frontier(monkeypatch, tmp_path) -> None:
+    import privacy_audit
+
+    calls = []
+
+    def fake_run_frontier(preset, settings, *, seeds, **kwargs):
+        calls.append(seeds)
+        monkeypatch.setattr(privacy_frontier, "audit", _fake_audit)
+        return run_frontier(preset, settings, seeds=seeds, **kwargs)
+
+    monkeypatch.setattr(privacy_audit, "run_frontier", fake_run_frontier)
+    earlier = tmp_path / "results.json"
+    earlier.write_text('{"settings": {"seeds": 3}, "frontier": {"seeds": 3, "points": []}}')
+    args = ["--frontier-only", "--frontier-cache", "", "--update", str(earlier), "--frontier", "none@lr=0.002",
+            "d@lr=0.002", "--held-out", "3", "4"]
+    assert privacy_audit.main(args) == 0
+    result = json.loads(earlier.read_text())
+    assert calls == [[3, 4]]
+    assert result["frontier"] == {"seeds": 3, "points": []} and result["settings"] == {"seeds": 3}  # kept as they were
+    held = result["held_out"]
+    assert held["seeds"] == [3, 4] and held["chosen_on_seeds"] == 3 and "plot" not in held
+    point = {p["setting"]: p for p in held["points"]}["d@lr=0.002"]
+    assert point["seed_list"] == [3, 4] and point["cost_vs_own_recipe"] == pytest.approx(0.9)
+    with pytest.raises(ValueError, match="distinct"):
+        run_frontier("p", ["none"], seeds=[3, 3], epochs=10, batch_size=256, progress=lambda line: None)

@@ -30,7 +30,9 @@ class StepInfo:
     """Where a hook is called: the party concerned, epoch, step and the aligned row positions of the batch.
 
     ``training`` is False for validation and scoring embeddings. ``labels`` holds the batch's training labels, and is
-    set only for gradient hooks, which run at the label party (e.g. a defense that adds class-dependent noise).
+    set only for gradient hooks, which run at the label party (e.g. a defense that adds class-dependent noise);
+    ``activations``, also only for gradient hooks, the activations ``info.party`` sent that the gradient is for (the
+    label party received them: e.g. a defense whose noise is orthogonal to them).
     """
 
     party: str
@@ -39,6 +41,7 @@ class StepInfo:
     rows: np.ndarray | None
     training: bool = True
     labels: torch.Tensor | None = None
+    activations: torch.Tensor | None = None
 
 
 class GradientHook(Protocol):

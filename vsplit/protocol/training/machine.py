@@ -607,9 +607,10 @@ class SplitMachine(AheadMixin):
             bound.append((table[op.kind], arg))
         return bound
 
-    def _info(self, party: str, *, labels: torch.Tensor | None = None) -> StepInfo:
+    def _info(self, party: str, *, labels: torch.Tensor | None = None,
+              activations: torch.Tensor | None = None) -> StepInfo:
         return StepInfo(party=party, epoch=self.epoch, step=self.step, rows=self._rows,
-                        training=self._phase == TRAIN, labels=labels)
+                        training=self._phase == TRAIN, labels=labels, activations=activations)
 
     def _forward(self, arg: tuple, out: list[Outgoing]) -> bool:
         if self._phase != TRAIN:
@@ -775,7 +776,7 @@ class SplitMachine(AheadMixin):
         for slot, leaf in enumerate(self._ctx[("leaves", cut_id)]):
             grad = leaf.grad if leaf.grad is not None else torch.zeros_like(leaf)
             if self.gradient_hooks:
-                info = self._info(cut.src_owner, labels=self._ctx.get("labels"))
+                info = self._info(cut.src_owner, labels=self._ctx.get("labels"), activations=leaf.detach())
                 for hook in self.gradient_hooks:
                     grad = hook(grad, info)
                 values = np.ascontiguousarray(grad.detach().numpy(), dtype=np.float32)
