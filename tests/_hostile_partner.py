@@ -20,7 +20,7 @@ def huge(values: torch.Tensor, info: StepInfo) -> torch.Tensor:
     return values * 0 + HUGE if info.training else values
 
 
-def hostile_hooks(self: AlignedNode) -> TrainingHooks:
+def hostile_hooks(self: AlignedNode, *, network: int = 0) -> TrainingHooks:
     return TrainingHooks(embedding_hooks={self.name: [huge]})
 
 
