@@ -1,5 +1,5 @@
-"""The model-recipe keys of a party's config (``[model]`` numeric embeddings, ``members``): their checks, and how
-they map onto :class:`~vsplit.party.ModelSettings`.
+"""The model-recipe keys of a party's config (``[model]`` numeric embeddings, ``members``,
+``train.lr_schedule``, ``train.ema``): their checks, and how they map onto :class:`~vsplit.party.ModelSettings`.
 
 ``model.numeric_embedding = "auto"`` is piecewise-linear for a vertical, vanilla or U-shaped split
 and ``"none"`` for a horizontal one: there the clients' bottoms are averaged, and each client's bin edges are its
@@ -25,7 +25,9 @@ from __future__ import annotations
 from typing import Any
 
 from vsplit.config.schema import PartyConfig
+from vsplit.models.averaging import check_ema
 from vsplit.models.recipe import RECIPE
+from vsplit.models.schedule import check_lr_schedule
 
 #: what ``model.numeric_embedding`` accepts
 NUMERIC_KINDS = ("auto", "none", "piecewise", "periodic")
@@ -55,6 +57,15 @@ def recipe_checks(config: PartyConfig) -> list[str]:
     if m.numeric_embedding == "piecewise" and config.data.stream:
         errors.append("model.numeric_embedding: piecewise bins are fitted on the rows in memory, and data.stream "
                       "reads them by batches; use \"auto\" or \"none\" with stream = true")
+    if problem := check_lr_schedule(config.train.lr_schedule, key="train.lr_schedule"):
+        errors.append(problem)
+    elif config.train.lr_schedule != "constant" and config.topology.kind == "horizontal":
+        errors.append("train.lr_schedule: a horizontal run sets its learning rate per round; use [horizontal] "
+                      "lr_schedule and leave train.lr_schedule at \"constant\"")
+    if problem := check_ema(config.train.ema, key="train.ema"):
+        errors.append(problem)
+    elif config.train.ema and config.topology.kind == "horizontal":
+        errors.append("train.ema: a horizontal run averages its clients' weights already; set train.ema = 0")
     for key, value, low in (("model.numeric_width", m.numeric_width, 1), ("model.numeric_bins", m.numeric_bins, 2),
                             ("model.members", m.members, 1)):
         if value < low:

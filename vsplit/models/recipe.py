@@ -44,6 +44,8 @@ TRAIN: MappingProxyType[str, Any] = MappingProxyType({
     "optimizer": "adamw",
     "lr": 1e-3,
     "weight_decay": 1e-4,
+    "lr_schedule": "constant",
+    "ema": 0.0,
     "epochs": 40,
     "patience": 5,
     "monitor": "auto",
@@ -53,7 +55,8 @@ RECIPE: MappingProxyType[str, Any] = MappingProxyType({**MODEL, **TRAIN})
 #: the plain network that was the default before :data:`RECIPE` (the same keys)
 PLAIN: MappingProxyType[str, Any] = MappingProxyType({
     "numeric_embedding": "none", "bottom_hidden": (64,), "top_hidden": (32,), "dropout": 0.0,
-    "optimizer": "adam", "lr": 1e-3, "weight_decay": 0.0, "epochs": 20, "patience": 3, "monitor": "val_loss",
+    "optimizer": "adam", "lr": 1e-3, "weight_decay": 0.0, "lr_schedule": "constant", "ema": 0.0,
+    "epochs": 20, "patience": 3, "monitor": "val_loss",
 })
 #: the settings that shape a party's default modules: a saved model is rebuilt with the values it was trained with
 ARCHITECTURE = ("embedding_width", "numeric_embedding", "numeric_width", "numeric_bins", "members", "bottom_hidden",
