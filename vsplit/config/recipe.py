@@ -3,21 +3,21 @@
 
 ``model.numeric_embedding = "auto"`` is piecewise-linear for a vertical, vanilla or U-shaped split
 and ``"none"`` for a horizontal one: there the clients' bottoms are averaged, and each client's bin edges are its
-own fitted state, which averaging would mix and send to the server. ``model.dropout`` left out is the default
-recipe's for the first three and 0 for a horizontal run (its runs as processes do not yet draw the dropout masks
-of the same run in one process).
+own fitted state, which averaging would mix and send to the server. ``model.dropout`` and ``train.ema`` left out
+are the default recipe's for the first three and 0 for a horizontal run (its runs as processes do not yet draw the
+dropout masks of the same run in one process, and its clients' weights are averaged already).
 
 Example:
     >>> from vsplit.config.schema import NetworkSection, PartyConfig, PartySection, TopologySection
     >>> net = NetworkSection(key="", cert="", peers={})
     >>> cfg = PartyConfig(party=PartySection(name="bank", role="label"), network=net)
-    >>> recipe_settings(cfg)["numeric_embedding"], recipe_settings(cfg)["dropout"]
-    ('auto', 0.1)
+    >>> recipe_settings(cfg)["numeric_embedding"], recipe_settings(cfg)["dropout"], recipe_settings(cfg)["ema"]
+    ('auto', 0.1, 0.995)
     >>> from vsplit.config.schema import ModelSection
     >>> horizontal = PartyConfig(party=cfg.party, network=cfg.network, topology=TopologySection(kind="horizontal"),
     ...                          model=ModelSection(numeric_embedding="auto"))
-    >>> recipe_settings(horizontal)["numeric_embedding"], recipe_settings(horizontal)["dropout"]
-    ('none', 0.0)
+    >>> [recipe_settings(horizontal)[k] for k in ("numeric_embedding", "dropout", "ema")]
+    ['none', 0.0, 0.0]
 """
 
 from __future__ import annotations
@@ -41,8 +41,9 @@ def recipe_settings(config: PartyConfig) -> dict[str, Any]:
     if kind == "auto" and horizontal:
         kind = "none"
     dropout = m.dropout if m.dropout is not None else 0.0 if horizontal else RECIPE["dropout"]
+    ema = config.train.ema if config.train.ema is not None else 0.0 if horizontal else RECIPE["ema"]
     return {"numeric_embedding": kind, "numeric_width": m.numeric_width, "numeric_bins": m.numeric_bins,
-            "members": m.members, "dropout": dropout}
+            "members": m.members, "dropout": dropout, "ema": ema}
 
 
 def recipe_checks(config: PartyConfig) -> list[str]:
@@ -62,7 +63,7 @@ def recipe_checks(config: PartyConfig) -> list[str]:
     elif config.train.lr_schedule != "constant" and config.topology.kind == "horizontal":
         errors.append("train.lr_schedule: a horizontal run sets its learning rate per round; use [horizontal] "
                       "lr_schedule and leave train.lr_schedule at \"constant\"")
-    if problem := check_ema(config.train.ema, key="train.ema"):
+    if config.train.ema is not None and (problem := check_ema(config.train.ema, key="train.ema")):
         errors.append(problem)
     elif config.train.ema and config.topology.kind == "horizontal":
         errors.append("train.ema: a horizontal run averages its clients' weights already; set train.ema = 0")
