@@ -23,9 +23,10 @@ Example:
 from __future__ import annotations
 
 from collections.abc import Sequence
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
-import torch
+if TYPE_CHECKING:  # torch is imported where the average is used: loading a party config checks the decay without it
+    import torch
 
 
 def check_ema(decay: float, *, key: str = "ema") -> str | None:
@@ -49,25 +50,31 @@ class ParameterAverage:
         self.average = [p.detach().clone() for p in self.params]
         self._trained: list[torch.Tensor] | None = None
 
-    @torch.no_grad()
     def update(self) -> None:
         """Fold the parameters' current values into the average (after an optimizer step)."""
+        import torch
+
         self.updates += 1
         d = min(self.decay, (1 + self.updates) / (10 + self.updates))
-        torch._foreach_lerp_(self.average, [p.detach() for p in self.params], 1.0 - d)
+        with torch.no_grad():
+            torch._foreach_lerp_(self.average, [p.detach() for p in self.params], 1.0 - d)
 
-    @torch.no_grad()
     def swap_in(self) -> None:
         """Put the average into the parameters, keeping the trained values aside (no-op if already in)."""
+        import torch
+
         if self._trained is None:
             self._trained = [p.detach().clone() for p in self.params]
-            torch._foreach_copy_([p.data for p in self.params], self.average)
+            with torch.no_grad():
+                torch._foreach_copy_([p.data for p in self.params], self.average)
 
-    @torch.no_grad()
     def swap_out(self) -> None:
         """Put the trained values back into the parameters (no-op if they are there)."""
+        import torch
+
         if self._trained is not None:
-            torch._foreach_copy_([p.data for p in self.params], self._trained)
+            with torch.no_grad():
+                torch._foreach_copy_([p.data for p in self.params], self._trained)
             self._trained = None
 
     def state_dict(self) -> dict[str, Any]:
@@ -78,6 +85,8 @@ class ParameterAverage:
     def load_state_dict(self, state: dict[str, Any]) -> None:
         """Continue from :meth:`state_dict`."""
         self.updates = int(state["updates"])
+        import torch
+
         self.average = [torch.as_tensor(t).clone() for t in state["average"]]
         trained = state.get("trained")
         self._trained = None if trained is None else [torch.as_tensor(t).clone() for t in trained]
