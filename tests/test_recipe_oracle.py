@@ -1,5 +1,6 @@
-"""The new recipe keeps the oracle: with numeric embeddings (piecewise, periodic) and with the ensemble top, split
-training over in-memory channels ends at the parameters of the same network trained in one place."""
+"""The new recipe keeps the oracle: with numeric embeddings (piecewise, periodic), with the ensemble top, with a
+cosine learning-rate schedule and with a moving average of the parameters, split training over in-memory channels
+ends at the parameters of the same network trained in one place."""
 
 from __future__ import annotations
 
@@ -17,6 +18,9 @@ RECIPES = {
     # benchmarks/quality.py's RECIPE: with dropout, each party's masks come from its own random stream in both runs
     "benchmark": {"numeric_embedding": "piecewise", "bottom_hidden": (128,), "top_hidden": (64,), "dropout": 0.1,
                   "optimizer": "adamw", "weight_decay": 1e-4, "monitor": "val_auc"},
+    # each party scales its own learning rate per epoch and averages its own parameters (vsplit.models.schedule,
+    # vsplit.models.averaging)
+    "cosine_ema": {"numeric_embedding": "piecewise", "lr_schedule": "cosine", "ema": 0.9},
 }
 
 
@@ -40,3 +44,13 @@ def test_split_equals_centralized_with_the_new_recipe(views, one_thread, recipe)
     assert any(not torch.allclose(got[k], untrained[k]) for k in got), "training moved no parameter"
     for key in want:
         torch.testing.assert_close(got[key], want[key], atol=1e-5, rtol=0, msg=key)
+
+
+@pytest.mark.parametrize("change", [{"lr_schedule": "cosine"}, {"ema": 0.9}], ids=["cosine", "ema"])
+def test_the_schedule_and_the_average_change_what_is_trained(views, one_thread, change):
+    """Neither option is a no-op: the same fit without either ends at other parameters."""
+    settings = dict(label_party="bank", label="y", epochs=2, batch_size=64, patience=None, random_state=0,
+                    mode="split", lr_schedule="constant", ema=0.0)
+    plain = parameters(SplitClassifier(**settings).fit(views))
+    changed = parameters(SplitClassifier(**{**settings, **change}).fit(views))
+    assert any(not torch.allclose(plain[k], changed[k]) for k in plain)

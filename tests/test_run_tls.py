@@ -5,6 +5,8 @@ case still runs many batches (and windows of batches ahead)."""
 
 from __future__ import annotations
 
+import json
+
 import numpy as np
 import pytest
 import torch
@@ -23,7 +25,10 @@ def bank_marketing():
     return small(preset("bank_marketing", seed=0), 6000, 1500)
 
 
-AHEAD = {"exact": {}, "window_4": {"pipeline_window": 4}, "local_3": {"local_steps": 3}}
+AHEAD = {"exact": {}, "window_4": {"pipeline_window": 4}, "local_3": {"local_steps": 3},
+         # [train] options each party applies to its own optimizer and parameters: a cosine learning rate over the
+         # epochs and a moving average of the parameters (two epochs, so the rate changes)
+         "cosine_ema": {"lr_schedule": "cosine", "ema": 0.9}}
 #: the opt-in recipe of docs/models.md: piecewise-linear numeric embeddings in every bottom, a top of two heads
 RECIPE = {"numeric_embedding": "piecewise", "members": 2}
 CASES = {**{k: (v, {}) for k, v in AHEAD.items()}, "piecewise_ensemble": ({}, RECIPE)}
@@ -34,8 +39,9 @@ def test_two_processes_over_tls_reach_the_in_process_parameters(tmp_path, bank_m
     """Exact and running ahead: what a party sends depends only on what it has received, not on timing; the same
     with the recipe's numeric embeddings (bins fitted on each party's own rows) and ensemble top."""
     prepare_preset(bank_marketing, tmp_path)
-    epochs = EPOCHS if not (ahead or model) else 1  # running ahead drains at every epoch's end: one epoch shows it
-    settings = "".join(f"{key} = {value}\n" for key, value in ahead.items())
+    # running ahead drains at every epoch's end: one epoch shows it
+    epochs = EPOCHS if not (ahead or model) or "lr_schedule" in ahead else 1
+    settings = "".join(f"{key} = {json.dumps(value)}\n" for key, value in ahead.items())
     recipe = "".join(f"{key} = {value!r}\n".replace("'", '"') for key, value in model.items())
     configs = write_configs(tmp_path, port=free_port(), run_id="tls-equals-inprocess",
                             extra=f"[train]\nepochs = {epochs}\n{settings}" + (f"[model]\n{recipe}" if model else ""))

@@ -50,11 +50,13 @@ from torch import nn
 from vsplit.app.local import run_sessions
 from vsplit.app.session import Schedule, score_session, train_session
 from vsplit.errors import ConfigError, DataError
+from vsplit.models.averaging import check_ema
 from vsplit.models.build import segment_seed
 from vsplit.models.determinism import draws_random_numbers
 from vsplit.models.own import output_width, reset_parameters
 from vsplit.models.recipe import RECIPE
 from vsplit.models.rng import OwnStream
+from vsplit.models.schedule import check_lr_schedule
 from vsplit.models.seeds import derive_seed
 from vsplit.party import ComputeParty, FeatureParty, LabelParty, ModelSettings
 from vsplit.protocol.training.compression import get_codec
@@ -99,6 +101,8 @@ class _SplitEstimator(BaseEstimator):
         optimizer: str = RECIPE["optimizer"],
         lr: float = RECIPE["lr"],
         weight_decay: float = RECIPE["weight_decay"],
+        lr_schedule: str = RECIPE["lr_schedule"],
+        ema: float = RECIPE["ema"],
         epochs: int = RECIPE["epochs"],
         batch_size: int = 256,
         validation_fraction: float = 0.1,
@@ -150,6 +154,8 @@ class _SplitEstimator(BaseEstimator):
         self.optimizer = optimizer
         self.lr = lr
         self.weight_decay = weight_decay
+        self.lr_schedule = lr_schedule
+        self.ema = ema
         self.epochs = epochs
         self.batch_size = batch_size
         self.validation_fraction = validation_fraction
@@ -492,6 +498,8 @@ class _SplitEstimator(BaseEstimator):
         if self.epochs < 1 or self.batch_size < 1:
             raise ConfigError("epochs and batch_size must be at least 1")
         get_codec(self.compression)  # an unknown name lists the valid ones
+        if problem := check_lr_schedule(self.lr_schedule) or check_ema(self.ema):
+            raise ConfigError(problem)
         self._check_task()
 
     def _check_task(self) -> None:
@@ -535,6 +543,12 @@ class SplitClassifier(ClassifierMixin, _SplitEstimator):
             ``"none"``: the scaled values; :mod:`vsplit.models.numeric`).
         members: heads of the default top; more than 1 is an ensemble sharing the one cut exchange.
         optimizer, lr, weight_decay: every party's optimizer.
+        lr_schedule: the learning rate over the epochs, each party its own optimizer's: ``"constant"`` or
+            ``"cosine"`` (down along half a cosine over ``epochs``; :mod:`vsplit.models.schedule`), e.g.
+            ``SplitClassifier(label_party="bank", label="y", lr_schedule="cosine", epochs=20)``.
+        ema: the decay per optimizer step of a moving average each party keeps of its own parameters (0: none;
+            e.g. ``ema=0.99``): validation scores, and the model keeps, the averaged weights
+            (:mod:`vsplit.models.averaging`).
         epochs, batch_size, validation_fraction, patience: training schedule and early stopping.
         monitor: what early stopping watches, and whose best epoch is kept: ``"val_loss"``, the task's metric
             (``"val_auc"`` binary, ``"val_accuracy"`` multiclass, ``"val_rmse"`` regression) or ``"auto"`` (default:

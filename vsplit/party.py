@@ -68,6 +68,11 @@ class ModelSettings:
     optimizer: OptimizerSpec = RECIPE["optimizer"]
     lr: float = RECIPE["lr"]
     weight_decay: float = RECIPE["weight_decay"]
+    #: the learning rate over the epochs: "constant" or "cosine" (:mod:`vsplit.models.schedule`)
+    lr_schedule: str = RECIPE["lr_schedule"]
+    #: the decay per step of a moving average of the party's parameters, validated and kept (0: none;
+    #: :mod:`vsplit.models.averaging`)
+    ema: float = RECIPE["ema"]
     scaling: str = "quantile"
     missing: str = "error"
     compression: str = "none"
@@ -157,7 +162,8 @@ class _Segments:
         params = [p for m in dict.fromkeys(modules.values()) for p in m.parameters()]
         s = self.settings
         options = {"compression": s.compression, "error_feedback": s.error_feedback,
-                   "max_abs_activation": s.max_abs_activation, "max_abs_gradient": s.max_abs_gradient, **options}
+                   "max_abs_activation": s.max_abs_activation, "max_abs_gradient": s.max_abs_gradient,
+                   "lr_schedule": s.lr_schedule, "ema": s.ema, **options}
         return SplitMachine(
             name=self.name, topology=topology, modules=modules, optimizer=self.optimizer(params) if train else None,
             rng=self.rng, data=data or {}, labels=labels, task=task, plan=plan, **options,

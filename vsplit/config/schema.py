@@ -146,6 +146,13 @@ class TrainSection:
     optimizer: str = RECIPE["optimizer"]
     lr: float = RECIPE["lr"]
     weight_decay: float = RECIPE["weight_decay"]
+    #: the learning rate over the epochs, each party its own optimizer's: "constant" or "cosine" (down along half a
+    #: cosine over `epochs`; vsplit.models.schedule). Not for a horizontal run ([horizontal] lr_schedule is per round)
+    lr_schedule: str = RECIPE["lr_schedule"]
+    #: each party's moving average of its own parameters, its decay per step (0: none): validation scores, and the
+    #: run keeps, the averaged weights (vsplit.models.averaging). Left out: the default recipe's (0.995), but 0 in a
+    #: horizontal run, which refuses any other value
+    ema: float | None = None
     seed: int = 0
     validation_fraction: float = 0.1
     patience: int | None = RECIPE["patience"]

@@ -17,6 +17,7 @@ from typing import Any
 import numpy as np
 import pandas as pd
 
+from vsplit.config.recipe import recipe_settings
 from vsplit.explain.calibration import brier_score, expected_calibration_error, reliability_curve
 from vsplit.metrics import roc_auc
 from vsplit.report.credit import bootstrap_intervals
@@ -75,9 +76,9 @@ def topology_section(topology: Any) -> dict[str, Any]:
                      for c in topology.cuts]}
 
 
-RECIPE_KEYS = ("epochs", "batch_size", "optimizer", "lr", "weight_decay", "embedding_width", "bottom_hidden",
-               "top_hidden", "merge", "dropout", "numeric_embedding", "members", "validation_fraction", "patience",
-               "monitor", "random_state")
+RECIPE_KEYS = ("epochs", "batch_size", "optimizer", "lr", "weight_decay", "lr_schedule", "ema", "embedding_width",
+               "bottom_hidden", "top_hidden", "merge", "dropout", "numeric_embedding", "members", "validation_fraction",
+               "patience", "monitor", "random_state")
 
 
 def model_card(estimator: Any, train_views: Mapping[str, pd.DataFrame], test_views: Mapping[str, pd.DataFrame], *,
@@ -134,7 +135,8 @@ def run_card(node: Any, scored: Any, y: np.ndarray, result: Any) -> dict[str, An
     ex = config.explain
     t, m = config.train, config.model
     recipe = {"epochs": t.epochs, "batch_size": t.batch_size, "optimizer": t.optimizer, "lr": t.lr,
-              "embedding_width": m.embedding_width, "bottom_hidden": m.bottom_hidden, "top_hidden": m.top_hidden,
+              "lr_schedule": t.lr_schedule, "ema": recipe_settings(config)["ema"], "embedding_width": m.embedding_width,
+              "bottom_hidden": m.bottom_hidden, "top_hidden": m.top_hidden,
               "numeric_embedding": m.numeric_embedding, "seed": t.seed, "best_epoch": result.best_epoch}
     if t.networks > 1:  # a bag: the metrics are the mean's; each network's seed and chosen epoch are in result.json
         recipe.update(networks=t.networks, best_epoch=[n["best_epoch"] for n in result.networks] or result.best_epoch)

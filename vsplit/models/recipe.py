@@ -4,8 +4,9 @@
 config's ``[model]`` and ``[train]`` tables and ``benchmarks/quality.py`` all read :data:`RECIPE`, so changing the
 recipe is one edit here. It is the recipe ``benchmarks/recipe_search.py`` chose on validation rows of the training
 rows (docs/models.md, "The default recipe"): piecewise-linear numeric embeddings, a bottom of 128 and a top of 64 with
-dropout 0.1, AdamW at 1e-3 with weight decay 1e-4, up to 40 epochs, keeping the epoch of the best validation AUC and
-stopping after 5 epochs without a better one.
+dropout 0.1, AdamW at 1e-3 with weight decay 1e-4, a moving average of each party's parameters (decay 0.995 per
+step; validation scores, and the run keeps, the averaged weights), up to 40 epochs, keeping the epoch of the best
+validation AUC and stopping after 5 epochs without a better one.
 
 :data:`PLAIN` is the recipe before it (vsplit 0.x up to issue 25): no numeric embedding, a bottom of 64, a top of 32,
 Adam, at most 20 epochs with early stopping on the validation loss (patience 3). Pass it to get that network back,
@@ -15,8 +16,9 @@ Two values are resolved where the run is known: ``numeric_embedding = "auto"`` i
 horizontal run (its clients' bottoms are averaged, and each client's bins are its own fitted state) and for a party
 that streams its table from Parquet (the bins need the rows in memory), where it is ``"none"``; ``monitor = "auto"``
 is the validation AUC for a binary task (what the search chose) and the validation loss for the others (the search
-measured binary tasks only; :func:`resolve_monitor`). A party config that leaves ``model.dropout`` out gets 0 in a
-horizontal run (:func:`vsplit.config.recipe.recipe_settings`: the horizontal figures were measured without it).
+measured binary tasks only; :func:`resolve_monitor`). A party config that leaves ``model.dropout`` or
+``train.ema`` out gets 0 in a horizontal run (:func:`vsplit.config.recipe.recipe_settings`: the horizontal figures
+were measured without dropout, and its clients' weights are averaged already).
 
 Example:
     >>> RECIPE["bottom_hidden"], RECIPE["top_hidden"], RECIPE["optimizer"]
@@ -43,6 +45,8 @@ TRAIN: MappingProxyType[str, Any] = MappingProxyType({
     "optimizer": "adamw",
     "lr": 1e-3,
     "weight_decay": 1e-4,
+    "lr_schedule": "constant",
+    "ema": 0.995,
     "epochs": 40,
     "patience": 5,
     "monitor": "auto",
@@ -52,7 +56,8 @@ RECIPE: MappingProxyType[str, Any] = MappingProxyType({**MODEL, **TRAIN})
 #: the plain network that was the default before :data:`RECIPE` (the same keys)
 PLAIN: MappingProxyType[str, Any] = MappingProxyType({
     "numeric_embedding": "none", "bottom_hidden": (64,), "top_hidden": (32,), "dropout": 0.0,
-    "optimizer": "adam", "lr": 1e-3, "weight_decay": 0.0, "epochs": 20, "patience": 3, "monitor": "val_loss",
+    "optimizer": "adam", "lr": 1e-3, "weight_decay": 0.0, "lr_schedule": "constant", "ema": 0.0,
+    "epochs": 20, "patience": 3, "monitor": "val_loss",
 })
 #: the settings that shape a party's default modules: a saved model is rebuilt with the values it was trained with
 ARCHITECTURE = ("embedding_width", "numeric_embedding", "numeric_width", "numeric_bins", "members", "bottom_hidden",

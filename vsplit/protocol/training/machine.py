@@ -30,10 +30,12 @@ import torch
 from torch import nn
 
 from vsplit.errors import DivergenceError, ProtocolError
+from vsplit.models.averaging import ParameterAverage, check_ema
 from vsplit.models.determinism import any_random
 from vsplit.models.optim import clear_grads
 from vsplit.models.recipe import resolve_monitor
 from vsplit.models.rng import PartyRng
+from vsplit.models.schedule import check_lr_schedule, lr_factor
 from vsplit.protocol.abort import AbortCode
 from vsplit.protocol.machine import Outgoing
 from vsplit.protocol.message import Message, all_finite, all_within
@@ -135,6 +137,12 @@ class SplitMachine(AheadMixin):
             non-finite one is (``train.max_abs_activation``, ``train.max_abs_gradient``; ``None``: any finite value).
         bag: ``(network, networks)``: the network of a bag (``train.networks``) this machine runs; the coordinator
             refuses a party whose Ready names another (:class:`~vsplit.protocol.training.messages.Ready`).
+        lr_schedule: how this party's optimizer's learning rate changes over the plan's epochs
+            (:mod:`vsplit.models.schedule`: ``"constant"`` or ``"cosine"``); set at the start of each epoch from the
+            epoch and the plan, which every party has, so the parties need not exchange anything for it.
+        ema: the decay per optimizer step of a moving average of this party's own parameters
+            (:mod:`vsplit.models.averaging`; 0, the default: none). With one, validation scores the averaged
+            weights and the kept epoch's weights are its average; it needs ``keep_best``.
 
     Divergence is an error: a training or validation loss that is not finite stops the coordinator with a
     :class:`~vsplit.errors.DivergenceError` naming the party whose input of that step was largest (the peers are told
@@ -169,6 +177,8 @@ class SplitMachine(AheadMixin):
         max_abs_activation: float | None = None,
         max_abs_gradient: float | None = None,
         bag: tuple[int, int] = (0, 1),
+        lr_schedule: str = "constant",
+        ema: float = 0.0,
     ) -> None:
         self.name = name
         #: (network, networks): which network of a bag this machine runs; every party's Ready must say the same
@@ -190,6 +200,18 @@ class SplitMachine(AheadMixin):
             raise ProtocolError(f"{name}: the coordinator needs a plan", local=True)
         self.modules = {s.name: modules[s.name] for s in own}
         self.optimizer = optimizer
+        problem = check_lr_schedule(lr_schedule)
+        if problem:
+            raise ProtocolError(f"{name}: {problem}", local=True)
+        self.lr_schedule = lr_schedule
+        self._base_lrs = [g["lr"] for g in optimizer.param_groups] if optimizer is not None else []
+        if problem := check_ema(ema):
+            raise ProtocolError(f"{name}: {problem}", local=True)
+        if ema and not keep_best:
+            raise ProtocolError(f"{name}: a moving average of the parameters swaps them outside a step, which "
+                                "keep_best=False forbids (modules shared between machines); set ema to 0", local=True)
+        self._average = ParameterAverage([p for g in optimizer.param_groups for p in g["params"]], decay=ema) if (
+            ema and optimizer is not None) else None
         self.rng = rng
         self.data = {k: tuple(v) for k, v in data.items()}
         self.labels = labels
@@ -373,6 +395,12 @@ class SplitMachine(AheadMixin):
         self._batches = self.plan.batches(self.epoch)
         self._index = [torch.from_numpy(rows) for rows in self._batches]  # torch indexes faster with its own tensors
         self._losses = []
+        if self._average is not None:
+            self._average.swap_out()
+        if self.optimizer is not None and self.lr_schedule != "constant":
+            factor = lr_factor(self.lr_schedule, self.epoch, self.plan.epochs)
+            for group, base in zip(self.optimizer.param_groups, self._base_lrs, strict=True):
+                group["lr"] = base * factor
         self._set_train(True)
         self._phase, self._ops, self.step, self._pc = TRAIN, self._train_ops, 0, 0
         self._new_unit()
@@ -381,6 +409,8 @@ class SplitMachine(AheadMixin):
         return []
 
     def _enter_eval(self, phase: int) -> list[Outgoing]:
+        if self._average is not None and phase == EVAL:
+            self._average.swap_in()
         self._set_train(False)
         self._collected = []
         self._phase, self._ops, self.step, self._pc = phase, self._eval_ops, 0, 0
@@ -789,6 +819,8 @@ class SplitMachine(AheadMixin):
     def _step(self, arg: object, out: list[Outgoing]) -> bool:
         if self.optimizer is not None:
             self.optimizer.step()
+            if self._average is not None:
+                self._average.update()
         loss = self._ctx.get("loss")
         if loss is not None:
             value = self._ctx.get("loss_value")
@@ -807,6 +839,7 @@ class SplitMachine(AheadMixin):
             "epochs_run": self.epochs_run,
             "modules": {k: m.state_dict() for k, m in self.modules.items()},
             "optimizer": self.optimizer.state_dict() if self.optimizer is not None else {},
+            "average": self._average.state_dict() if self._average is not None else None,
             "rng": self.rng.state,
             "best": self._best,
             "since_best": self._since_best,
@@ -822,6 +855,11 @@ class SplitMachine(AheadMixin):
             module.load_state_dict(state["modules"][key])
         if self.optimizer is not None:
             self.optimizer.load_state_dict(state["optimizer"])
+        if self._average is not None:
+            if state.get("average") is None:
+                raise ProtocolError(f"{self.name}: the checkpoint has no moving average of the parameters (it was "
+                                    "written with ema = 0); resume with the same ema, or train again", local=True)
+            self._average.load_state_dict(state["average"])
         self.rng.state = state["rng"]
         self._best = state["best"]
         self._since_best = state["since_best"]
