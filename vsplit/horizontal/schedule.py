@@ -31,13 +31,13 @@ Example:
 
 from __future__ import annotations
 
-import math
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 
 import numpy as np
 
 from vsplit.errors import ConfigError
+from vsplit.models.schedule import lr_factor
 from vsplit.models.seeds import derive_seed
 from vsplit.protocol.training.messages import ROLE_TRAIN
 from vsplit.protocol.training.plan import Plan
@@ -242,8 +242,7 @@ def lr_scale(settings: Settings, round_: int) -> float:
     if settings.lr_schedule == "step":
         return 1.0 if round_ < settings.lr_step_at * settings.rounds else settings.lr_factor
     if settings.lr_schedule == "cosine":
-        cos = 0.5 * (1 + math.cos(math.pi * round_ / settings.rounds))
-        return settings.lr_factor + (1 - settings.lr_factor) * cos
+        return settings.lr_factor + (1 - settings.lr_factor) * lr_factor("cosine", round_, settings.rounds)
     return 1.0
 
 

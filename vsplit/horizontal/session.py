@@ -40,8 +40,9 @@ from vsplit.horizontal.schedule import (
     stage_plan,
 )
 from vsplit.horizontal.sealed import open_sealed, seal
-from vsplit.horizontal.state import extract, load, reset_optimizer, scale_lr
+from vsplit.horizontal.state import extract, load, reset_optimizer
 from vsplit.models.rng import PartyRng
+from vsplit.models.schedule import scale_lr
 from vsplit.models.seeds import derive_seed
 from vsplit.protocol.training import SplitMachine
 from vsplit.topology.horizontal import Horizontal

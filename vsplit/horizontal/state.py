@@ -19,7 +19,6 @@ Example:
 from __future__ import annotations
 
 from collections.abc import Mapping
-from typing import Any
 
 import numpy as np
 import torch
@@ -107,12 +106,6 @@ def load(
                 optimizer.state.pop(p, None)
                 continue
             optimizer.state[p] = {slot: torch.from_numpy(v.copy()) for slot, v in given.items()}
-
-
-def scale_lr(optimizer: Any, factor: float) -> None:
-    """Set every parameter group's learning rate to ``factor`` times its own first one (kept as ``initial_lr``)."""
-    for group in optimizer.param_groups:
-        group["lr"] = group.setdefault("initial_lr", group["lr"]) * factor
 
 
 def reset_optimizer(optimizer: torch.optim.Optimizer) -> None:

@@ -18,6 +18,7 @@ Example:
 from __future__ import annotations
 
 import math
+from typing import Any
 
 #: what ``train.lr_schedule`` (and ``SplitClassifier(lr_schedule=...)``) accepts
 LR_SCHEDULES = ("constant", "cosine")
@@ -35,3 +36,9 @@ def lr_factor(name: str, epoch: int, epochs: int) -> float:
     if name == "cosine":
         return 0.5 * (1.0 + math.cos(math.pi * epoch / max(epochs, 1)))
     return 1.0
+
+
+def scale_lr(optimizer: Any, factor: float) -> None:
+    """Set every parameter group's learning rate to ``factor`` times its own first one (kept as ``initial_lr``)."""
+    for group in optimizer.param_groups:
+        group["lr"] = group.setdefault("initial_lr", group["lr"]) * factor

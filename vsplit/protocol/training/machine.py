@@ -35,7 +35,7 @@ from vsplit.models.determinism import any_random
 from vsplit.models.optim import clear_grads
 from vsplit.models.recipe import resolve_monitor
 from vsplit.models.rng import PartyRng
-from vsplit.models.schedule import check_lr_schedule, lr_factor
+from vsplit.models.schedule import check_lr_schedule, lr_factor, scale_lr
 from vsplit.protocol.abort import AbortCode
 from vsplit.protocol.machine import Outgoing
 from vsplit.protocol.message import Message, all_finite, all_within
@@ -204,7 +204,6 @@ class SplitMachine(AheadMixin):
         if problem:
             raise ProtocolError(f"{name}: {problem}", local=True)
         self.lr_schedule = lr_schedule
-        self._base_lrs = [g["lr"] for g in optimizer.param_groups] if optimizer is not None else []
         if problem := check_ema(ema):
             raise ProtocolError(f"{name}: {problem}", local=True)
         if ema and not keep_best:
@@ -398,9 +397,7 @@ class SplitMachine(AheadMixin):
         if self._average is not None:
             self._average.swap_out()
         if self.optimizer is not None and self.lr_schedule != "constant":
-            factor = lr_factor(self.lr_schedule, self.epoch, self.plan.epochs)
-            for group, base in zip(self.optimizer.param_groups, self._base_lrs, strict=True):
-                group["lr"] = base * factor
+            scale_lr(self.optimizer, lr_factor(self.lr_schedule, self.epoch, self.plan.epochs))
         self._set_train(True)
         self._phase, self._ops, self.step, self._pc = TRAIN, self._train_ops, 0, 0
         self._new_unit()
