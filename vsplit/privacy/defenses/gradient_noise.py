@@ -63,8 +63,8 @@ def orthogonal_noise(noise: torch.Tensor, activations: torch.Tensor | None, comp
         (True, True)
     """
     if activations is None:
-        raise ConfigError("clip_noise with orthogonal=true runs at the label party as a gradient hook: it needs the "
-                          "activations the gradient is for (StepInfo.activations)")
+        raise ConfigError("orthogonal noise (clip_noise, max_norm) runs at the label party as a gradient hook: it "
+                          "needs the activations the gradient is for (StepInfo.activations)")
     rows = len(noise)
     columns = activations.detach().reshape(rows, -1).to(torch.float64)
     if components is not None and rows > 1:
@@ -85,7 +85,7 @@ def shaped_noise(noise: torch.Tensor, info: StepInfo, *, centred: bool, orthogon
     """``noise`` as the options say: orthogonal to the activations (:func:`orthogonal_noise`; ``True`` to all of
     them, a number to that many principal directions), else centred (zero sum over the batch, the same variance per
     example), else as drawn."""
-    if orthogonal is True or orthogonal:
+    if orthogonal:
         return orthogonal_noise(noise, info.activations, None if orthogonal is True else int(orthogonal))
     if centred and len(noise) > 1:
         return (noise - noise.mean(dim=0, keepdim=True)) * (len(noise) / (len(noise) - 1)) ** 0.5
