@@ -433,13 +433,7 @@ class AlignedNode(PartyNode, kinds=("vertical", "vanilla", "u_shaped")):
                    "numeric_embedding": getattr(self.party, "numeric_kind", trained.get("numeric_embedding"))}
             if any(now[k] != v for k, v in trained.items()):  # trained under other defaults, or "auto" chose otherwise
                 self.party = self._build_party(self.table, trained=trained)
-            party = self.party
-            if "preprocessor" in state:
-                from vsplit.data.preprocess import TablePreprocessor
-
-                party.preprocessor = TablePreprocessor.from_state(state["preprocessor"])
-            for seg, module in self._segments().items():
-                module.load_state_dict(state["segments"][seg])
+            self._restore(self.party, state)
             bag = state.get("bag") or []
             if state.get("networks", 1) != len(bag) + 1:
                 raise ValueError(f"it records {state.get('networks')} networks but holds {len(bag) + 1}")
@@ -450,13 +444,17 @@ class AlignedNode(PartyNode, kinds=("vertical", "vanilla", "u_shaped")):
         """Network ``network`` of a saved bag: built as trained (:meth:`_build_party`), its preprocessing and
         segments loaded from ``entry`` (:meth:`_network_state`)."""
         party = self._build_party(self.table, trained=trained, network=network)
-        if "preprocessor" in entry:
+        self._restore(party, entry)
+        return party
+
+    def _restore(self, party: Any, saved: Mapping[str, Any]) -> None:
+        """Put a saved network's preprocessing (if it has one) and segments into ``party``."""
+        if "preprocessor" in saved:
             from vsplit.data.preprocess import TablePreprocessor
 
-            party.preprocessor = TablePreprocessor.from_state(entry["preprocessor"])
+            party.preprocessor = TablePreprocessor.from_state(saved["preprocessor"])
         for seg, module in self._segments(party).items():
-            module.load_state_dict(entry["segments"][seg])
-        return party
+            module.load_state_dict(saved["segments"][seg])
 
     def score_table(self, table: pd.DataFrame | None, *, channels: Mapping[str, Channel] | None = None,
                     peers: list[str] | None = None, psi_state: Path | None = None,

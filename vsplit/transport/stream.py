@@ -238,13 +238,7 @@ class StreamChannel:
     # -- Channel interface -----------------------------------------------------------------------------------------
     def send(self, frame: bytes | bytearray | memoryview) -> None:
         """Send one frame; a :class:`TransportError` if it is over ``max_frame`` or the connection failed."""
-        if self._closed:
-            raise TransportError(f"channel to {self.peer!r} is closed")
-        check_frame(frame, peer=self.peer, max_frame=self.options.max_frame)
-        with self._send_lock:
-            self._write(prefix(frame), frame)
-            self._counts["frames_sent"] += 1
-            self._counts["payload_bytes_sent"] += len(frame)
+        self.send_parts(b"", frame)
 
     def send_parts(self, head: bytes, body: bytes | bytearray | memoryview) -> None:
         """Send one frame made of ``head`` then ``body``, without first joining them into a new buffer.
