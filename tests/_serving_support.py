@@ -20,20 +20,26 @@ from vsplit.transport.memory import memory_pair
 TRAIN = "[train]\nepochs = 1\nbatch_size = 256\npatience = 100\nseed = {seed}\n"
 
 
-def _in_threads(work: dict) -> dict:
+def in_threads_with_errors(work: dict, *, timeout: float = 300) -> tuple[dict, dict]:
+    """Each party's ``work`` in its own thread: the results and the exceptions raised, by party."""
     results, errors = {}, {}
 
     def run(party: str) -> None:
         try:
             results[party] = work[party]()
-        except BaseException as exc:  # reported below
+        except BaseException as exc:  # handed to the caller
             errors[party] = exc
 
     threads = [threading.Thread(target=run, args=(p,)) for p in work]
     for t in threads:
         t.start()
     for t in threads:
-        t.join(timeout=300)
+        t.join(timeout=timeout)
+    return results, errors
+
+
+def _in_threads(work: dict) -> dict:
+    results, errors = in_threads_with_errors(work)
     if errors:
         raise next(iter(errors.values()))
     return results

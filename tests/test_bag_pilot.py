@@ -121,22 +121,10 @@ def _nodes(root, run_id: str, sets: dict[str, list[str]], *, test: bool = False)
 
 def _run_all(nodes: dict) -> tuple[dict, dict]:
     """Every node's training run in its own thread over memory channels: results and errors by party."""
-    from _serving_support import _channels
+    from _serving_support import _channels, in_threads_with_errors
 
-    channels, results, errors = _channels(), {}, {}
-
-    def run(party: str) -> None:
-        try:
-            results[party] = nodes[party].run(channels[party])
-        except BaseException as exc:  # examined by the test
-            errors[party] = exc
-
-    threads = [threading.Thread(target=run, args=(p,)) for p in nodes]
-    for t in threads:
-        t.start()
-    for t in threads:
-        t.join(timeout=120)
-    return results, errors
+    channels = _channels()
+    return in_threads_with_errors({p: (lambda p=p: nodes[p].run(channels[p])) for p in nodes}, timeout=120)
 
 
 @pytest.fixture(scope="module")
