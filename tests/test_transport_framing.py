@@ -10,7 +10,7 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from vsplit.errors import TransportError
-from vsplit.transport.framing import HEARTBEAT, Deframer, prefix
+from vsplit.transport.framing import EAGER_BYTES, HEARTBEAT, Deframer, prefix
 
 frames_strategy = st.lists(st.one_of(st.binary(min_size=1, max_size=300), st.just(b"")), max_size=12)
 
@@ -76,11 +76,42 @@ def test_declared_2_gib_frame_refused_without_allocating():
     assert peak < 64 * 1024
 
 
-def test_partial_frame_grows_only_with_the_bytes_that_arrived():
+def test_a_declared_large_frame_costs_at_most_the_eager_buffer_until_its_bytes_arrive():
     d = Deframer()
-    assert d.feed((50 * 2**20).to_bytes(4, "little") + b"y" * 10) == []  # declares 50 MiB, sends 10 bytes
+    tracemalloc.start()
+    try:
+        assert d.feed((50 * 2**20).to_bytes(4, "little") + b"y" * 10) == []  # declares 50 MiB, sends 10 bytes
+        _, peak = tracemalloc.get_traced_memory()
+    finally:
+        tracemalloc.stop()
     assert d.buffered == 10
     assert not d.at_boundary
+    assert peak < EAGER_BYTES + 64 * 1024
+
+
+def test_a_frame_larger_than_the_eager_buffer_grows_as_it_arrives_and_comes_out_whole():
+    body = bytes(range(256)) * (3 * EAGER_BYTES // 256 + 7)  # a little over 3 MiB: the buffer doubles twice
+    wire = prefix(body) + body + prefix(b"next") + b"next"
+    d = Deframer(max_frame=len(body))
+    out = []
+    for start in range(0, len(wire), 300_001):
+        out += [bytes(f) for f in d.feed(wire[start : start + 300_001])]
+    assert out == [body, b"next"]
+    assert d.at_boundary
+
+
+def test_space_and_commit_let_a_record_layer_write_frames_in_place():
+    wire = memoryview(prefix(b"abc") + b"abc" + HEARTBEAT + prefix(b"de") + b"de")
+    d, frames = Deframer(max_frame=8), []
+    while wire:
+        room = d.space()
+        n = min(len(room), len(wire), 2)  # at most two bytes at a time, as records of any size would come
+        room[:n] = wire[:n]
+        wire = wire[n:]
+        if (frame := d.commit(n)) is not None:
+            frames.append(bytes(frame))
+    assert frames == [b"abc", b"de"]
+    assert d.heartbeats == 1
 
 
 def test_prefix_is_four_bytes_little_endian():

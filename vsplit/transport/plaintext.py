@@ -40,12 +40,22 @@ class _PlainLayer:
     """The identity record layer: wire bytes are the plaintext."""
 
     closes_explicitly = False
+    ended = False
+
+    def __init__(self) -> None:
+        self._waiting = bytearray()
 
     def seal(self, data: bytes | memoryview) -> bytes:
         return bytes(data)
 
-    def open(self, data: bytes | memoryview) -> tuple[list[bytes], bool]:
-        return [bytes(data)], False  # the view is reused for the next read
+    def put(self, data: bytes | memoryview) -> None:
+        self._waiting += data  # the view is reused for the next read
+
+    def read_into(self, room: memoryview) -> int:
+        n = min(len(room), len(self._waiting))
+        room[:n] = self._waiting[:n]
+        del self._waiting[:n]
+        return n
 
     def pending(self) -> bool:
         return False

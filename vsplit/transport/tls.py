@@ -32,7 +32,7 @@ from typing import Any
 from vsplit.errors import AuthenticationError, TransportError
 from vsplit.transport.framing import Deframer, prefix
 from vsplit.transport.pinning import Credentials, identify_peer
-from vsplit.transport.stream import CHUNK, ChannelOptions, StreamChannel
+from vsplit.transport.stream import CHUNK, ChannelOptions, StreamChannel, open_frames
 
 _TLS_HANDSHAKE_RECORD = 0x16
 #: The most plaintext one TLS record carries.
@@ -57,6 +57,7 @@ class TlsLayer:
         self.incoming = ssl.MemoryBIO()
         self.outgoing = ssl.MemoryBIO()
         self.tls = context.wrap_bio(self.incoming, self.outgoing, server_side=server_side)
+        self.ended = False
         self._lock = threading.Lock()
 
     def seal(self, data: bytes | memoryview) -> bytes:
@@ -66,22 +67,28 @@ class TlsLayer:
                 view = view[self.tls.write(view) :]
             return self.outgoing.read()
 
-    def open(self, data: bytes | memoryview) -> tuple[list[bytes], bool]:
+    def put(self, data: bytes | memoryview) -> None:
         with self._lock:
             self.incoming.write(data)
-            pieces: list[bytes] = []
-            while True:
+
+    def read_into(self, room: memoryview) -> int:
+        got, size = 0, len(room)
+        with self._lock:
+            while got < size:  # a call opens one record at most: go on while records are complete
                 try:
-                    piece = self.tls.read(_RECORD)  # one record at most: no buffer sized for 16 of them
+                    n = self.tls.read(size - got, room[got:])  # decrypts into the frame itself: no piece to copy
                 except ssl.SSLWantReadError:
-                    return pieces, False
+                    break
                 except ssl.SSLZeroReturnError:
-                    return pieces, True
+                    self.ended = True
+                    break
                 except ssl.SSLError as exc:
                     raise TransportError(f"TLS error: {exc.reason or exc}") from None
-                if not piece:
-                    return pieces, True
-                pieces.append(piece)
+                if not n:
+                    self.ended = True
+                    break
+                got += n
+        return got
 
     def pending(self) -> bool:
         return self.outgoing.pending > 0
@@ -190,15 +197,14 @@ class _Link:
         data = b""  # the handshake may have left application data in the buffer already
         while True:
             try:
-                pieces, ended = self.layer.open(data)
+                frames = open_frames(self.layer, self.deframer, data)
             except TransportError as exc:
                 if "ALERT" in str(exc).upper():  # TLS 1.3: the server judges our certificate after our handshake
                     raise AuthenticationError(_explain_alert(str(exc), self.who)) from None
                 raise
-            frames = [frame for piece in pieces for frame in self.deframer.feed(piece)]
             if frames:
                 return frames
-            if ended:
+            if self.layer.ended:
                 raise TransportError(f"{self.who} closed the connection during the hello")
             data = self.read_raw()
 
