@@ -6,8 +6,11 @@ outgoing cut right away. Backward operations run per *component*: a party's segm
 reading the same cut) form one autograd graph, backpropagated by one call once the gradients of every cut leaving
 it have arrived; then the gradients of the cuts entering it are sent. Components are visited in the reverse of a
 global topological order, so every await waits only on work that some other party can always finish first:
-no step program can deadlock. A topology whose components form a cycle (a party that sends to a chain and reads
-that chain's result in the same autograd graph) is refused.
+no step program can deadlock. Within a component whose gradients go to peers, the segments no sent gradient
+depends on (:func:`local_tail`, e.g. the label party's own bottom under the top) are backpropagated after the
+sends (``BackwardLocal``): their readers take their outputs as leaves, so the peers start their own backward
+while this party finishes its own, and the numbers are the same. A topology whose components form a cycle (a
+party that sends to a chain and reads that chain's result in the same autograd graph) is refused.
 
 Example:
     >>> from vsplit.topology.graph import Cut, Topology
@@ -27,9 +30,9 @@ from vsplit.errors import ConfigError
 from vsplit.topology.graph import Cut, Topology
 
 #: Operation kinds.
-AWAIT_ACT, FORWARD, SEND_ACT, LOSS, COLLECT, AWAIT_GRAD, BACKWARD, SEND_GRAD, STEP = (
+AWAIT_ACT, FORWARD, SEND_ACT, LOSS, COLLECT, AWAIT_GRAD, BACKWARD, SEND_GRAD, LOCAL_BACKWARD, STEP = (
     "AwaitActivations", "Forward", "SendActivations", "Loss", "Collect", "AwaitGradients", "Backward",
-    "SendGradients", "Step",
+    "SendGradients", "BackwardLocal", "Step",
 )
 
 
@@ -103,6 +106,30 @@ def components(topology: Topology) -> list[tuple[str, ...]]:
     return [tuple(groups[c]) for c in order]
 
 
+def local_tail(topology: Topology, comp: tuple[str, ...]) -> tuple[str, ...]:
+    """The segments of ``comp`` whose backward no gradient the party sends depends on, in topological order.
+
+    A segment is in the tail when it reads no cut, sends no cut, holds no loss, and every input it takes from its
+    own component is in the tail too: gradients flow from the loss and the outgoing cuts down to the cut leaves
+    without passing through it. Its backward can wait until the gradients of the cuts are sent (the peers, who wait
+    for them, start their own backward sooner) and gives the same numbers (the chain rule in two calls).
+
+    >>> from vsplit.topology.graph import Topology
+    >>> t = Topology.vertical(label_party="bank", feature_parties=["insurer"])
+    >>> local_tail(t, ("bank", "top"))
+    ('bank',)
+    """
+    segments = {s.name: s for s in topology.segments}
+    readers = {r for c in topology.cuts for r in c.readers}
+    senders = {c.src for c in topology.cuts}
+    tail: list[str] = []
+    for name in comp:  # in topological order: a segment's own inputs come before it
+        seg = segments[name]
+        if not seg.loss and name not in readers and name not in senders and all(i in tail for i in seg.inputs):
+            tail.append(name)
+    return tuple(tail)
+
+
 def compile_program(topology: Topology, party: str, *, phase: str = "train") -> tuple[Op, ...]:
     """The ops ``party`` runs per training step (``phase="train"``) or per evaluation/scoring chunk (``"eval"``)."""
     if phase not in ("train", "eval"):
@@ -131,8 +158,12 @@ def compile_program(topology: Topology, party: str, *, phase: str = "train") -> 
             continue
         members = set(comp)
         ops.extend(Op(AWAIT_GRAD, c.id, _label(c)) for c in topology.cuts if c.src in members)
-        ops.append(Op(BACKWARD, comp))
-        ops.extend(Op(SEND_GRAD, c.id, _label(c)) for c in topology.cuts_into(party) if members & set(c.readers))
+        sends = [Op(SEND_GRAD, c.id, _label(c)) for c in topology.cuts_into(party) if members & set(c.readers)]
+        tail = local_tail(topology, comp) if sends else ()
+        ops.append(Op(BACKWARD, tuple(n for n in comp if n not in tail)))
+        ops.extend(sends)
+        if tail:  # after the sends: the peers waiting for those gradients go on meanwhile
+            ops.append(Op(LOCAL_BACKWARD, tail))
     ops.append(Op(STEP))
     return tuple(ops)
 

@@ -63,12 +63,18 @@ from vsplit.topology.program import (
     BACKWARD,
     COLLECT,
     FORWARD,
+    LOCAL_BACKWARD,
     LOSS,
     SEND_ACT,
     SEND_GRAD,
     STEP,
     compile_program,
 )
+
+
+def _leaf(t: torch.Tensor) -> torch.Tensor:
+    """``t`` cut from its graph, as a leaf that collects its own gradient (when ``t`` needs one)."""
+    return t.detach().requires_grad_() if t.requires_grad else t
 
 
 def _peak(t: torch.Tensor) -> float:
@@ -618,14 +624,15 @@ class SplitMachine(AheadMixin):
         table = {
             AWAIT_ACT: self._await_activations, FORWARD: self._forward, SEND_ACT: self._send_activations,
             LOSS: self._loss, COLLECT: self._collect, AWAIT_GRAD: self._await_gradients, BACKWARD: self._backward,
-            SEND_GRAD: self._send_gradients, STEP: self._step,
+            SEND_GRAD: self._send_gradients, LOCAL_BACKWARD: self._local_backward, STEP: self._step,
         }
+        later = {name for op in program if op.kind == LOCAL_BACKWARD for name in op.arg}  # type: ignore[union-attr]
         bound = []
         for op in program:
             arg = op.arg
             if op.kind == FORWARD:
                 seg = self._segments[arg]  # type: ignore[index]
-                arg = (seg.name, self.modules[seg.name], seg.inputs)
+                arg = (seg.name, self.modules[seg.name], seg.inputs, seg.name in later)
             elif op.kind == BACKWARD:
                 members = set(arg)  # type: ignore[arg-type]
                 loss = any(self._segments[n].loss for n in members)
@@ -646,16 +653,20 @@ class SplitMachine(AheadMixin):
         return self._call(arg)
 
     def _call(self, arg: tuple) -> bool:
-        name, module, inputs = arg
+        name, module, inputs, later = arg
         ctx = self._ctx
         if not inputs:
             idx = self._idx
-            ctx[name] = module(*[t[idx] for t in self.data[name]])
+            value = module(*[t[idx] for t in self.data[name]])
         elif len(inputs) == 1:
             value = ctx[inputs[0]]
-            ctx[name] = module(*value) if type(value) is tuple else module(value)
+            value = module(*value) if type(value) is tuple else module(value)
         else:
-            ctx[name] = module({i: ctx[i] for i in inputs})
+            value = module({i: ctx[i] for i in inputs})
+        if later and self._phase == TRAIN:  # backpropagated after the sends (BackwardLocal): its readers get a leaf
+            ctx[("graph", name)] = value
+            value = tuple(_leaf(t) for t in value) if type(value) is tuple else _leaf(value)
+        ctx[name] = value
         return True
 
     def _send_activations(self, cut_id: int, out: list[Outgoing]) -> bool:
@@ -796,6 +807,22 @@ class SplitMachine(AheadMixin):
                     grads.append(torch.ones_like(extra))
         if roots:
             torch.autograd.backward(roots, grads)  # draws no random numbers: no need to swap in self.rng
+        return True
+
+    def _local_backward(self, names: tuple[str, ...], out: list[Outgoing]) -> bool:
+        """Backpropagate the segments whose outputs the rest of their component read as leaves (see :meth:`_call`)."""
+        ctx = self._ctx
+        roots: list[torch.Tensor] = []
+        grads: list[torch.Tensor] = []
+        for name in names:
+            graph, leaf = ctx[("graph", name)], ctx[name]
+            for g, t in zip(graph if type(graph) is tuple else (graph,), leaf if type(leaf) is tuple else (leaf,),
+                            strict=True):
+                if g.requires_grad and t.grad is not None:
+                    roots.append(g)
+                    grads.append(t.grad)
+        if roots:
+            torch.autograd.backward(roots, grads)
         return True
 
     def _send_gradients(self, cut_id: int, out: list[Outgoing]) -> bool:

@@ -159,7 +159,7 @@ class AheadMixin:
         if unit.stash is None:
             self._call(arg)
             return
-        name, module, inputs = arg
+        name, module, inputs, _ = arg
         if inputs:  # runs_ahead() admits only source segments; a party's later segments read them locally
             self._call(arg)
             return
