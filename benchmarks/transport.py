@@ -24,7 +24,9 @@ Keys:
                     seconds per training epoch of the bank-marketing preset at batch 1024 (the plain network,
                     vsplit.models.recipe.PLAIN, as since this benchmark was written): bank and partner as two
                     processes over mutual TLS on 127.0.0.1 with the default (resumable) channels, and both in one
-                    process; target ratio <= 1.25.
+                    process; target ratio <= 1.25. Three rounds, each running the three kinds back to back in
+                    another order; each figure is the median of the rounds, each ratio the median of the rounds'
+                    ratios (``ratio_rounds``).
   tls_epoch_s_reconnect_off, ratio_reconnect_off
                     the same with plain TLS channels (``network.reconnect_timeout_s = 0``).
   *_batch256        the same at batch 256; target ratio_batch256 <= 1.5.
@@ -267,28 +269,32 @@ def measure_tls_roundtrip(*, size: int = 128 * 1024, rounds: int = 400, warmup: 
             "round_trip_ms_raw_tls": round(statistics.median(raw), 3)}
 
 
-def measure_tls_epoch(*, batch_size: int = 1024, epochs: int = 12) -> dict[str, float]:
+def measure_tls_epoch(*, batch_size: int = 1024, epochs: int = 12, rounds: int = 3) -> dict[str, float]:
     """Seconds per training epoch, bank-marketing preset: two processes over mutual TLS vs. one process.
 
     Both use one torch thread per party (as party processes do by default, ``train.threads``), the same seeds and
-    batches; no validation rows, so only training steps are timed. Medians over epochs 2.. (the first warms up).
-    The two-process run goes four times, in the order reconnects on, off, off, on (each kind's figure is the mean of
-    its two runs), between two in-process runs (their mean is the denominator, so a load that drifts during the
-    measurement counts less).
+    batches; no validation rows, so only training steps are timed. Each run's figure is the median over its epochs
+    2.. (the first warms up). A *round* runs the one-process training and the two-process one with reconnects on and
+    off, back to back, and divides: a ratio compares runs seconds apart, so a load that drifts during the measurement
+    moves both sides of it. ``rounds`` rounds, each in another order (the second of two runs in a row tends to be the
+    slower one on this machine); the figures are the medians of the rounds (``ratio_rounds``: each round's).
     """
     from vsplit.datasets import preset
 
     data = preset("bank_marketing", seed=0)
-    before = _inprocess_epoch_s(data, batch_size=batch_size, epochs=epochs)
-    # on, off, off, on: each kind runs once early and once late, so neither gains from its place in the order (the
-    # second of two runs in a row tends to be the slower one on this machine)
-    runs = [_tls_epoch_s(data, batch_size=batch_size, epochs=epochs, reconnect=r) for r in (True, False, False, True)]
-    on, off = (runs[0] + runs[3]) / 2, (runs[1] + runs[2]) / 2
-    after = _inprocess_epoch_s(data, batch_size=batch_size, epochs=epochs)
-    inprocess = (before + after) / 2  # the in-process epoch before and after the two-process runs: less drift
-    return {"tls_epoch_s": round(on, 4), "tls_epoch_s_reconnect_off": round(off, 4),
-            "inprocess_epoch_s": round(inprocess, 4), "ratio": round(on / inprocess, 3),
-            "ratio_reconnect_on": round(on / inprocess, 3), "ratio_reconnect_off": round(off / inprocess, 3),
+    orders = [("in", "on", "off"), ("off", "on", "in"), ("on", "in", "off")]
+    seen: dict[str, list[float]] = {"in": [], "on": [], "off": []}
+    for r in range(rounds):
+        for kind in orders[r % len(orders)]:
+            seen[kind].append(_inprocess_epoch_s(data, batch_size=batch_size, epochs=epochs) if kind == "in" else
+                              _tls_epoch_s(data, batch_size=batch_size, epochs=epochs, reconnect=kind == "on"))
+    on = [a / b for a, b in zip(seen["on"], seen["in"], strict=True)]
+    off = [a / b for a, b in zip(seen["off"], seen["in"], strict=True)]
+    med = statistics.median
+    return {"tls_epoch_s": round(med(seen["on"]), 4), "tls_epoch_s_reconnect_off": round(med(seen["off"]), 4),
+            "inprocess_epoch_s": round(med(seen["in"]), 4), "ratio": round(med(on), 3),
+            "ratio_reconnect_on": round(med(on), 3), "ratio_reconnect_off": round(med(off), 3),
+            "ratio_rounds": [round(x, 3) for x in on], "ratio_reconnect_off_rounds": [round(x, 3) for x in off],
             "epoch_batch_size": batch_size}
 
 
@@ -360,7 +366,7 @@ def measure_tls_epoch_256() -> dict[str, float]:
     out = measure_tls_epoch(batch_size=256, epochs=6)
     return {"tls_epoch_s_batch256": out["tls_epoch_s"], "inprocess_epoch_s_batch256": out["inprocess_epoch_s"],
             "ratio_batch256": out["ratio"], "tls_epoch_s_batch256_reconnect_off": out["tls_epoch_s_reconnect_off"],
-            "ratio_batch256_reconnect_off": out["ratio_reconnect_off"]}
+            "ratio_batch256_reconnect_off": out["ratio_reconnect_off"], "ratio_batch256_rounds": out["ratio_rounds"]}
 
 
 MEASUREMENTS: list[Callable[[], dict[str, float]]] = [
