@@ -10,8 +10,8 @@ write the bytes to a file of the right name and read it with the project's reade
 
 Example:
     >>> sorted(TARGETS)[:3]
-    ['checkpoint_file', 'config_file', 'csv_table']
-    >>> TARGETS["psi_messages"].run(TARGETS["psi_messages"].seeds()[0])
+    ['calibration_file', 'checkpoint_file', 'config_file']
+    >>> TARGETS["stream_frames"].run(TARGETS["stream_frames"].seeds()[0])
 """
 
 from __future__ import annotations
@@ -187,6 +187,37 @@ def _hello_seeds() -> list[bytes]:
     from vsplit.transport.tls import hello
 
     return [hello("bank", "partner"), hello("insurer", "bank", ok=False)]
+
+
+# -- the stream's framing ---------------------------------------------------------------------------------------------
+_STREAM_CAP = 4096
+
+
+def _stream(data: bytes) -> None:
+    """The plaintext a peer's stream carries, cut into frames the way a channel reads it
+    (:func:`vsplit.transport.stream.open_frames`: the record layer writes into the :class:`Deframer`'s buffer), in
+    pieces of ``data[0] + 1`` bytes, as TCP and TLS records could cut it; frames are capped at 4 KiB."""
+    from vsplit.transport.framing import Deframer
+    from vsplit.transport.plaintext import _PlainLayer
+    from vsplit.transport.stream import open_frames
+
+    if not data:
+        return
+    step, layer, deframer = data[0] + 1, _PlainLayer(), Deframer(max_frame=_STREAM_CAP)
+    for at in range(1, len(data), step):
+        for frame in open_frames(layer, deframer, data[at : at + step]):
+            if not 0 < len(frame) <= _STREAM_CAP:
+                raise AssertionError(f"a frame of {len(frame)} bytes came out of a stream capped at {_STREAM_CAP}")
+    if deframer.buffered > _STREAM_CAP:
+        raise AssertionError(f"{deframer.buffered} bytes buffered for a frame capped at {_STREAM_CAP}")
+
+
+def _stream_seeds() -> list[bytes]:
+    from vsplit.transport.framing import HEARTBEAT, prefix
+
+    frames = [b"x", bytes(range(256)) * 3, b"\x00" * _STREAM_CAP]
+    stream = b"".join(prefix(f) + f + HEARTBEAT for f in frames)
+    return [bytes([0]) + stream, bytes([6]) + stream, bytes([255]) + stream, bytes([3]) + prefix(10) + b"short"]
 
 
 # -- the resumable channel's envelopes -------------------------------------------------------------------------------
@@ -420,6 +451,8 @@ def _build() -> dict[str, Target]:
         Target("horizontal_messages", _wire("horizontal", _state_tensors), lambda: _message_seeds("horizontal"),
                "horizontal messages (states, join, scoring, readmission) and a state's named tensors"),
         Target("tls_hello", _hello, _hello_seeds, "the hello a peer sends first inside mutual TLS (parse_hello)"),
+        Target("stream_frames", _stream, _stream_seeds,
+               "the stream's length-prefixed frames, cut in pieces, through open_frames into the Deframer's buffer"),
         Target("resume_envelopes", _envelopes, _envelope_seeds,
                "the resumable channel's envelopes (DATA, GOODBYE, ACK, RESUME) into its sans-IO bookkeeping "
                "(vsplit.transport.numbered: parse, the resend buffer, the in-order acceptor)"),
