@@ -10,7 +10,7 @@ sans-IO: it turns plaintext into wire bytes and back, and this module does all t
   resumable channel's acks and the caller may all send).
 * **Reading: whoever needs a frame reads.** A training step sends one frame and waits for the answer, so the
   answer's latency is the cost. ``recv`` first takes a frame already queued; if none is, it takes the *read lock*
-  and, in its own thread, waits for the socket, reads, opens the TLS records and cuts them into frames: the frame
+  and, in its own thread, waits for the socket, reads, and opens the TLS records straight into frames: the frame
   it waited for never crosses a thread (no wake-up, no hand-over of the GIL). Frames completed beyond the first
   wait in a bounded :class:`~vsplit.transport.inbox.Inbox` for the next ``recv``.
 * **A background reader** covers the time nobody is in ``recv``: it waits on the socket and a wake-up pipe, and
@@ -161,7 +161,7 @@ class RecordLayer(Protocol):
         :attr:`ended`)."""
 
     def pending(self) -> bool:
-        """True if ``open`` produced wire bytes that must be sent (fetch them with ``seal(b"")``)."""
+        """True if reading produced wire bytes that must be sent (fetch them with ``seal(b"")``)."""
 
     def goodbye(self) -> bytes:
         """Wire bytes that end the stream cleanly (may be empty)."""
