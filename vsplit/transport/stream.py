@@ -503,7 +503,7 @@ class StreamChannel:
             return  # draining after our own close: the caller no longer reads
         frames: list[bytearray] = []
         try:
-            frames = open_frames(self._layer, self._deframer, data, frames)
+            open_frames(self._layer, self._deframer, data, frames)  # fills frames: kept if a later record fails
             if self._layer.pending():
                 with self._send_lock:
                     wire = self._layer.seal(b"")

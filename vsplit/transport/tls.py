@@ -35,8 +35,6 @@ from vsplit.transport.pinning import Credentials, identify_peer
 from vsplit.transport.stream import CHUNK, ChannelOptions, StreamChannel, open_frames
 
 _TLS_HANDSHAKE_RECORD = 0x16
-#: The most plaintext one TLS record carries.
-_RECORD = 16384
 _HELLO_MAGIC = b"VSHELLO1"
 _HELLO_MAX = 1024
 _X509_V_ERR_CERT_NOT_YET_VALID = 9
