@@ -39,7 +39,8 @@ DEFAULT_PRESETS = ["bank_marketing_no_duration", "bank_marketing", "secretflow_b
 #: AdamW with weight decay, up to 40 epochs kept at the best validation AUC, patience 5), written out here so the
 #: JSON records it; the benchmark trains the mean of 5 independently seeded networks (``networks``:
 #: vsplit.bagging.SplitBag, 5 times the training and the cut traffic; 5 had the best validation AUC; refitting each
-#: network on all its rows did not beat it; docs/models.md)
+#: network on all its rows did not beat it; docs/models.md), whose ``"auto"`` numeric embeddings are piecewise-linear
+#: and periodic in turn (vsplit.models.recipe.network_numeric: ahead of 5 piecewise networks on validation rows)
 RECIPE = {**{k: list(v) if isinstance(v, tuple) else v for k, v in DEFAULT_RECIPE.items()}, "networks": 5}
 MODES = ("split", "centralized", "label_party_only")
 #: how the benchmark runs every model (not part of the recipe): the same rows as PSI, by a plain join

@@ -11,8 +11,10 @@ epochs run and the seconds; ``chosen``: the candidate with the best mean validat
 ``test_auc``: the same fitted model scored on the preset's test rows after the fit, recorded for the report only
 (the choice does not look at it). A candidate's ``"bag": k`` averages the probabilities of ``k`` networks fitted
 with seeds ``seed + 1000 * i`` (``k`` independent split networks, :class:`vsplit.bagging.SplitBag`: ``k`` times the
-cut traffic); ``val_auc_by_networks`` and ``test_auc_by_networks`` then give the bag of the first 1, 2, ... ``k`` of
-those networks. ``"refit": true`` fits each network again on all its training rows (here the 80 %) for the epoch
+cut traffic; as there, ``numeric_embedding`` ``"auto"``, the default, takes piecewise-linear and periodic in turn,
+:func:`vsplit.models.recipe.network_numeric`, and a kind named explicitly is every network's);
+``val_auc_by_networks`` and ``test_auc_by_networks`` then give the bag of the first 1, 2, ... ``k`` of those
+networks. ``"refit": true`` fits each network again on all its training rows (here the 80 %) for the epoch
 count its own validation rows chose (``SplitBag(refit=True)``, :func:`vsplit.bagging.fit_network`). Runs like
 benchmarks/quality.py: one job per (preset, seed, candidate), ``--jobs`` single-threaded worker processes.
 """
@@ -70,6 +72,7 @@ def score(job: tuple[str, int, str, dict]) -> tuple[str, int, str, dict]:
     from vsplit.datasets import preset
     from vsplit.estimator import SplitClassifier
     from vsplit.evaluation import shared_test_views
+    from vsplit.models.recipe import RECIPE, network_numeric
     from vsplit.tune.rows import validation_views
 
     data = preset(name, seed=seed)
@@ -79,10 +82,13 @@ def score(job: tuple[str, int, str, dict]) -> tuple[str, int, str, dict]:
     test = shared_test_views(data.test, label_party=data.label_party, id_column=data.id_column)
     params = dict(params)
     bag, refit = int(params.pop("bag", 1)), bool(params.pop("refit", False))
+    kind = params.pop("numeric_embedding", RECIPE["numeric_embedding"])
     started = time.perf_counter()
     models = [fit_network(SplitClassifier(label_party=data.label_party, label=data.label, id_column=data.id_column,
                                           positive_label=data.positive_label, mode="centralized",
-                                          random_state=seed + SEED_STRIDE * i, **RUN, **params), fit, refit=refit)[0]
+                                          random_state=seed + SEED_STRIDE * i,
+                                          numeric_embedding=network_numeric(kind, i), **RUN, **params),
+                          fit, refit=refit)[0]
               for i in range(bag)]
     seconds = round(time.perf_counter() - started, 1)
     val, tst = bagged_auc(models, valid, data), bagged_auc(models, test, data)

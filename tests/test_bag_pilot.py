@@ -11,6 +11,7 @@ load configs (bad values).
 
 from __future__ import annotations
 
+import json
 import threading
 
 import numpy as np
@@ -58,13 +59,13 @@ def _views(root, split: str) -> dict[str, pd.DataFrame]:
     return {p: pd.read_parquet(root / p / "data" / f"{split}.parquet") for p in COLUMNS}
 
 
-def _split_bag(root, networks: int) -> SplitBag:
+def _split_bag(root, networks: int, **params) -> SplitBag:
     """SplitBag in this process on the same tables and seeds, with one torch thread as the party processes."""
     threads = torch.get_num_threads()
     torch.set_num_threads(1)
     try:
         return SplitBag(networks=networks, label_party="bank", label="y", positive_label="yes", random_state=0,
-                        **{**PLAIN, "epochs": EPOCHS}).fit(_views(root, "train"))
+                        **{**PLAIN, "epochs": EPOCHS, **params}).fit(_views(root, "train"))
     finally:
         torch.set_num_threads(threads)
 
@@ -72,12 +73,15 @@ def _split_bag(root, networks: int) -> SplitBag:
 def test_three_processes_train_a_bag_whose_predictions_equal_split_bag_in_one_process(tmp_path):
     configs = prepare_three_parties(tmp_path, port=free_port(), run_id="bag", extra=BAG)
     _shrink(tmp_path, rows={"train": 1500, "test": 500})
-    # no test table in training (its scoring is predict's, below): no report plots to draw
-    _launch(tmp_path, configs, ["train"], "train", dict.fromkeys(configs, _sets('data.test_path=""')))
+    # no test table in training (its scoring is predict's, below): no report plots to draw; the recipe's numeric
+    # embedding ("auto"): the bag's two networks embed numbers piecewise-linearly and periodically
+    _launch(tmp_path, configs, ["train"], "train",
+            dict.fromkeys(configs, _sets('data.test_path=""', 'model.numeric_embedding="auto"')))
     run = tmp_path / "runs" / "bag"
     for party in COLUMNS:  # one model file per party, holding both networks' own parts (and nothing of a peer's)
         state = load_checkpoint(run / party / "model.npz", run_id="bag", party=party)
         assert state["networks"] == 2 and len(state["bag"]) == 1 and state["bag"][0]["seed"] == 1000
+        assert (state["numeric_embedding"], state["bag"][0]["numeric_embedding"]) == ("piecewise", "periodic")
         own = {party, "top"} if party == "bank" else {party}
         assert set(state["segments"]) == set(state["bag"][0]["segments"]) == own
         assert not list((run / party / "checkpoints").glob("*.npz"))  # a bag keeps no epoch checkpoints
@@ -90,7 +94,8 @@ def test_three_processes_train_a_bag_whose_predictions_equal_split_bag_in_one_pr
     scored = predictions[predictions["status"] == "scored"].set_index("customer_id")["probability"]
     assert len(scored) > 200
 
-    bag = _split_bag(tmp_path, networks=2)
+    bag = _split_bag(tmp_path, networks=2, numeric_embedding="auto")
+    assert [clf.numeric_embedding for clf in bag.estimators_] == ["piecewise", "periodic"]
     test = _views(tmp_path, "test")
     with pytest.warns(UserWarning, match="unknown to a partner"):
         expected = pd.Series(bag.predict_proba(test)[:, 1], index=test["bank"]["customer_id"].astype(str))
@@ -182,6 +187,9 @@ def test_a_bag_scores_its_test_table_in_training_and_its_model_card_says_so(bag_
     assert [(n["network"], n["seed"]) for n in result.networks] == [(0, 0), (1, 1000)]
     card = (folder / "model_card.md").read_text()
     assert "A bag of 2 networks" in card and "networks" in card
+    # the bank's own bottoms' numeric embedding, one per network ("none" here: the plain network's)
+    recipe = json.loads((folder / "model_card.json").read_text())["recipe"]
+    assert recipe["numeric_embedding"] == "['none', 'none']"
 
 
 def test_a_bag_predicts_and_serves_the_mean_of_its_networks(bag_run):

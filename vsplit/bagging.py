@@ -1,9 +1,12 @@
 """Averaging ``networks`` independently seeded split networks: a deep ensemble of :class:`SplitClassifier`.
 
 Each network is a whole :class:`~vsplit.estimator.SplitClassifier` fit with its own seed (``random_state + 1000 * i``
-for the ``i``-th network): its own bottoms at every party, its own top, its own cut. The output is the mean of the
-networks' probabilities. Nothing new crosses the cut, but everything crosses it ``networks`` times: ``networks``
-times the cut traffic (each network's embeddings and gradients) and about ``networks`` times the training time.
+for the ``i``-th network): its own bottoms at every party, its own top, its own cut. With the default
+``numeric_embedding="auto"`` the networks take piecewise-linear and periodic numeric embeddings in turn
+(:func:`vsplit.models.recipe.network_numeric`); a kind named explicitly is every network's. The output is the mean
+of the networks' probabilities. Nothing new crosses the cut, but everything crosses it ``networks`` times:
+``networks`` times the cut traffic (each network's embeddings and gradients) and about ``networks`` times the
+training time.
 Each network equals the same network trained in one place (tests/test_oracle.py), so the average does too.
 Unlike the ``members`` option (several heads over one cut exchange, no extra bytes), each network here has its own
 bottoms, which is what makes its errors independent.
@@ -22,8 +25,8 @@ Example:
     >>> bank = pd.DataFrame({"customer_id": ids, "age": rng.normal(size=300), "y": (x > 0.5).astype(int)})
     >>> views = {"bank": bank, "partner": pd.DataFrame({"customer_id": ids, "x": x})}
     >>> bag = SplitBag(networks=2, label_party="bank", label="y", epochs=2, random_state=0).fit(views)
-    >>> bag.predict_proba(views).shape, len(bag.estimators_)
-    ((300, 2), 2)
+    >>> bag.predict_proba(views).shape, [clf.numeric_embedding for clf in bag.estimators_]
+    ((300, 2), ['piecewise', 'periodic'])
     >>> refit = SplitBag(networks=1, refit=True, label_party="bank", label="y", epochs=3, random_state=0).fit(views)
     >>> refit.estimators_[0].validation_fraction, refit.epochs_[0] == len(refit.estimators_[0].history_)
     (0.0, True)
@@ -40,6 +43,7 @@ import pandas as pd
 
 from vsplit.errors import ConfigError
 from vsplit.estimator import SplitClassifier
+from vsplit.models.recipe import network_numeric
 from vsplit.models.seeds import SEED_STRIDE, network_seed
 
 __all__ = ["SEED_STRIDE", "SplitBag", "fit_network"]
@@ -68,9 +72,14 @@ class SplitBag:
 
     def fit(self, views: Mapping[str, pd.DataFrame]) -> SplitBag:
         """Fit every network on ``views`` (as :meth:`SplitClassifier.fit`); returns the bag."""
+        from vsplit.data.parquet_table import ParquetTable
+
         seed = int(self.params.get("random_state", 0))
         base = SplitClassifier(**{**self.params, "random_state": seed})
-        fitted = [fit_network(base.clone(random_state=network_seed(seed, i)), views, refit=self.refit)
+        streamed = any(isinstance(table, ParquetTable) for table in views.values())
+        fitted = [fit_network(base.clone(random_state=network_seed(seed, i),
+                                         numeric_embedding=network_numeric(base.numeric_embedding, i,
+                                                                           streamed=streamed)), views, refit=self.refit)
                   for i in range(self.networks)]
         self.estimators_ = [clf for clf, _ in fitted]
         #: each network's epoch count chosen by early stopping (the first fit's best epoch, counted from 1)

@@ -138,6 +138,9 @@ def run_card(node: Any, scored: Any, y: np.ndarray, result: Any) -> dict[str, An
               "lr_schedule": t.lr_schedule, "ema": recipe_settings(config)["ema"], "embedding_width": m.embedding_width,
               "bottom_hidden": m.bottom_hidden, "top_hidden": m.top_hidden,
               "numeric_embedding": m.numeric_embedding, "seed": t.seed, "best_epoch": result.best_epoch}
+    kinds = [getattr(party, "numeric_kind", None) for party in getattr(node, "networks", [node.party])]
+    if kinds and kinds[0] is not None:  # this party's own bottoms, "auto" resolved (a bag's in turn: one per network)
+        recipe["numeric_embedding"] = kinds[0] if len(kinds) == 1 else kinds
     if t.networks > 1:  # a bag: the metrics are the mean's; each network's seed and chosen epoch are in result.json
         recipe.update(networks=t.networks, best_epoch=[n["best_epoch"] for n in result.networks] or result.best_epoch)
     psi = (result.psi or {}).get("train", result.psi or {})

@@ -20,6 +20,12 @@ measured binary tasks only; :func:`resolve_monitor`). A party config that leaves
 ``train.ema`` out gets 0 in a horizontal run (:func:`vsplit.config.recipe.recipe_settings`: the horizontal figures
 were measured without dropout, and its clients' weights are averaged already).
 
+In a bag of networks (:class:`vsplit.bagging.SplitBag`, ``train.networks``), ``numeric_embedding = "auto"`` takes
+:data:`BAG_NUMERIC` in turn: piecewise-linear for networks 1, 3, 5 ..., periodic for networks 2, 4 ...
+(:func:`network_numeric`). Two kinds of embedding make the networks' errors less alike than seeds alone do: on
+validation rows of the four presets a bag of 5 alternating them beat 5 piecewise networks by 0.0011 mean AUC
+(docs/models.md, "A bag of two embeddings"). One network alone is unchanged.
+
 Example:
     >>> RECIPE["bottom_hidden"], RECIPE["top_hidden"], RECIPE["optimizer"]
     ((128,), (64,), 'adamw')
@@ -74,6 +80,26 @@ def config_overrides(values: Mapping[str, Any], *, skip: tuple[str, ...] = ()) -
 
     return tuple(f"{'model' if key in MODEL else 'train'}.{key}={json.dumps(list(v) if isinstance(v, tuple) else v)}"
                  for key, v in values.items() if key not in skip)
+
+
+#: what ``numeric_embedding = "auto"`` gives the networks of a bag, in turn (network ``i`` takes entry ``i % 2``)
+BAG_NUMERIC = ("piecewise", "periodic")
+
+
+def network_numeric(kind: str, network: int, *, streamed: bool = False) -> str:
+    """The numeric embedding of network ``network`` (counted from 0) of a bag whose parties ask for ``kind``.
+
+    ``kind`` itself, except ``"auto"`` on rows held in memory, which takes :data:`BAG_NUMERIC` in turn (a table
+    streamed from Parquet keeps ``"auto"``, which the party resolves to ``"none"``).
+
+    >>> [network_numeric("auto", i) for i in range(3)], network_numeric("none", 1)
+    (['piecewise', 'periodic', 'piecewise'], 'none')
+    >>> network_numeric("auto", 1, streamed=True)
+    'auto'
+    """
+    if kind != "auto" or streamed:
+        return kind
+    return BAG_NUMERIC[network % len(BAG_NUMERIC)]
 
 
 def resolve_monitor(monitor: str, task: str) -> str:

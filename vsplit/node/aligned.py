@@ -33,7 +33,7 @@ from vsplit.data.parquet_table import open_table
 from vsplit.data.sources import about_file, read_table
 from vsplit.data.tables import all_ids
 from vsplit.errors import CheckpointError, ConfigError
-from vsplit.models.recipe import resolve_monitor
+from vsplit.models.recipe import network_numeric, resolve_monitor
 from vsplit.models.seeds import derive_seed, network_seed
 from vsplit.node.node import PartyNode, session_id
 from vsplit.node.outputs import Scores, jsonable
@@ -154,9 +154,12 @@ class AlignedNode(PartyNode, kinds=("vertical", "vanilla", "u_shaped")):
         """This party's data and models from ``table``; ``trained``: the architecture a saved model was trained with
         (:func:`~vsplit.party.trained_architecture`), which the config's defaults may no longer give (the default
         recipe changed, or ``model.numeric_embedding = "auto"`` picks otherwise now the table streams); ``network``:
-        which network of a bag (seeded ``train.seed + 1000 * network``, as :class:`vsplit.bagging.SplitBag` does)."""
+        which network of a bag (seeded ``train.seed + 1000 * network``, and ``model.numeric_embedding = "auto"`` taking
+        piecewise-linear and periodic in turn, as :class:`vsplit.bagging.SplitBag` does)."""
         d = self.config.data
-        settings = dataclasses.replace(self._settings(), **(trained or {}))
+        settings = self._settings()
+        numeric = network_numeric(settings.numeric_embedding, network, streamed=bool(d.stream))
+        settings = dataclasses.replace(settings, **{"numeric_embedding": numeric, **(trained or {})})
         categorical = list(d.categorical) if d.categorical is not None else None
         seed = network_seed(self.config.train.seed, network)
         if self.role == "compute" or table is None:
@@ -443,6 +446,8 @@ class AlignedNode(PartyNode, kinds=("vertical", "vanilla", "u_shaped")):
     def _load_network(self, network: int, entry: Mapping[str, Any], trained: Mapping[str, Any]) -> Any:
         """Network ``network`` of a saved bag: built as trained (:meth:`_build_party`), its preprocessing and
         segments loaded from ``entry`` (:meth:`_network_state`)."""
+        if entry.get("numeric_embedding") is not None:  # a bag's networks may differ in their embedding
+            trained = {**trained, "numeric_embedding": entry["numeric_embedding"]}
         party = self._build_party(self.table, trained=trained, network=network)
         self._restore(party, entry)
         return party
