@@ -20,6 +20,12 @@ Keys:
                     certificates, TLS 1.3, TCP_NODELAY; no framing, no channel, OpenSSL reading and writing the socket
                     itself), measured in the same blocks as the two above, so a machine's wake-up latency shows in
                     all three alike.
+  round_trip_ms_socket_tls
+                    the same echo with TLS on the socket itself, as a channel could run it: non-blocking
+                    ``ssl.SSLSocket`` ends whose every SSL call holds one lock (a reader and a writer thread never
+                    use the SSL object at once; the lock is never held while waiting), length-prefixed frames in
+                    Python read straight into their buffers; no channel, heartbeats or resume. What the channels
+                    would reach without their memory buffers.
   tls_epoch_s, inprocess_epoch_s, ratio (= ratio_reconnect_on)
                     seconds per training epoch of the bank-marketing preset at batch 1024 (the plain network,
                     vsplit.models.recipe.PLAIN, as since this benchmark was written): bank and partner as two
@@ -189,8 +195,9 @@ def _two_process_round_trip_ms(*, resumable: bool, size: int, rounds: int, warmu
     return statistics.median(times) * 1000
 
 
-def _raw_echo(ids: dict, pipe, count: int) -> None:
-    """The floor's hub: a bare ``ssl.SSLSocket`` server that echoes ``count`` payloads of the size it is told."""
+def _raw_echo(ids: dict, pipe, count: int, locked: bool) -> None:
+    """The floor's hub: a bare ``ssl.SSLSocket`` server that echoes ``count`` payloads of the size it is told
+    (``locked``: non-blocking, framed, every SSL call under one lock, :class:`_LockedTls`)."""
     import socket
 
     context = _credentials(ids, "bank", "insurer").context(server_side=True)
@@ -200,6 +207,11 @@ def _raw_echo(ids: dict, pipe, count: int) -> None:
         conn, _ = server.accept()
         conn.setsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY, 1)
         with context.wrap_socket(conn, server_side=True) as tls:
+            if locked:
+                ends = _LockedTls(tls)
+                for _ in range(count):
+                    ends.send_frame(ends.recv_frame())
+                return
             buffer = bytearray(size)
             for _ in range(count):
                 _recv_exactly(tls, buffer)
@@ -212,8 +224,66 @@ def _recv_exactly(sock, buffer: bytearray) -> None:
         got += sock.recv_into(view[got:])
 
 
-def _raw_tls_round_trip_ms(*, size: int, rounds: int, warmup: int) -> float:
-    """Median ms of the same echo over bare ``ssl.SSLSocket`` ends in two processes: what TLS in Python costs alone."""
+class _LockedTls:
+    """TLS on the socket itself, as a channel could run it: a non-blocking ``ssl.SSLSocket`` whose every SSL call
+    holds one lock (so a reader and a writer thread never use the SSL object at once, and the lock is never held
+    while waiting: a call that cannot go on returns, and the thread waits for the socket without it), with
+    length-prefixed frames read straight into their own buffers. Measured beside the channels to show what TLS
+    on the socket, instead of over memory buffers, would give (``round_trip_ms_socket_tls``)."""
+
+    def __init__(self, tls) -> None:
+        import selectors
+        import ssl
+        import threading
+
+        tls.setblocking(False)
+        self.tls, self.ssl, self.lock = tls, ssl, threading.Lock()
+        self.readable, self.writable = selectors.DefaultSelector(), selectors.DefaultSelector()
+        self.readable.register(tls, selectors.EVENT_READ)
+        self.writable.register(tls, selectors.EVENT_WRITE)
+
+    def _send(self, data) -> None:
+        view = memoryview(data)
+        while view:
+            with self.lock:
+                try:
+                    view = view[self.tls.send(view):]
+                    continue
+                except (self.ssl.SSLWantWriteError, self.ssl.SSLWantReadError):
+                    pass
+            self.writable.select(30)
+
+    def _recv_into(self, view: memoryview) -> None:
+        got = 0
+        while got < len(view):
+            with self.lock:
+                try:
+                    n = self.tls.recv_into(view[got:])
+                except (self.ssl.SSLWantReadError, self.ssl.SSLWantWriteError):
+                    n = -1
+                pending = self.tls.pending()
+            if n == 0:
+                raise TransportError("the echo's peer closed")
+            if n > 0:
+                got += n
+            elif not pending:
+                self.readable.select(30)
+
+    def send_frame(self, payload) -> None:
+        self._send(len(payload).to_bytes(4, "big"))
+        self._send(payload)
+
+    def recv_frame(self) -> bytearray:
+        head = bytearray(4)
+        self._recv_into(memoryview(head))
+        frame = bytearray(int.from_bytes(head, "big"))
+        self._recv_into(memoryview(frame))
+        return frame
+
+
+def _raw_tls_round_trip_ms(*, size: int, rounds: int, warmup: int, locked: bool = False) -> float:
+    """Median ms of the same echo over bare ``ssl.SSLSocket`` ends in two processes: what TLS in Python costs alone
+    (``locked``: both ends as :class:`_LockedTls`)."""
     import multiprocessing
     import socket
 
@@ -222,7 +292,7 @@ def _raw_tls_round_trip_ms(*, size: int, rounds: int, warmup: int) -> float:
     with tempfile.TemporaryDirectory() as tmp:
         ids = {p: write_identity(create_identity(p), Path(tmp)) for p in ("bank", "insurer")}
         ours, theirs = context.Pipe()
-        child = context.Process(target=_raw_echo, args=(ids, theirs, warmup + rounds))
+        child = context.Process(target=_raw_echo, args=(ids, theirs, warmup + rounds, locked))
         child.start()
         try:
             if not ours.poll(60):
@@ -234,11 +304,16 @@ def _raw_tls_round_trip_ms(*, size: int, rounds: int, warmup: int) -> float:
             sock.setsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY, 1)
             times = []
             with tls_context.wrap_socket(sock, server_side=False) as tls:
+                ends = _LockedTls(tls) if locked else None
                 buffer = bytearray(size)
                 for i in range(warmup + rounds):
                     start = time.perf_counter()
-                    tls.sendall(payload)
-                    _recv_exactly(tls, buffer)
+                    if ends is not None:
+                        ends.send_frame(payload)
+                        ends.recv_frame()
+                    else:
+                        tls.sendall(payload)
+                        _recv_exactly(tls, buffer)
                     if i >= warmup:
                         times.append(time.perf_counter() - start)
         finally:
@@ -258,15 +333,18 @@ def measure_tls_roundtrip(*, size: int = 128 * 1024, rounds: int = 400, warmup: 
     plain: list[float] = []
     resumable: list[float] = []
     raw: list[float] = []
+    locked: list[float] = []
     for _ in range(blocks):
         inproc.append(_round_trip_ms(resumable=False, size=size, rounds=per, warmup=warmup))
         raw.append(_raw_tls_round_trip_ms(size=size, rounds=per, warmup=warmup))
+        locked.append(_raw_tls_round_trip_ms(size=size, rounds=per, warmup=warmup, locked=True))
         plain.append(_two_process_round_trip_ms(resumable=False, size=size, rounds=per, warmup=warmup))
         resumable.append(_two_process_round_trip_ms(resumable=True, size=size, rounds=per, warmup=warmup))
     return {"tls_roundtrip_ms": round(statistics.median(inproc), 3),
             "round_trip_ms": round(statistics.median(resumable), 3),
             "round_trip_ms_reconnect_off": round(statistics.median(plain), 3),
-            "round_trip_ms_raw_tls": round(statistics.median(raw), 3)}
+            "round_trip_ms_raw_tls": round(statistics.median(raw), 3),
+            "round_trip_ms_socket_tls": round(statistics.median(locked), 3)}
 
 
 def measure_tls_epoch(*, batch_size: int = 1024, epochs: int = 12, rounds: int = 3) -> dict[str, float]:
