@@ -148,7 +148,9 @@ def bag_run(tmp_path_factory) -> dict:
 
     with pytest.MonkeyPatch.context() as patch:
         patch.setattr(node_module, "Pump", tapped)
-        results, errors = _run_all(_nodes(root, "bag", {p: ["train.networks=2"] for p in COLUMNS}, test=True))
+        # the recipe's numeric embedding ("auto"): the two networks' bottoms differ (piecewise-linear, periodic)
+        sets = {p: ["train.networks=2", 'model.numeric_embedding="auto"'] for p in COLUMNS}
+        results, errors = _run_all(_nodes(root, "bag", sets, test=True))
     assert not errors, errors
     return {"root": root, "frames": frames, "results": results}
 
@@ -187,9 +189,9 @@ def test_a_bag_scores_its_test_table_in_training_and_its_model_card_says_so(bag_
     assert [(n["network"], n["seed"]) for n in result.networks] == [(0, 0), (1, 1000)]
     card = (folder / "model_card.md").read_text()
     assert "A bag of 2 networks" in card and "networks" in card
-    # the bank's own bottoms' numeric embedding, one per network ("none" here: the plain network's)
+    # the bank's own bottoms' numeric embedding, one per network, "auto" resolved
     recipe = json.loads((folder / "model_card.json").read_text())["recipe"]
-    assert recipe["numeric_embedding"] == "['none', 'none']"
+    assert recipe["numeric_embedding"] == "['piecewise', 'periodic']"
 
 
 def test_a_bag_predicts_and_serves_the_mean_of_its_networks(bag_run):

@@ -600,7 +600,27 @@ def test_numpy_forward_of_the_recipe_piecewise_bottom_equals_pytorch():
     want = bottom(cat, x).detach().numpy()
     got = module_function(bottom)(cat.numpy(), x.numpy())
     assert float(np.abs(got - want).max()) <= 1e-5 * max(1.0, float(np.abs(want).max()))
-    periodic = TabularMLP(cardinalities=[3], n_numeric=4, numeric=numeric_embedding("periodic", num, width=4,
-                                                                                     n_bins=8))
-    with pytest.raises(Unsupported, match="PeriodicEmbeddings"):
-        module_function(periodic)
+    with pytest.raises(Unsupported, match="Conv1d"):  # a module of one's own keeps PyTorch's forward
+        module_function(torch.nn.Conv1d(1, 1, 1))
+
+
+def test_periodic_numeric_embeddings_take_the_numpy_path_and_equal_pytorch():
+    """A bag's periodic networks serve by numpy too: rtdl's periodic embedding (cos, sin, a linear map per feature,
+    ReLU) with a constant column passed through, against PyTorch's forward."""
+    import torch
+
+    from vsplit.models.numeric import numeric_embedding
+    from vsplit.models.tabular import TabularMLP
+    from vsplit.serve.numpy_forward import module_function
+
+    torch.manual_seed(1)
+    num = torch.randn(300, 4)
+    num[:, 2] = 1.0
+    bottom = TabularMLP(cardinalities=[3, 5], n_numeric=4, hidden=(128,), out_dim=16, dropout=0.1,
+                        numeric=numeric_embedding("periodic", num, width=8, n_bins=16)).eval()
+    with torch.no_grad():  # frequencies far from their small start, so cos and sin really turn
+        bottom.numeric.layer.periodic.weight.mul_(30)
+    cat, x = torch.randint(0, 3, (64, 2)), torch.randn(64, 4) * 3
+    want = bottom(cat, x).detach().numpy()
+    got = module_function(bottom)(cat.numpy(), x.numpy())
+    assert float(np.abs(got - want).max()) <= 1e-5 * max(1.0, float(np.abs(want).max()))

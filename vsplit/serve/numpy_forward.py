@@ -4,12 +4,12 @@ Theory of operation. A served micro-batch is a few rows; for them PyTorch's per-
 device checks, a tensor per step) costs far more than the arithmetic: about half a millisecond for the default
 bottom and top, against tens of microseconds in numpy. :func:`compile_forward` turns the modules of a party's
 segments into numpy closures when every module is one it knows (:class:`~vsplit.models.tabular.TabularMLP` with
-no numeric embedding or the default recipe's piecewise-linear one, :class:`~vsplit.models.top.TopModel` merging by
-concat, sum or mean, and ``Sequential``, ``Linear``, ``ReLU``, ``Dropout``, ``Identity`` inside them); for any
-other module (a periodic embedding, a module of your own) it returns ``None`` and serving
-keeps the PyTorch forward. The weights are copied once, in float32 as PyTorch holds them, and the arithmetic is the
-same (only the order of a matrix product's sums may differ), so the scores equal batch prediction's within float32
-rounding: ``tests/test_serving.py`` checks at most 1e-6 apart.
+no numeric embedding, the default recipe's piecewise-linear one or a periodic one,
+:class:`~vsplit.models.top.TopModel` merging by concat, sum or mean, and ``Sequential``, ``Linear``, ``ReLU``,
+``Dropout``, ``Identity`` inside them); for any other module (a module of your own) it returns ``None`` and
+serving keeps the PyTorch forward. The weights are copied once, in float32 as PyTorch holds them, and the
+arithmetic is the same (only the order of a matrix product's sums may differ), so the scores equal batch
+prediction's within float32 rounding: ``tests/test_serving.py`` checks at most 1e-6 apart.
 
 Example:
     >>> import torch
@@ -116,13 +116,16 @@ def module_function(module: Any) -> Callable[..., np.ndarray]:
 
 def _numeric_function(module: Any) -> Callable[[np.ndarray], np.ndarray]:
     """A :class:`~vsplit.models.numeric.NumericEmbedding` whose layer is rtdl's piecewise-linear embedding (version B,
-    no activation: the recipe's) as numpy; :class:`Unsupported` for any other (periodic embeddings)."""
+    no activation: the recipe's) or its periodic one (what a bag's even networks use) as numpy;
+    :class:`Unsupported` for any other."""
     import rtdl_num_embeddings as rtdl
 
     layer = module.layer
+    binned, passed = module.binned.cpu().numpy(), module.passed.cpu().numpy()
+    if type(layer) is rtdl.PeriodicEmbeddings:
+        return _flattened(_periodic_function(layer), binned, passed)
     if type(layer) is not rtdl.PiecewiseLinearEmbeddings or layer.activation is not None or layer.linear0 is None:
         raise Unsupported(f"numeric embedding {type(layer).__name__}")
-    binned, passed = module.binned.cpu().numpy(), module.passed.cpu().numpy()
     w0, b0 = _array(layer.linear0.weight), _array(layer.linear0.bias)  # (F, d): linear0(x) = b0 + w0 * x
     impl = layer.impl
     w, b = _array(impl.weight), _array(impl.bias)  # (F, B): the encoding before its clamps
@@ -139,17 +142,44 @@ def _numeric_function(module: Any) -> Callable[[np.ndarray], np.ndarray]:
             e = np.concatenate([np.minimum(e[..., :1], np.float32(1)), np.clip(e[..., 1:-1], 0, 1), last], axis=-1)
         return e
 
-    def embed(num: np.ndarray) -> np.ndarray:
-        x = num[:, binned]
+    def embed(x: np.ndarray) -> np.ndarray:
         out = (b0 + w0 * x[..., None]) + np.einsum("nfb,fbd->nfd", encode(x), lw)
-        if lb is not None:
-            out = out + lb
-        parts = [out.reshape(len(num), -1)] if len(binned) else []
+        return out if lb is None else out + lb
+
+    return _flattened(embed, binned, passed)
+
+
+def _periodic_function(layer: Any) -> Callable[[np.ndarray], np.ndarray]:
+    """rtdl's ``PeriodicEmbeddings`` as numpy, ``(n, F) -> (n, F, d)``: ``cos`` and ``sin`` of learned frequencies
+    times the value, a linear map per feature (one shared one if ``lite``), then ReLU unless switched off."""
+    scaled = np.float32(2 * np.pi) * _array(layer.periodic.weight)  # (F, k), as torch computes 2 * pi * weight
+    shared = not hasattr(layer.linear, "weight") or layer.linear.weight.ndim == 2
+    w = _array(layer.linear.weight)  # (F, 2k, d), or (d, 2k) shared
+    b = None if layer.linear.bias is None else _array(layer.linear.bias)
+    relu = layer.activation is not None
+
+    def embed(x: np.ndarray) -> np.ndarray:
+        z = scaled * x[..., None]
+        e = np.concatenate([np.cos(z), np.sin(z)], axis=-1)  # (n, F, 2k)
+        out = e @ w.T if shared else np.einsum("nfi,fio->nfo", e, w)
+        if b is not None:
+            out = out + b
+        return np.maximum(out, np.float32(0)) if relu else out
+
+    return embed
+
+
+def _flattened(embed: Callable[[np.ndarray], np.ndarray], binned: np.ndarray, passed: np.ndarray
+               ) -> Callable[[np.ndarray], np.ndarray]:
+    """``embed`` of the ``binned`` columns flattened, then the ``passed`` columns as they are (NumericEmbedding)."""
+
+    def run(num: np.ndarray) -> np.ndarray:
+        parts = [embed(num[:, binned]).reshape(len(num), -1)] if len(binned) else []
         if len(passed):
             parts.append(num[:, passed])
         return np.concatenate(parts, axis=1)
 
-    return embed
+    return run
 
 
 def _array(parameter: Any) -> np.ndarray:
