@@ -48,9 +48,12 @@ from __future__ import annotations
 import argparse
 import json
 import os
+import selectors
+import ssl
 import statistics
 import sys
 import tempfile
+import threading
 import time
 from collections.abc import Callable, Iterator
 from concurrent.futures import ThreadPoolExecutor
@@ -66,6 +69,7 @@ from vsplit.protocol.message import Message, message
 from vsplit.transport import codec
 from vsplit.transport.channel import Channel
 from vsplit.transport.connect import Listener, dial
+from vsplit.transport.framing import PREFIX_SIZE, prefix
 from vsplit.transport.identity import create_identity, write_identity
 from vsplit.transport.pinning import Credentials
 from vsplit.transport.reconnect import StandingListener, dial_resumable
@@ -232,12 +236,8 @@ class _LockedTls:
     on the socket, instead of over memory buffers, would give (``round_trip_ms_socket_tls``)."""
 
     def __init__(self, tls) -> None:
-        import selectors
-        import ssl
-        import threading
-
         tls.setblocking(False)
-        self.tls, self.ssl, self.lock = tls, ssl, threading.Lock()
+        self.tls, self.lock = tls, threading.Lock()
         self.readable, self.writable = selectors.DefaultSelector(), selectors.DefaultSelector()
         self.readable.register(tls, selectors.EVENT_READ)
         self.writable.register(tls, selectors.EVENT_WRITE)
@@ -249,7 +249,7 @@ class _LockedTls:
                 try:
                     view = view[self.tls.send(view):]
                     continue
-                except (self.ssl.SSLWantWriteError, self.ssl.SSLWantReadError):
+                except (ssl.SSLWantWriteError, ssl.SSLWantReadError):
                     pass
             self.writable.select(30)
 
@@ -259,7 +259,7 @@ class _LockedTls:
             with self.lock:
                 try:
                     n = self.tls.recv_into(view[got:])
-                except (self.ssl.SSLWantReadError, self.ssl.SSLWantWriteError):
+                except (ssl.SSLWantReadError, ssl.SSLWantWriteError):
                     n = -1
                 pending = self.tls.pending()
             if n == 0:
@@ -270,13 +270,13 @@ class _LockedTls:
                 self.readable.select(30)
 
     def send_frame(self, payload) -> None:
-        self._send(len(payload).to_bytes(4, "big"))
+        self._send(prefix(payload))  # the channels' own length prefix
         self._send(payload)
 
     def recv_frame(self) -> bytearray:
-        head = bytearray(4)
+        head = bytearray(PREFIX_SIZE)
         self._recv_into(memoryview(head))
-        frame = bytearray(int.from_bytes(head, "big"))
+        frame = bytearray(int.from_bytes(head, "little"))
         self._recv_into(memoryview(frame))
         return frame
 

@@ -153,7 +153,7 @@ def _periodic_function(layer: Any) -> Callable[[np.ndarray], np.ndarray]:
     """rtdl's ``PeriodicEmbeddings`` as numpy, ``(n, F) -> (n, F, d)``: ``cos`` and ``sin`` of learned frequencies
     times the value, a linear map per feature (one shared one if ``lite``), then ReLU unless switched off."""
     scaled = np.float32(2 * np.pi) * _array(layer.periodic.weight)  # (F, k), as torch computes 2 * pi * weight
-    shared = not hasattr(layer.linear, "weight") or layer.linear.weight.ndim == 2
+    shared = layer.linear.weight.ndim == 2  # lite: one nn.Linear for every feature
     w = _array(layer.linear.weight)  # (F, 2k, d), or (d, 2k) shared
     b = None if layer.linear.bias is None else _array(layer.linear.bias)
     relu = layer.activation is not None
