@@ -6,8 +6,9 @@ it to ``MEASUREMENTS``.
 
 Keys:
   framing_overhead  bytes on the wire (TLS records, 4-byte length prefix, codec header) for one 1024 x 64 float32
-                    embedding batch, divided by the tensor's own bytes; counted by the channel on the raw socket,
-                    which the wire-tap test checks against a TCP proxy. Target <= 1.01.
+                    embedding batch, divided by the tensor's own bytes; the kernel's count of the connection's TCP
+                    payload (``vsplit.transport.tcpinfo``), which the wire-tap test checks against a TCP proxy.
+                    Target <= 1.01.
   tls_roundtrip_ms  median time to send a 128 KiB frame over mutual TLS on 127.0.0.1 and get 128 KiB back, over
                     a plain TLS channel (``network.reconnect_timeout_s = 0``).
   round_trip_ms     the same between two processes (a partner and an echoing hub, as parties run) over the
@@ -21,11 +22,11 @@ Keys:
                     itself), measured in the same blocks as the two above, so a machine's wake-up latency shows in
                     all three alike.
   round_trip_ms_socket_tls
-                    the same echo with TLS on the socket itself, as a channel could run it: non-blocking
-                    ``ssl.SSLSocket`` ends whose every SSL call holds one lock (a reader and a writer thread never
-                    use the SSL object at once; the lock is never held while waiting), length-prefixed frames in
-                    Python read straight into their buffers; no channel, heartbeats or resume. What the channels
-                    would reach without their memory buffers.
+                    the same echo with TLS on the socket itself as the channels run it (non-blocking
+                    ``ssl.SSLSocket`` ends whose every SSL call holds one lock, so a reader and a writer thread never
+                    use the SSL object at once and the lock is never held while waiting; length-prefixed frames in
+                    Python read straight into their buffers), without the channel: no inbox, read lock, heartbeats
+                    or resume. What the channels' own machinery costs is the gap to round_trip_ms_reconnect_off.
   tls_epoch_s, inprocess_epoch_s, ratio (= ratio_reconnect_on)
                     seconds per training epoch of the bank-marketing preset at batch 1024 (the plain network,
                     vsplit.models.recipe.PLAIN, as since this benchmark was written): bank and partner as two
@@ -229,11 +230,11 @@ def _recv_exactly(sock, buffer: bytearray) -> None:
 
 
 class _LockedTls:
-    """TLS on the socket itself, as a channel could run it: a non-blocking ``ssl.SSLSocket`` whose every SSL call
-    holds one lock (so a reader and a writer thread never use the SSL object at once, and the lock is never held
-    while waiting: a call that cannot go on returns, and the thread waits for the socket without it), with
-    length-prefixed frames read straight into their own buffers. Measured beside the channels to show what TLS
-    on the socket, instead of over memory buffers, would give (``round_trip_ms_socket_tls``)."""
+    """TLS on the socket itself, as the channels run it (:class:`vsplit.transport.tls.TlsLayer`): a non-blocking
+    ``ssl.SSLSocket`` whose every SSL call holds one lock (so a reader and a writer thread never use the SSL object
+    at once, and the lock is never held while waiting: a call that cannot go on returns, and the thread waits for
+    the socket without it), with length-prefixed frames read straight into their own buffers, and nothing else.
+    Measured beside the channels to show what their own machinery costs (``round_trip_ms_socket_tls``)."""
 
     def __init__(self, tls) -> None:
         tls.setblocking(False)

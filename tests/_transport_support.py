@@ -66,7 +66,10 @@ class RawTlsClient:
         self.deframer = Deframer()
         self.pending: list[bytearray] = []
         if claim is not None:
-            self.send_frame(hello(claim, hub))
+            try:
+                self.send_frame(hello(claim, hub))
+            except (ssl.SSLError, OSError):  # the hub refused the handshake and closed already (read_frame: None)
+                pass
 
     def send_frame(self, payload: bytes) -> None:
         self.sock.sendall(prefix(payload) + payload)

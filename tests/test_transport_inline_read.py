@@ -53,7 +53,7 @@ def opening_threads(link) -> list[int]:
 
     def open_and_note(room):
         n = original(room)
-        if n > 64:
+        if n is not None and n > 64:
             seen.append(threading.get_ident())
         return n
 

@@ -174,7 +174,12 @@ def test_hostile_partner_bytes_make_the_hub_abort_cleanly(ids, attack):
     while (frame := attacker.read_frame(timeout=5)) is not None:
         frames.append(codec.decode(frame)[1])
     attacker.close()
-    assert isinstance(frames[-1], Abort) and frames[-1].code == code  # the peer learns a code, nothing else
+    if attack == "truncated frame":
+        # Its FIN without close_notify broke TLS: OpenSSL answered with a TLS alert and the connection can carry
+        # nothing more, so the peer learns only that alert (no frame, no text).
+        assert frames == []
+    else:
+        assert isinstance(frames[-1], Abort) and frames[-1].code == code  # the peer learns a code, nothing else
 
 
 def test_partner_learns_only_the_abort_code(ids):

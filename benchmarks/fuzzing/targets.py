@@ -193,19 +193,43 @@ def _hello_seeds() -> list[bytes]:
 _STREAM_CAP = 4096
 
 
+class _Pieces:
+    """A record layer's reading side over bytes that arrive in pieces of ``step`` bytes (one piece per readable
+    socket, as TCP and TLS records could cut a stream)."""
+
+    def __init__(self, data: bytes, step: int) -> None:
+        self._data, self._step, self._left = memoryview(data), step, 0
+
+    def next_piece(self) -> bool:
+        self._left = min(self._step, len(self._data))
+        return bool(self._left)
+
+    def buffered(self) -> bool:
+        return False
+
+    def read_into(self, room: memoryview) -> int | None:
+        n = min(len(room), self._left)
+        if not n:
+            return None
+        room[:n], self._data = self._data[:n], self._data[n:]
+        self._left -= n
+        return n
+
+
 def _stream(data: bytes) -> None:
     """The plaintext a peer's stream carries, cut into frames the way a channel reads it
     (:func:`vsplit.transport.stream.open_frames`: the record layer writes into the :class:`Deframer`'s buffer), in
     pieces of ``data[0] + 1`` bytes, as TCP and TLS records could cut it; frames are capped at 4 KiB."""
     from vsplit.transport.framing import Deframer
-    from vsplit.transport.plaintext import _PlainLayer
     from vsplit.transport.stream import open_frames
 
     if not data:
         return
-    step, layer, deframer = data[0] + 1, _PlainLayer(), Deframer(max_frame=_STREAM_CAP)
-    for at in range(1, len(data), step):
-        for frame in open_frames(layer, deframer, data[at : at + step]):
+    layer, deframer = _Pieces(data[1:], data[0] + 1), Deframer(max_frame=_STREAM_CAP)
+    while layer.next_piece():
+        frames: list[bytearray] = []
+        open_frames(layer, deframer, frames)
+        for frame in frames:
             if not 0 < len(frame) <= _STREAM_CAP:
                 raise AssertionError(f"a frame of {len(frame)} bytes came out of a stream capped at {_STREAM_CAP}")
     if deframer.buffered > _STREAM_CAP:

@@ -24,6 +24,7 @@ import socket
 import warnings
 
 from vsplit.errors import ConfigError
+from vsplit.transport.sockio import send_all
 from vsplit.transport.stream import ChannelOptions, StreamChannel
 
 log = logging.getLogger(__name__)
@@ -37,31 +38,35 @@ class InsecureTransportWarning(UserWarning):
 
 
 class _PlainLayer:
-    """The identity record layer: wire bytes are the plaintext."""
+    """The identity record layer on a non-blocking socket: wire bytes are the plaintext."""
 
     closes_explicitly = False
     ended = False
 
-    def __init__(self) -> None:
-        self._waiting = bytearray()
+    def __init__(self, sock: socket.socket) -> None:
+        self._sock = sock
+        self._sent = self._received = 0
 
-    def seal(self, data: bytes | memoryview) -> bytes:
-        return bytes(data)
+    def write(self, data: bytes | memoryview, *, timeout: float) -> None:
+        send_all(self._sock.send, self._sock, data, timeout=timeout)
+        self._sent += len(data)
 
-    def put(self, data: bytes | memoryview) -> None:
-        self._waiting += data  # the view is reused for the next read
-
-    def read_into(self, room: memoryview) -> int:
-        n = min(len(room), len(self._waiting))
-        room[:n] = self._waiting[:n]
-        del self._waiting[:n]
+    def read_into(self, room: memoryview) -> int | None:
+        try:
+            n = self._sock.recv_into(room)
+        except (BlockingIOError, InterruptedError):
+            return None
+        self._received += n
         return n
 
-    def pending(self) -> bool:
+    def buffered(self) -> bool:
         return False
 
-    def goodbye(self) -> bytes:
-        return b""
+    def goodbye(self) -> None:
+        self._sock.shutdown(socket.SHUT_WR)
+
+    def counted(self) -> tuple[int, int]:
+        return self._sent, self._received
 
 
 def insecure_plaintext_channel_for_tests(
@@ -80,7 +85,7 @@ def insecure_plaintext_channel_for_tests(
     text = f"INSECURE: plaintext channel to {peer!r}: no encryption, no authentication (tests only)"
     warnings.warn(text, InsecureTransportWarning, stacklevel=2)
     log.error(text)
-    return StreamChannel(sock, _PlainLayer(), peer=peer, options=options)
+    return StreamChannel(sock, _PlainLayer(sock), peer=peer, options=options)
 
 
 __all__ = ["ALLOW_ENV", "InsecureTransportWarning", "insecure_plaintext_channel_for_tests"]

@@ -3,15 +3,18 @@
 Theory of operation. One thread (:meth:`Reception.run`) owns the listening socket and a selector. It accepts every
 connection at once (so the kernel's backlog never fills and an honest party's connection is never dropped by it),
 closes the ones :meth:`~vsplit.transport.admission.Gate.allowed` refuses, and parks the others in a bounded
-waiting room, oldest first. A parked connection costs a file descriptor and the bytes it sent; once its whole first
-TLS record has arrived (the ClientHello: a 5-byte header and the length it declares, at most :data:`MAX_RECORD`; or
-a first byte that is not a TLS handshake record, which the handshake then refuses as plaintext) it takes a
-handshake slot (:meth:`~vsplit.transport.admission.Gate.enter`) and ``handshake(conn, addr, first)`` runs in a
-thread of its own with the bytes read so far, and gives the slot back when it returns. So a stranger that sends
-part of a record and stalls holds no slot either. A connection whose first record is not complete after
-``first_record_s``, one that closes before, one with no slot free, and the oldest one when the waiting room is full
-are closed and recorded in the :class:`~vsplit.transport.refusals.RefusalLog`, which logs them at a bounded rate.
-Nothing a connection does before its handshake can stop the loop.
+waiting room, oldest first. A parked connection costs a file descriptor and the bytes the kernel holds for it
+(the loop looks at them with ``MSG_PEEK`` and takes nothing off the socket, since TLS runs on the socket itself).
+Once its whole first TLS record has arrived (the ClientHello: a 5-byte header and the length it declares, at most
+:data:`MAX_RECORD`; or a first byte that is not a TLS handshake record, which the handshake then refuses as
+plaintext) it takes a handshake slot (:meth:`~vsplit.transport.admission.Gate.enter`) and
+``handshake(conn, addr, first)`` runs in a thread of its own with the bytes seen so far, and gives the slot back
+when it returns. While a record is incomplete the connection rests for :data:`_REST_S` before the loop looks again
+(its bytes keep the socket readable, so looking at once would spin). So a stranger that sends part of a record and
+stalls holds no slot either. A connection whose first record is not complete after ``first_record_s``, one that
+closes before, one with no slot free, and the oldest one when the waiting room is full are closed and recorded in
+the :class:`~vsplit.transport.refusals.RefusalLog`, which logs them at a bounded rate. Nothing a connection does
+before its handshake can stop the loop.
 
 The loop runs until ``stop`` is set; :meth:`Reception.wake` interrupts its wait at once.
 """
@@ -32,6 +35,8 @@ from vsplit.transport.refusals import RefusalLog
 log = logging.getLogger(__name__)
 
 _TICK_S = 0.25
+#: How long a connection whose first record is incomplete rests before the loop peeks at it again.
+_REST_S = 0.005
 _ACCEPTS_PER_WAKE = 256
 _TLS_HANDSHAKE_RECORD = 0x16
 #: The largest first record waited for: TLS's 16 KiB plaintext limit and room for the header and padding.
@@ -52,7 +57,7 @@ class Reception:
         self._wake_r.setblocking(False)
         self._wake_w.setblocking(False)
         self._waiting: collections.OrderedDict[socket.socket, tuple[tuple, float]] = collections.OrderedDict()
-        self._read: dict[socket.socket, bytearray] = {}
+        self._resting: dict[socket.socket, float] = {}  # incomplete first record: unregistered until then
 
     def wake(self) -> None:
         """Interrupt the loop's wait (after setting its ``stop``)."""
@@ -76,6 +81,7 @@ class Reception:
                         self._drain_wake()
                     else:
                         self._first_bytes(selector, key.fileobj)  # type: ignore[arg-type]
+                self._wake_rested(selector)
                 self._expire(selector)
                 self.refusals.flush()
         except OSError as exc:
@@ -85,7 +91,7 @@ class Reception:
             for conn in self._waiting:
                 conn.close()
             self._waiting.clear()
-            self._read.clear()
+            self._resting.clear()
             selector.close()
             self._wake_r.close()
             self._wake_w.close()
@@ -96,7 +102,14 @@ class Reception:
         if not self._waiting:
             return _TICK_S
         _, deadline = next(iter(self._waiting.values()))
-        return max(0.0, min(_TICK_S, deadline - time.monotonic()))
+        soonest = min(deadline, *self._resting.values()) if self._resting else deadline
+        return max(0.0, min(_TICK_S, soonest - time.monotonic()))
+
+    def _wake_rested(self, selector: selectors.BaseSelector) -> None:
+        now = time.monotonic()
+        for conn in [c for c, until in self._resting.items() if until <= now]:
+            del self._resting[conn]
+            selector.register(conn, selectors.EVENT_READ, self._waiting[conn][0])
 
     def _accept(self, selector: selectors.BaseSelector) -> None:
         policy = self.gate.policy
@@ -116,35 +129,33 @@ class Reception:
                 self._refuse(host, addr, "its address is not in network.allow_from")
                 continue
             if len(self._waiting) >= policy.max_waiting:
-                old, (old_addr, _) = self._waiting.popitem(last=False)
-                selector.unregister(old)
-                self._read.pop(old, None)
+                old, (old_addr, _) = next(iter(self._waiting.items()))
+                self._drop(selector, old)
                 old.close()
                 self._refuse(str(old_addr[0]), old_addr, f"{policy.max_waiting} connections were already waiting "
                              "for their first TLS record; the oldest was closed")
             conn.setblocking(False)
             selector.register(conn, selectors.EVENT_READ, addr)
             self._waiting[conn] = (addr, time.monotonic() + policy.first_record_s)
-            self._read[conn] = bytearray()
 
     def _first_bytes(self, selector: selectors.BaseSelector, conn: socket.socket) -> None:
         addr, _ = self._waiting[conn]
-        got = self._read[conn]
         try:
-            data = conn.recv(MAX_RECORD + 5 - len(got))
+            got = conn.recv(MAX_RECORD + 5, socket.MSG_PEEK)  # seen, not taken: the handshake reads it
         except (BlockingIOError, InterruptedError):
             return
         except OSError:
-            data = b""
-        if not data:
+            got = b""
+        if not got:
             self._drop(selector, conn)
             conn.close()
             self._refuse(str(addr[0]), addr, "it closed before sending a whole TLS record")
             return
-        got += data
         if got[0] == _TLS_HANDSHAKE_RECORD and (len(got) < 5 or len(got) < 5 + min(MAX_RECORD,
                                                                                   int.from_bytes(got[3:5], "big"))):
-            return  # the rest of the record is still on its way
+            selector.unregister(conn)  # the rest of the record is still on its way: look again shortly
+            self._resting[conn] = time.monotonic() + _REST_S
+            return
         self._drop(selector, conn)
         host = str(addr[0])
         try:
@@ -166,8 +177,8 @@ class Reception:
 
     def _drop(self, selector: selectors.BaseSelector, conn: socket.socket) -> None:
         del self._waiting[conn]
-        del self._read[conn]
-        selector.unregister(conn)
+        if self._resting.pop(conn, None) is None:
+            selector.unregister(conn)
 
     def _expire(self, selector: selectors.BaseSelector) -> None:
         now = time.monotonic()

@@ -1,13 +1,15 @@
 """A channel over a connected socket: framing, reading in the caller's thread, heartbeats, byte accounting.
 
 Theory of operation. :class:`StreamChannel` implements the :class:`~vsplit.transport.channel.Channel` interface
-over one TCP socket. What goes on the wire is decided by a *record layer*: TLS for every real run
-(:mod:`vsplit.transport.tls`) or, in tests only, the identity (:mod:`vsplit.transport.plaintext`). The layer is
-sans-IO: it turns plaintext into wire bytes and back, and this module does all the socket work.
+over one non-blocking TCP socket. What goes on the wire is decided by a *record layer*: TLS on the socket itself
+for every real run (:mod:`vsplit.transport.tls`) or, in tests only, the identity (:mod:`vsplit.transport.plaintext`).
+The layer reads plaintext from the socket and writes it, waiting for room itself (bounded by ``idle_timeout_s``);
+this module does the framing, the waiting for data and the threads.
 
-* ``send`` prefixes the frame with its length (:mod:`vsplit.transport.framing`), seals it in pieces of
-  :data:`CHUNK` bytes and writes them under a send lock, so frames never interleave (the heartbeat thread, a
-  resumable channel's acks and the caller may all send).
+* ``send`` prefixes the frame with its length (:mod:`vsplit.transport.framing`) and writes it in pieces of at most
+  :data:`CHUNK` bytes under a send lock, so frames never interleave (the heartbeat thread, a resumable channel's
+  acks and the caller may all send). The length joins the first 16 KiB of the frame, one TLS record; the rest is
+  written from the frame itself, never copied.
 * **Reading: whoever needs a frame reads.** A training step sends one frame and waits for the answer, so the
   answer's latency is the cost. ``recv`` first takes a frame already queued; if none is, it takes the *read lock*
   and, in its own thread, waits for the socket, reads, and opens the TLS records straight into frames: the frame
@@ -19,7 +21,9 @@ sans-IO: it turns plaintext into wire bytes and back, and this module does all t
   a TLS message are noticed even while the caller computes, and a resumable channel's delayed acks and clean
   closes are answered (:meth:`FrameSink.tick`). Both readers hold the read lock while they read, so the record
   layer and the deframer see one reader at a time, and :class:`~vsplit.transport.tls.TlsLayer` serializes its
-  own reads and writes (an ``SSLObject`` is never used from two threads at once).
+  own reads and writes (an ``SSLSocket`` is never used from two threads at once). Plaintext the layer has taken off
+  the socket but not handed over yet does not make the socket readable, so a reader asks the layer
+  (:meth:`RecordLayer.buffered`) before it waits.
 * **Where frames go.** Frames and the way the stream ended are handed to a :class:`FrameSink` in the thread that
   read them: by default the channel's own inbox (``recv`` takes from it); a
   :class:`~vsplit.transport.resume.ResumableChannel` attaches itself instead (:meth:`StreamChannel.attach`) and
@@ -30,6 +34,8 @@ sans-IO: it turns plaintext into wire bytes and back, and this module does all t
   reading) and never blocks.
 * A heartbeat thread sends an empty frame whenever nothing was sent for ``heartbeat_s``; the reader (either one)
   declares the peer dead when nothing at all arrived for ``idle_timeout_s``.
+* **Wire bytes** (:class:`WireStats`) are the kernel's counts of the connection's TCP payload, handshake included,
+  where it tells (:func:`~vsplit.transport.tcpinfo.tcp_bytes`, Linux); elsewhere the layer's own estimate.
 * ``close`` sends the layer's goodbye (TLS ``close_notify``), half-closes the socket, and lets the background reader
   drain what the peer still sends for up to ``linger_s`` before the socket is closed, so the last frames are not
   lost to a TCP reset.
@@ -45,8 +51,6 @@ import selectors
 import socket
 import threading
 import time
-from collections.abc import Iterable, Iterator
-from contextlib import contextmanager
 from dataclasses import dataclass
 from typing import Protocol
 
@@ -54,13 +58,16 @@ from vsplit.errors import ConfigError, TransportError
 from vsplit.transport.channel import NothingYet, PeerClosed, PeerLost, RecvTimeout
 from vsplit.transport.framing import DEFAULT_MAX_FRAME, HEARTBEAT, PREFIX_LIMIT, Deframer, prefix
 from vsplit.transport.inbox import Inbox, Item, unwrap
+from vsplit.transport.tcpinfo import tcp_bytes
 
 log = logging.getLogger(__name__)
 
-#: Plaintext bytes sealed per piece when sending, and raw bytes read per ``recv`` call. Smaller pieces would let
-#: the peer decrypt one while this side seals the next, but on two cores each piece's wake-up costs more than the
-#: overlap gains (16 to 64 KiB pieces: round trip 0.55 to 0.64 ms against 0.50 ms).
+#: Plaintext bytes written per call when sending, and read at most per wake-up of a reader. Smaller pieces would let
+#: the peer decrypt one while this side encrypts the next, but on two cores each piece's wake-up costs more than the
+#: overlap gains (16 to 64 KiB pieces: round trip 0.55 to 0.64 ms against 0.50 ms, over memory buffers).
 CHUNK = 256 * 1024
+#: The most plaintext one TLS record carries: a frame's head goes out joined with this much of its body.
+_RECORD = 16 * 1024
 #: How often a reader wakes up to check for an idle peer or a finished close.
 _POLL_S = 0.25
 #: While a caller reads, how often the background reader looks whether it still does. Waking it up instead each
@@ -142,29 +149,33 @@ class WireStats:
 
 
 class RecordLayer(Protocol):
-    """Turns plaintext into wire bytes and back; no IO. Callers serialize ``seal`` and ``goodbye``."""
+    """Reads and writes plaintext on the channel's non-blocking socket: TLS on the socket itself, or (tests only)
+    the identity. Thread-safe: one thread may read while another writes."""
 
     #: Whether the layer has its own end-of-stream message (TLS ``close_notify``); without one, EOF is a close.
     closes_explicitly: bool
 
-    def seal(self, data: bytes | memoryview) -> bytes:
-        """Return the wire bytes for ``data``, after any wire bytes the layer still had to send."""
-
     #: True once the peer ended the stream with the layer's own end-of-stream message.
     ended: bool
 
-    def put(self, data: bytes | memoryview) -> None:
-        """Take raw bytes from the wire (a view valid only during the call)."""
+    def write(self, data: bytes | memoryview, *, timeout: float) -> None:
+        """Send all of ``data``; :class:`TimeoutError` if the peer took none of it for ``timeout`` s, ``OSError`` if
+        the connection failed, :class:`TransportError` if the layer did."""
 
-    def read_into(self, room: memoryview) -> int:
-        """Write the next plaintext bytes into ``room``; return how many (0: none until more wire bytes come, or
-        :attr:`ended`)."""
+    def read_into(self, room: memoryview) -> int | None:
+        """Write the next plaintext bytes into ``room`` and return how many; ``None`` when none are there until the
+        socket is readable again; 0 at the end of the stream (:attr:`ended` tells whether it ended cleanly)."""
 
-    def pending(self) -> bool:
-        """True if reading produced wire bytes that must be sent (fetch them with ``seal(b"")``)."""
+    def buffered(self) -> bool:
+        """True if plaintext already taken off the socket waits to be read (the socket will not say so)."""
 
-    def goodbye(self) -> bytes:
-        """Wire bytes that end the stream cleanly (may be empty)."""
+    def goodbye(self) -> None:
+        """End the stream cleanly and half-close the socket, as far as it goes without waiting; reads after this
+        only drain the socket."""
+
+    def counted(self) -> tuple[int, int]:
+        """Wire bytes sent and received as far as this layer knows (exact, or an estimate where the layer cannot
+        see them); a channel asks the kernel first (:func:`~vsplit.transport.tcpinfo.tcp_bytes`)."""
 
 
 class FrameSink(Protocol):
@@ -183,26 +194,51 @@ class FrameSink(Protocol):
         """Nothing arrived while the background reader waited: do what is due; seconds until the next call at most."""
 
 
-def open_frames(
-    layer: RecordLayer, deframer: Deframer, data: bytes | memoryview, frames: list[bytearray] | None = None
-) -> list[bytearray]:
-    """Hand ``data`` from the wire to ``layer`` and return (appended to ``frames``) the frames it completes.
+class Reader(Protocol):
+    """What :func:`open_frames` reads from: a record layer's :meth:`RecordLayer.read_into` and
+    :meth:`RecordLayer.buffered`."""
+
+    def read_into(self, room: memoryview) -> int | None: ...
+
+    def buffered(self) -> bool: ...
+
+
+def open_frames(layer: Reader, deframer: Deframer, frames: list[bytearray], *,
+                limit: int = CHUNK) -> tuple[int, bool]:
+    """Read what ``layer`` has now into ``deframer`` and append the frames it completes to ``frames``; return the
+    plaintext bytes read and whether the stream ended.
 
     The layer writes plaintext straight into the frame being assembled, so a frame's bytes are copied once, by the
-    decryption itself. ``frames`` collects what was completed even when a later record fails to open.
+    decryption itself. Reading stops when the layer has nothing more until the socket is readable, or after about
+    ``limit`` bytes once nothing stays buffered inside the layer (a flooding peer cannot keep one reader in here).
+    ``frames`` holds what was completed even when a later record fails to open.
 
     Example:
         >>> from vsplit.transport.framing import prefix
-        >>> from vsplit.transport.plaintext import _PlainLayer
-        >>> [bytes(f) for f in open_frames(_PlainLayer(), Deframer(), prefix(b"hi") + b"hi")]
-        [b'hi']
+        >>> class Pieces:  # a reader over bytes, two at a time
+        ...     def __init__(self, data): self.data = memoryview(data)
+        ...     def buffered(self): return False
+        ...     def read_into(self, room):
+        ...         n = min(2, len(room), len(self.data))
+        ...         room[:n], self.data = self.data[:n], self.data[n:]
+        ...         return n or None
+        >>> frames = []
+        >>> open_frames(Pieces(prefix(b"hi") + b"hi" + prefix(b"there") + b"there"), Deframer(), frames)
+        (15, False)
+        >>> [bytes(f) for f in frames]
+        [b'hi', b'there']
     """
-    frames = [] if frames is None else frames
-    layer.put(data)
-    while n := layer.read_into(deframer.space()):
+    got = 0
+    while got < limit or layer.buffered():
+        n = layer.read_into(deframer.space())
+        if n is None:
+            return got, False
+        if not n:
+            return got, True
+        got += n
         if (frame := deframer.commit(n)) is not None:
             frames.append(frame)
-    return frames
+    return got, False
 
 
 class StreamChannel:
@@ -220,8 +256,6 @@ class StreamChannel:
         peer: str,
         options: ChannelOptions | None = None,
         deframer: Deframer | None = None,
-        early_frames: Iterable[bytearray] = (),
-        wire_bytes: tuple[int, int] = (0, 0),
     ) -> None:
         self.peer = peer
         self.options = options if options is not None else ChannelOptions()
@@ -230,6 +264,7 @@ class StreamChannel:
         self._deframer = deframer if deframer is not None else Deframer(max_frame=self.options.max_frame)
         self._inbox = Inbox(self.options.max_buffered)
         self._sink: FrameSink = _OwnInbox(self)
+        self._reading = _Reading(self)
         self._send_lock = threading.Lock()
         self._read_lock = threading.Lock()  # held by whichever thread reads, opens and deframes the socket
         self._life_lock = threading.Lock()
@@ -247,14 +282,8 @@ class StreamChannel:
         self._counts = dict.fromkeys(
             ("frames_sent", "frames_received", "payload_bytes_sent", "payload_bytes_received", "heartbeats_sent"), 0
         )
-        self._counts["wire_bytes_sent"], self._counts["wire_bytes_received"] = wire_bytes
-        for frame in early_frames:
-            self._counts["frames_received"] += 1
-            self._counts["payload_bytes_received"] += len(frame)
-            self._inbox.put(frame)
-        sock.settimeout(self.options.idle_timeout_s)  # bounds sendall when the peer stops reading
-        self._rbuf = bytearray(CHUNK)  # what one read takes off the socket (under the read lock)
-        self._rview = memoryview(self._rbuf)
+        self._wire: tuple[int, int] | None = None  # the kernel's last counts, kept once the socket is closed
+        sock.setblocking(False)  # the layer waits for room itself, bounded by idle_timeout_s, holding no lock
         self._selector = selectors.DefaultSelector()  # the socket alone: used under the read lock
         self._selector.register(sock, selectors.EVENT_READ)
         self._wake_r, self._wake_w = socket.socketpair()
@@ -310,10 +339,7 @@ class StreamChannel:
         self._stop.set()
         if self._send_lock.acquire(timeout=self.options.linger_s):
             try:
-                bye = self._layer.goodbye()
-                if bye:
-                    self._sock.sendall(bye)
-                self._sock.shutdown(socket.SHUT_WR)
+                self._layer.goodbye()
             except (OSError, TransportError):
                 pass
             finally:
@@ -336,19 +362,21 @@ class StreamChannel:
                     sink.frames_arrived(self, [item])  # type: ignore[list-item]
             self._sink = sink
 
-    @contextmanager
-    def reading(self) -> Iterator[None]:
-        """While inside, the caller reads the socket itself (:meth:`read_some`) and the background reader stays out."""
+    def reading(self) -> _Reading:
+        """While inside (``with channel.reading():``), the caller reads the socket itself (:meth:`read_some`) and the
+        background reader stays out."""
+        return self._reading
+
+    def _start_reading(self) -> None:
         with self._state:
             self._readers += 1
             watching = self._watching
         if watching:
             self._wake()
-        try:
-            yield
-        finally:
-            with self._state:
-                self._readers -= 1  # no wake-up: the background reader looks again within _GLANCE_S
+
+    def _stop_reading(self) -> None:
+        with self._state:
+            self._readers -= 1  # no wake-up: the background reader looks again within _GLANCE_S
 
     def read_some(self, wait: float, inbox: Inbox) -> None:
         """Wait up to ``wait`` seconds for the socket, read what came and hand it to the sink, in this thread.
@@ -380,8 +408,18 @@ class StreamChannel:
 
     @property
     def wire_stats(self) -> WireStats:
-        """A snapshot of the bytes and frames this channel sent and received."""
-        return WireStats(heartbeats_received=self._deframer.heartbeats, **self._counts)
+        """A snapshot of the bytes and frames this channel sent and received (wire bytes as the kernel counts them
+        where it tells, :func:`~vsplit.transport.tcpinfo.tcp_bytes`; else the layer's own count)."""
+        sent, received = self._wire_bytes()
+        return WireStats(heartbeats_received=self._deframer.heartbeats, wire_bytes_sent=sent,
+                         wire_bytes_received=received, **self._counts)
+
+    def _wire_bytes(self) -> tuple[int, int]:
+        with self._life_lock:
+            live = None if self._socket_closed else tcp_bytes(self._sock)
+            if live is not None:
+                self._wire = live
+            return self._wire if self._wire is not None else self._layer.counted()
 
     def __enter__(self) -> StreamChannel:
         return self
@@ -395,16 +433,14 @@ class StreamChannel:
 
     # -- sending ---------------------------------------------------------------------------------------------------
     def _write(self, head: bytes, body: bytes | bytearray | memoryview) -> None:
-        """Seal and send ``head + body`` in pieces; the caller holds the send lock."""
+        """Send ``head + body`` in pieces of at most :data:`CHUNK` bytes; the caller holds the send lock."""
         view = memoryview(body).cast("B") if len(body) else memoryview(b"")
-        first = CHUNK - len(head)
-        pieces = [b"".join((head, view[:first]))]  # one copy of the frame's start, not two
-        pieces_rest = (view[i : i + CHUNK] for i in range(first, len(view), CHUNK))
+        first = max(0, _RECORD - len(head))
+        pieces = [b"".join((head, view[:first]))]  # the head and the body's start fill one TLS record: a small copy
+        pieces_rest = (view[i : i + CHUNK] for i in range(first, len(view), CHUNK))  # the rest is not copied
         try:
             for piece in (*pieces, *pieces_rest):
-                wire = self._layer.seal(piece)
-                self._sock.sendall(wire)
-                self._counts["wire_bytes_sent"] += len(wire)
+                self._layer.write(piece, timeout=self.options.idle_timeout_s)
         except TimeoutError:
             raise PeerLost(
                 f"{self.peer!r} stopped reading for {self.options.idle_timeout_s} s; the peer is stuck or gone"
@@ -464,7 +500,7 @@ class StreamChannel:
         """With the read lock held: wait up to ``wait`` s for the socket, read once and hand on what came."""
         if self._ended:
             return
-        if not self._selector.select(wait):
+        if not self._layer.buffered() and not self._selector.select(wait):
             if time.monotonic() - self._last_heard > self.options.idle_timeout_s and not self._closed:
                 self._end(PeerLost(
                     f"nothing from {self.peer!r} for {self.options.idle_timeout_s} s, not even a heartbeat: "
@@ -486,39 +522,35 @@ class StreamChannel:
 
     def _read_once(self) -> None:
         """Read what is waiting and hand on the frames; ends the stream on EOF or failure."""
-        try:
-            size = self._sock.recv_into(self._rbuf)  # into one buffer kept for the channel's life
-        except (TimeoutError, BlockingIOError, InterruptedError):
-            return
-        except OSError as exc:
-            self._end(PeerLost(f"connection to {self.peer!r} failed: {exc.strerror or exc}"))
-            return
-        data = self._rview[:size]
-        if not size:
-            self._end_of_stream(clean=not self._layer.closes_explicitly)
-            return
-        self._last_heard = time.monotonic()
-        self._counts["wire_bytes_received"] += size
         if self._closed:
-            return  # draining after our own close: the caller no longer reads
+            self._drain()
+            return
         frames: list[bytearray] = []
         try:
-            open_frames(self._layer, self._deframer, data, frames)  # fills frames: kept if a later record fails
-            if self._layer.pending():
-                with self._send_lock:
-                    wire = self._layer.seal(b"")
-                    self._sock.sendall(wire)
-                    self._counts["wire_bytes_sent"] += len(wire)
+            got, at_end = open_frames(self._layer, self._deframer, frames)  # frames are kept if a later record fails
         except TransportError as exc:
             self._hand_on(frames)
             self._end(TransportError(str(exc)))
             return
         except OSError as exc:
             self._hand_on(frames)
-            self._end(TransportError(f"connection to {self.peer!r} failed: {exc.strerror or exc}"))
+            self._end(PeerLost(f"connection to {self.peer!r} failed: {exc.strerror or exc}"))
             return
+        if got:
+            self._last_heard = time.monotonic()
         self._hand_on(frames)
-        if self._layer.ended:
+        if at_end:
+            self._end_of_stream(clean=self._layer.ended or not self._layer.closes_explicitly)
+
+    def _drain(self) -> None:
+        """After our own close: read and drop what the peer still sends, until its end."""
+        scratch = memoryview(bytearray(CHUNK))
+        try:
+            n = self._layer.read_into(scratch)
+        except (OSError, TransportError) as exc:
+            self._end(TransportError(f"connection to {self.peer!r} failed: {exc}"))
+            return
+        if n == 0:
             self._end_of_stream(clean=True)
 
     def _hand_on(self, frames: list[bytearray]) -> None:
@@ -559,7 +591,7 @@ class StreamChannel:
                         self._stop.wait(_TICK_FULL_S)
                         continue
                     wait = _POLL_S if self._closed else min(_POLL_S, self._sink.tick(self))
-                    events = watch.select(wait)
+                    events = watch.select(0 if self._layer.buffered() else wait)
                 finally:
                     with self._state:
                         self._watching = False
@@ -598,12 +630,28 @@ class StreamChannel:
             if self._closed and self._reader_done and not self._socket_closed:
                 self._socket_closed = True
                 try:
+                    self._wire = tcp_bytes(self._sock) or self._wire
                     self._sock.shutdown(socket.SHUT_RDWR)
                 except OSError:
                     pass
                 self._sock.close()  # a caller still in select sees nothing more, then EBADF: the end
                 self._wake_r.close()
                 self._wake_w.close()
+
+
+class _Reading:
+    """The context manager :meth:`StreamChannel.reading` returns (one per channel, no state of its own)."""
+
+    __slots__ = ("_channel",)
+
+    def __init__(self, channel: StreamChannel) -> None:
+        self._channel = channel
+
+    def __enter__(self) -> None:
+        self._channel._start_reading()
+
+    def __exit__(self, *exc: object) -> None:
+        self._channel._stop_reading()
 
 
 class _OwnInbox:

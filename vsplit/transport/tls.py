@@ -15,9 +15,11 @@ Every rejection raises :class:`~vsplit.errors.AuthenticationError` on the honest
 (unknown certificate, certificate pinned to another party, expired certificate, plaintext client, no
 certificate); the rejected peer learns only a TLS alert or ``ok: false``.
 
-TLS runs over memory buffers (:class:`ssl.SSLObject`): :class:`TlsLayer` is a sans-IO record layer and
-:class:`~vsplit.transport.stream.StreamChannel` does the socket work, so reading and writing never touch one
-OpenSSL object from two threads at once, and every byte on the wire is counted.
+TLS runs on the socket itself (a non-blocking :class:`ssl.SSLSocket`): OpenSSL reads records from the socket and
+writes them to it with no copy through memory buffers (a round trip of 128 KiB each way took about 0.08 ms more
+over memory buffers, ``benchmarks/transport.py``). :class:`TlsLayer` holds one lock around every call into
+OpenSSL and never waits while holding it, so reading and writing never touch the ``SSLSocket`` from two threads at
+once. The channel's wire bytes are the kernel's counts (:mod:`vsplit.transport.tcpinfo`).
 """
 
 from __future__ import annotations
@@ -32,11 +34,15 @@ from typing import Any
 from vsplit.errors import AuthenticationError, TransportError
 from vsplit.transport.framing import Deframer, prefix
 from vsplit.transport.pinning import Credentials, identify_peer
-from vsplit.transport.stream import CHUNK, ChannelOptions, StreamChannel, open_frames
+from vsplit.transport.sockio import send_all
+from vsplit.transport.stream import ChannelOptions, StreamChannel
+from vsplit.transport.tcpinfo import tcp_bytes
 
 _TLS_HANDSHAKE_RECORD = 0x16
 _HELLO_MAGIC = b"VSHELLO1"
 _HELLO_MAX = 1024
+#: Plaintext bytes one read of the socket's TLS records takes at most, so a writer never waits long for the lock.
+_READ_AT_ONCE = 256 * 1024
 _X509_V_ERR_CERT_NOT_YET_VALID = 9
 _X509_V_ERR_CERT_HAS_EXPIRED = 10
 
@@ -47,175 +53,202 @@ class ClosedEarly(TransportError):
 
 
 class TlsLayer:
-    """TLS over memory buffers: the sans-IO record layer of a TLS channel (see the module docstring)."""
+    """TLS on the channel's non-blocking socket (see the module docstring): the record layer of a TLS channel.
+
+    Every call into OpenSSL holds one lock and none waits while holding it: a write that finds the socket full
+    returns, and the writer waits for room without the lock (:func:`~vsplit.transport.sockio.send_all`), so a
+    reader in one thread and a writer in another never use the ``SSLSocket`` at once.
+    """
 
     closes_explicitly = True
 
-    def __init__(self, context: ssl.SSLContext, *, server_side: bool) -> None:
-        self.incoming = ssl.MemoryBIO()
-        self.outgoing = ssl.MemoryBIO()
-        self.tls = context.wrap_bio(self.incoming, self.outgoing, server_side=server_side)
+    def __init__(self, tls: ssl.SSLSocket) -> None:
+        self.tls = tls
         self.ended = False
         self._lock = threading.Lock()
+        self._closing = False
+        self._unsure = False
+        self._sent = self._received = 0  # plaintext bytes
 
-    def seal(self, data: bytes | memoryview) -> bytes:
-        with self._lock:
-            view = memoryview(data)
-            while view:
-                view = view[self.tls.write(view) :]
-            return self.outgoing.read()
+    def write(self, data: bytes | memoryview, *, timeout: float) -> None:
+        send_all(self._send, self.tls, data, timeout=timeout)
+        self._sent += len(data)
 
-    def put(self, data: bytes | memoryview) -> None:
-        with self._lock:
-            self.incoming.write(data)
-
-    def read_into(self, room: memoryview) -> int:
-        got, size = 0, len(room)
-        with self._lock:
-            while got < size:  # a call opens one record at most: go on while records are complete
-                try:
-                    n = self.tls.read(size - got, room[got:])  # decrypts into the frame itself: no piece to copy
-                except ssl.SSLWantReadError:
-                    break
-                except ssl.SSLZeroReturnError:
-                    self.ended = True
-                    break
-                except ssl.SSLError as exc:
-                    raise TransportError(f"TLS error: {exc.reason or exc}") from None
-                if not n:
-                    self.ended = True
-                    break
-                got += n
-        return got
-
-    def pending(self) -> bool:
-        return self.outgoing.pending > 0
-
-    def goodbye(self) -> bytes:
+    def _send(self, view: bytes | bytearray | memoryview) -> int | None:
         with self._lock:
             try:
-                self.tls.unwrap()
-            except ssl.SSLError:
-                pass  # we do not wait for the peer's close_notify
-            return self.outgoing.read()
+                return self.tls.send(view)  # all of it (no partial writes), or it raises
+            except ssl.SSLWantWriteError:
+                return 0
+            except ssl.SSLWantReadError:
+                return None
+            except (ssl.SSLEOFError, ssl.SSLSyscallError) as exc:
+                raise ConnectionResetError(str(exc)) from None
+            except ssl.SSLError as exc:
+                raise TransportError(f"TLS error: {exc.reason or exc}") from None
+
+    def read_into(self, room: memoryview) -> int | None:
+        """Decrypt into ``room`` record after record (at most :data:`_READ_AT_ONCE` bytes), until it is full or the
+        socket has no whole record more; see :meth:`~vsplit.transport.stream.RecordLayer.read_into`."""
+        got, size = 0, min(len(room), _READ_AT_ONCE)
+        with self._lock:
+            if self._closing:  # after our goodbye: drain the raw bytes (TLS is over on this side)
+                try:
+                    return socket.socket.recv_into(self.tls, room)
+                except (BlockingIOError, InterruptedError):
+                    return None
+            recv_into = self.tls.recv_into
+            while got < size:  # one record per call: go on while records are complete
+                try:
+                    n = recv_into(room[got:size])  # decrypts into the frame itself: no piece to copy
+                except (ssl.SSLWantReadError, ssl.SSLWantWriteError):
+                    break
+                except ssl.SSLZeroReturnError:
+                    n = 0
+                except ssl.SSLEOFError:
+                    if got:
+                        break  # the frames first; the next call sees the EOF
+                    return 0  # EOF without close_notify: a drop (``ended`` stays False)
+                except ssl.SSLSyscallError as exc:
+                    if got:
+                        break
+                    raise ConnectionResetError(str(exc)) from None
+                except ssl.SSLError as exc:
+                    if got:
+                        break
+                    raise TransportError(f"TLS error: {exc.reason or exc}") from None
+                if not n:
+                    if got:
+                        break
+                    self.ended = True  # close_notify: ragged EOFs raise SSLEOFError (suppress_ragged_eofs=False)
+                    return 0
+                got += n
+            self._unsure = got == size  # stopped with room full: a record may be partly read
+        self._received += got
+        return got or None
+
+    def buffered(self) -> bool:
+        if not self._unsure:  # the last read stopped because the socket had no whole record more
+            return False
+        with self._lock:
+            return not self._closing and self.tls.pending() > 0
+
+    def goodbye(self) -> None:
+        with self._lock:
+            if self._closing:
+                return
+            self._closing = True
+            try:
+                self.tls.unwrap()  # sends close_notify; we do not wait for the peer's
+            except (ssl.SSLError, OSError, ValueError):
+                pass
+            self.tls.shutdown(socket.SHUT_WR)
+
+    def counted(self) -> tuple[int, int]:
+        return _on_wire(self._sent), _on_wire(self._received)
+
+
+def _on_wire(plaintext: int) -> int:
+    """About how many wire bytes ``plaintext`` bytes take in TLS 1.3 records (16 KiB each, 22 bytes added)."""
+    return plaintext + 22 * -(-plaintext // (1 << 14))
 
 
 class TlsChannel(StreamChannel):
     """A mutually authenticated TLS channel to one pinned peer; see :func:`vsplit.transport.connect.open_channels`."""
 
     def __init__(
-        self, sock: socket.socket, layer: TlsLayer, *, peer: str, peer_fingerprint: str, **kwargs: Any
+        self, sock: ssl.SSLSocket, *, peer: str, peer_fingerprint: str, **kwargs: Any
     ) -> None:
         self.peer_fingerprint = peer_fingerprint
-        super().__init__(sock, layer, peer=peer, **kwargs)
+        super().__init__(sock, TlsLayer(sock), peer=peer, **kwargs)
 
 
 # -- one connection ----------------------------------------------------------------------------------------------
 
 
 class _Link:
-    """Blocking reads and writes over a socket and a :class:`TlsLayer` while a connection is being set up."""
+    """Blocking reads and writes on an ``SSLSocket``, bounded by one deadline, while a connection is being set up."""
 
-    def __init__(self, sock: socket.socket, layer: TlsLayer, *, deadline: float, who: str, options: ChannelOptions,
-                 first: bytes = b""):
-        self.sock, self.layer, self.deadline, self.who = sock, layer, deadline, who
+    def __init__(self, tls: ssl.SSLSocket, *, deadline: float, who: str, options: ChannelOptions) -> None:
+        self.tls, self.deadline, self.who = tls, deadline, who
         self.deframer = Deframer(max_frame=options.max_frame)
-        self.sent = self.received = 0
-        self._first = first  # bytes the listener already read from the socket (the first TLS record)
 
-    def flush(self) -> None:
-        self._send(self.layer.outgoing.read())
+    def _failed(self, exc: OSError) -> TransportError:
+        """A connection that dropped or was refused during setup; :class:`ClosedEarly` if the peer sent nothing."""
+        counts = tcp_bytes(self.tls)
+        kind = ClosedEarly if counts is None or not counts[1] else TransportError
+        return kind(f"connection to {self.who} failed during the TLS handshake or hello: {exc.strerror or exc}")
 
-    def _send(self, data: bytes) -> None:
-        if not data:
-            return
-        self.sock.settimeout(self._remaining())
-        try:
-            self.sock.sendall(data)
-        except TimeoutError:
-            raise TransportError(f"{self.who} did not finish the TLS handshake and hello in time") from None
-        except OSError as exc:
-            kind = ClosedEarly if not self.received else TransportError
-            raise kind(f"connection to {self.who} failed: {exc.strerror or exc}") from None
-        self.sent += len(data)
+    def _late(self) -> TransportError:
+        return TransportError(f"{self.who} did not finish the TLS handshake and hello in time")
 
-    def read_raw(self) -> bytes:
-        if self._first:
-            data, self._first = self._first, b""
-            self.received += len(data)
-            return data
-        self.sock.settimeout(self._remaining())
-        try:
-            data = self.sock.recv(CHUNK)
-        except TimeoutError:
-            raise TransportError(f"{self.who} did not finish the TLS handshake and hello in time") from None
-        except OSError as exc:
-            kind = ClosedEarly if not self.received else TransportError
-            raise kind(f"connection to {self.who} failed: {exc.strerror or exc}") from None
-        if not data:
-            kind = ClosedEarly if not self.received else TransportError
-            raise kind(f"{self.who} closed the connection during the TLS handshake or hello")
-        self.received += len(data)
-        return data
-
-    def handshake(self, *, server_side: bool) -> bytes:
+    def handshake(self) -> bytes:
         """Run the TLS handshake; return the peer certificate (DER)."""
-        first = True
-        while True:
-            try:
-                self.layer.tls.do_handshake()
-                break
-            except ssl.SSLWantReadError:
-                pass
-            except ssl.SSLCertVerificationError as exc:
-                self._try_flush()  # tell the peer with a TLS alert
-                raise AuthenticationError(_explain_verify_failure(exc, self.who)) from None
-            except ssl.SSLError as exc:
-                self._try_flush()
-                raise _explain_tls_error(exc, self.who) from None
-            self.flush()
-            data = self.read_raw()
-            if server_side and first and data[0] != _TLS_HANDSHAKE_RECORD:
-                raise AuthenticationError(
-                    f"{self.who} did not start a TLS handshake: a plaintext client or another protocol; "
-                    "vsplit parties only accept mutual TLS"
-                )
-            first = False
-            self.layer.incoming.write(data)
-        self.flush()
-        der = self.layer.tls.getpeercert(binary_form=True)
+        self.tls.settimeout(self._remaining())
+        try:
+            self.tls.do_handshake()  # one deadline for the whole handshake (the socket's timeout)
+        except TimeoutError:
+            raise self._late() from None
+        except ssl.SSLCertVerificationError as exc:  # OpenSSL has sent the peer a TLS alert
+            raise AuthenticationError(_explain_verify_failure(exc, self.who)) from None
+        except (ssl.SSLEOFError, ssl.SSLSyscallError, ssl.SSLZeroReturnError) as exc:
+            raise self._failed(exc) from None
+        except ssl.SSLError as exc:
+            raise _explain_tls_error(exc, self.who) from None
+        except OSError as exc:
+            raise self._failed(exc) from None
+        der = self.tls.getpeercert(binary_form=True)
         if not der:
             raise AuthenticationError(f"{self.who} presented no certificate")
         return der
 
     def send_frame(self, payload: bytes) -> None:
-        self._send(self.layer.seal(prefix(payload) + payload))
-
-    def read_frames(self) -> list[bytearray]:
-        data = b""  # the handshake may have left application data in the buffer already
-        while True:
-            try:
-                frames = open_frames(self.layer, self.deframer, data)
-            except TransportError as exc:
-                if "ALERT" in str(exc).upper():  # TLS 1.3: the server judges our certificate after our handshake
-                    raise AuthenticationError(_explain_alert(str(exc), self.who)) from None
-                raise
-            if frames:
-                return frames
-            if self.layer.ended:
-                raise TransportError(f"{self.who} closed the connection during the hello")
-            data = self.read_raw()
-
-    def _try_flush(self) -> None:
+        self.tls.settimeout(self._remaining())
         try:
-            self.flush()
-        except (OSError, TransportError):
+            self.tls.sendall(prefix(payload) + payload)
+        except TimeoutError:
+            raise self._late() from None
+        except ssl.SSLError as exc:
+            if isinstance(exc, (ssl.SSLEOFError, ssl.SSLSyscallError)):
+                raise self._failed(exc) from None
+            raise TransportError(f"TLS error with {self.who}: {exc.reason or exc}") from None
+        except OSError as exc:
+            raise self._failed(exc) from None
+
+    def read_frame(self) -> bytearray:
+        """The next frame (the hello); reads no byte beyond it, so what follows stays for the channel."""
+        while True:
+            self.tls.settimeout(self._remaining())
+            try:
+                n = self.tls.recv_into(self.deframer.space())
+            except TimeoutError:
+                raise self._late() from None
+            except (ssl.SSLEOFError, ssl.SSLZeroReturnError):
+                n = 0
+            except ssl.SSLError as exc:
+                if "ALERT" in str(exc.reason or exc).upper():  # TLS 1.3: the server judges our certificate late
+                    raise AuthenticationError(_explain_alert(str(exc.reason or exc), self.who)) from None
+                raise TransportError(f"TLS error with {self.who}: {exc.reason or exc}") from None
+            except OSError as exc:
+                raise self._failed(exc) from None
+            if not n:
+                raise TransportError(f"{self.who} closed the connection during the hello")
+            frame = self.deframer.commit(n)
+            if frame is not None:
+                return frame
+
+    def say_goodbye(self) -> None:
+        """Best effort: close_notify, then our half of the connection."""
+        try:
+            self.tls.setblocking(False)  # send ours, do not wait for the peer's
+            self.tls.unwrap()
+        except (OSError, ValueError):
             pass
 
     def _remaining(self) -> float:
         left = self.deadline - time.monotonic()
         if left <= 0:
-            raise TransportError(f"{self.who} did not finish the TLS handshake and hello in time")
+            raise self._late()
         return left
 
 
@@ -293,6 +326,13 @@ def parse_hello(payload: bytes | bytearray, *, who: str) -> tuple[str, str, bool
     return body["from"], body["to"], body["ok"]
 
 
+def _wrap(sock: socket.socket, credentials: Credentials, *, server_side: bool) -> ssl.SSLSocket:
+    """TLS on ``sock`` itself (it is detached: use the returned socket), handshake not yet run."""
+    return credentials.context(server_side=server_side).wrap_socket(
+        sock, server_side=server_side, do_handshake_on_connect=False, suppress_ragged_eofs=False
+    )
+
+
 def accept_session(
     sock: socket.socket,
     credentials: Credentials,
@@ -305,69 +345,91 @@ def accept_session(
     """Server side of one connection: handshake, hello and pin checks; a channel to the authenticated partner.
 
     ``taken`` lists partners that are already connected; a second connection claiming one of them is refused.
-    ``first``: bytes already read from ``sock`` (by :mod:`vsplit.transport.reception`), the start of the handshake.
+    ``first``: the start of what the client sent, seen without taking it off the socket (``MSG_PEEK``, by
+    :mod:`vsplit.transport.reception`); when empty, the first byte is peeked here.
     """
-    layer = TlsLayer(credentials.context(server_side=True), server_side=True)
-    link = _Link(sock, layer, deadline=time.monotonic() + options.handshake_timeout_s, who=who, options=options,
-                 first=first)
-    der = link.handshake(server_side=True)
-    first, *early = link.read_frames()
-    claimed, wanted, _ = parse_hello(first, who=who)
+    deadline = time.monotonic() + options.handshake_timeout_s
+    if not first:
+        first = _peek_first(sock, who=who, deadline=deadline)
+    if first[0] != _TLS_HANDSHAKE_RECORD:
+        raise AuthenticationError(
+            f"{who} did not start a TLS handshake: a plaintext client or another protocol; "
+            "vsplit parties only accept mutual TLS"
+        )
+    tls = _wrap(sock, credentials, server_side=True)
     try:
-        if wanted != credentials.party:
-            raise AuthenticationError(f"{who} wants party {wanted!r}, but this is {credentials.party!r}")
-        if claimed not in credentials.pins:
-            raise AuthenticationError(
-                f"{who} claims to be {claimed!r}, which is not a configured partner {sorted(credentials.pins)}"
-            )
-        fp = identify_peer(der, pins=credentials.pins, claimed=claimed, who=who)
-        if claimed in taken:
-            raise AuthenticationError(f"{who} claims to be {claimed!r}, which is already connected")
-    except AuthenticationError:
+        link = _Link(tls, deadline=deadline, who=who, options=options)
+        der = link.handshake()
+        claimed, wanted, _ = parse_hello(link.read_frame(), who=who)
         try:
-            link.send_frame(hello(credentials.party, claimed, ok=False))
-            link._send(layer.goodbye())
-        except (OSError, TransportError):
-            pass
+            if wanted != credentials.party:
+                raise AuthenticationError(f"{who} wants party {wanted!r}, but this is {credentials.party!r}")
+            if claimed not in credentials.pins:
+                raise AuthenticationError(
+                    f"{who} claims to be {claimed!r}, which is not a configured partner {sorted(credentials.pins)}"
+                )
+            fp = identify_peer(der, pins=credentials.pins, claimed=claimed, who=who)
+            if claimed in taken:
+                raise AuthenticationError(f"{who} claims to be {claimed!r}, which is already connected")
+        except AuthenticationError:
+            try:
+                link.send_frame(hello(credentials.party, claimed, ok=False))
+                link.say_goodbye()
+            except (OSError, TransportError):
+                pass
+            raise
+        link.send_frame(hello(credentials.party, claimed))
+        return TlsChannel(tls, peer=claimed, peer_fingerprint=fp, options=options, deframer=link.deframer)
+    except BaseException:
+        tls.close()
         raise
-    link.send_frame(hello(credentials.party, claimed))
-    return TlsChannel(
-        sock, layer, peer=claimed, peer_fingerprint=fp, options=options, deframer=link.deframer,
-        early_frames=early, wire_bytes=(link.sent, link.received),
-    )
+
+
+def _peek_first(sock: socket.socket, *, who: str, deadline: float) -> bytes:
+    """The first byte the client sent, left on the socket for the handshake."""
+    sock.settimeout(max(0.001, deadline - time.monotonic()))
+    try:
+        first = sock.recv(1, socket.MSG_PEEK)
+    except TimeoutError:
+        raise TransportError(f"{who} did not start the TLS handshake in time") from None
+    except OSError as exc:
+        raise ClosedEarly(f"connection from {who} failed: {exc.strerror or exc}") from None
+    if not first:
+        raise ClosedEarly(f"{who} closed the connection before the TLS handshake")
+    return first
 
 
 def connect_session(
     sock: socket.socket, credentials: Credentials, *, peer: str, who: str, options: ChannelOptions
 ) -> TlsChannel:
     """Client side of one connection to ``peer``: handshake, hello and pin checks; the authenticated channel."""
-    layer = TlsLayer(credentials.context(server_side=False), server_side=False)
-    link = _Link(sock, layer, deadline=time.monotonic() + options.handshake_timeout_s, who=who, options=options)
-    der = link.handshake(server_side=False)
-    fp = identify_peer(der, pins={peer: credentials.pins[peer]}, claimed=peer, who=who)
+    tls = _wrap(sock, credentials, server_side=False)
     try:
-        link.send_frame(hello(credentials.party, peer))
-    except TransportError as exc:
+        link = _Link(tls, deadline=time.monotonic() + options.handshake_timeout_s, who=who, options=options)
+        der = link.handshake()
+        fp = identify_peer(der, pins={peer: credentials.pins[peer]}, claimed=peer, who=who)
         try:
-            link.read_frames()  # a TLS alert already waiting says why the peer hung up: raised as such
-        except AuthenticationError:
-            raise
-        except TransportError:
-            pass
-        raise exc
-    first, *early = link.read_frames()
-    sender, recipient, ok = parse_hello(first, who=who)
-    if sender != peer or recipient != credentials.party:
-        raise AuthenticationError(f"{who} answered as {sender!r} to {recipient!r}; expected {peer!r}")
-    if not ok:
-        raise AuthenticationError(
-            f"{who} refused this party {credentials.party!r} (the reason is in the log of {peer!r}); check that "
-            f"{peer!r} pins this party's current certificate and that no other process is connected as this party"
-        )
-    return TlsChannel(
-        sock, layer, peer=peer, peer_fingerprint=fp, options=options, deframer=link.deframer,
-        early_frames=early, wire_bytes=(link.sent, link.received),
-    )
+            link.send_frame(hello(credentials.party, peer))
+        except TransportError as exc:
+            try:
+                link.read_frame()  # a TLS alert already waiting says why the peer hung up: raised as such
+            except AuthenticationError:
+                raise
+            except TransportError:
+                pass
+            raise exc
+        sender, recipient, ok = parse_hello(link.read_frame(), who=who)
+        if sender != peer or recipient != credentials.party:
+            raise AuthenticationError(f"{who} answered as {sender!r} to {recipient!r}; expected {peer!r}")
+        if not ok:
+            raise AuthenticationError(
+                f"{who} refused this party {credentials.party!r} (the reason is in the log of {peer!r}); check that "
+                f"{peer!r} pins this party's current certificate and that no other process is connected as this party"
+            )
+        return TlsChannel(tls, peer=peer, peer_fingerprint=fp, options=options, deframer=link.deframer)
+    except BaseException:
+        tls.close()
+        raise
 
 
 __all__ = ["ClosedEarly", "TlsChannel", "TlsLayer", "accept_session", "connect_session", "hello", "parse_hello"]

@@ -1,0 +1,69 @@
+"""Writing on a non-blocking socket with a deadline, shared by the record layers of :mod:`vsplit.transport.stream`.
+
+A channel's socket is non-blocking so that a reader and a writer in two threads never wait inside one call that
+holds a lock: a layer tries to write, and when the socket's buffer is full it waits for room without its lock
+(:func:`send_all`).
+
+Example:
+    >>> import socket
+    >>> a, b = socket.socketpair()
+    >>> a.setblocking(False)
+    >>> send_all(a.send, a, b"hello", timeout=1.0)
+    >>> b.recv(5)
+    b'hello'
+    >>> a.close(); b.close()
+"""
+
+from __future__ import annotations
+
+import select
+import socket
+import time
+from collections.abc import Callable
+
+#: How long a writer that OpenSSL told to read first waits before it tries again (TLS 1.3 almost never asks).
+_RETRY_S = 0.001
+
+
+def send_all(send: Callable[[bytes | bytearray | memoryview], int | None], sock: socket.socket,
+             data: bytes | bytearray | memoryview,
+             *, timeout: float) -> None:
+    """Write all of ``data`` with ``send`` (bytes taken, or ``None``/0 while ``sock`` has no room), waiting for room
+    at most ``timeout`` seconds in all; :class:`TimeoutError` past that (the peer stopped reading)."""
+    try:
+        n = send(data)  # the socket usually takes it all at once
+    except (BlockingIOError, InterruptedError):
+        n = 0
+    if n == len(data):
+        return
+    view = memoryview(data).cast("B")[n or 0 :]
+    if n is None:
+        time.sleep(_RETRY_S)
+    end = time.monotonic() + timeout
+    while view:
+        try:
+            n = send(view)
+        except (BlockingIOError, InterruptedError):
+            n = 0
+        if n:
+            view = view[n:]
+            continue
+        if n is None:  # the layer must read before it can write: look again shortly
+            time.sleep(_RETRY_S)
+        left = end - time.monotonic()
+        if left <= 0:
+            raise TimeoutError("the peer took nothing for the whole timeout")
+        if n == 0:
+            _wait_writable(sock, left)
+
+
+def _wait_writable(sock: socket.socket, seconds: float) -> None:
+    if hasattr(select, "poll"):  # any descriptor number, unlike select()
+        poller = select.poll()
+        poller.register(sock, select.POLLOUT)
+        poller.poll(seconds * 1000)
+    else:
+        select.select((), (sock,), (), seconds)
+
+
+__all__ = ["send_all"]
