@@ -29,6 +29,7 @@ import socket
 import ssl
 import threading
 import time
+from collections.abc import Callable
 from typing import Any
 
 from vsplit.errors import AuthenticationError, TransportError
@@ -68,6 +69,11 @@ class TlsLayer:
         self._lock = threading.Lock()
         self._closing = False
         self._unsure = False
+        # ``SSLSocket.recv_into`` is two Python calls around the C object's ``read``: a frame takes one call per
+        # 16 KiB record, so the C reader is taken directly where the ssl module has it (CPython 3.7 and later).
+        sslobj = getattr(tls, "_sslobj", None)
+        self._read: Callable[[int, memoryview], int] = (
+            sslobj.read if sslobj is not None else lambda n, room: tls.recv_into(room, n))
         self._sent = self._received = 0  # plaintext bytes
 
     def write(self, data: bytes | memoryview, *, timeout: float) -> None:
@@ -97,10 +103,10 @@ class TlsLayer:
                     return socket.socket.recv_into(self.tls, room)
                 except (BlockingIOError, InterruptedError):
                     return None
-            recv_into = self.tls.recv_into
+            read = self._read
             while got < size:  # one record per call: go on while records are complete
                 try:
-                    n = recv_into(room[got:size])  # decrypts into the frame itself: no piece to copy
+                    n = read(size - got, room[got:size])  # decrypts into the frame itself: no piece to copy
                 except (ssl.SSLWantReadError, ssl.SSLWantWriteError):
                     break
                 except ssl.SSLZeroReturnError:
