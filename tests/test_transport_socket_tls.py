@@ -5,6 +5,7 @@ differs from a clean close."""
 from __future__ import annotations
 
 import socket
+import ssl
 import threading
 import time
 from concurrent.futures import ThreadPoolExecutor
@@ -15,6 +16,7 @@ from _transport_support import FAST, credentials, make_identities
 from vsplit.transport.channel import PeerClosed, PeerLost
 from vsplit.transport.connect import Listener, dial
 from vsplit.transport.tcpinfo import tcp_bytes
+from vsplit.transport.tls import TlsLayer
 
 
 @pytest.fixture
@@ -138,4 +140,52 @@ def test_frames_larger_than_the_socket_buffers_cross_both_ways_at_once(ids):
     stats = partner.wire_stats
     assert len(big) < stats.wire_bytes_sent < len(big) * 1.01 + 8192
     bank.close()
+    partner.close()
+
+
+def test_close_notify_waits_for_room_in_a_full_socket():
+    """A goodbye that finds the socket full (OpenSSL keeps the alert: SSLWantWriteError) sends it once there is
+    room, then half-closes; nothing is written after it."""
+    a, b = socket.socketpair()
+
+    class FullOnce:  # the SSLSocket's part TlsLayer uses, with a full socket at the first close_notify
+        def __init__(self) -> None:
+            self.calls: list[str] = []
+
+        def fileno(self) -> int:
+            return a.fileno()
+
+        def unwrap(self) -> None:
+            self.calls.append("unwrap")
+            if len(self.calls) == 1:
+                raise ssl.SSLWantWriteError("the socket is full")
+
+        def shutdown(self, how: int) -> None:
+            self.calls.append("shutdown")
+
+        def send(self, data) -> int:
+            raise AssertionError("written after the goodbye")
+
+    fake = FullOnce()
+    layer = TlsLayer(fake)  # type: ignore[arg-type]
+    layer.goodbye(timeout=1.0)
+    assert fake.calls == ["unwrap", "unwrap", "shutdown"]
+    with pytest.raises(BrokenPipeError):
+        layer.write(b"late", timeout=1.0)
+    a.close()
+    b.close()
+
+
+def test_close_right_after_a_frame_the_peer_has_not_read_still_ends_cleanly(ids):
+    """A reader that is slow to read an 8 MiB frame sent just before its peer closed gets the frame and then a clean
+    close, not a drop."""
+    bank, partner = tls_pair(ids)
+    big = bytes(range(256)) * (32 * 1024)  # 8 MiB: more than the socket buffers hold
+    closing = threading.Thread(target=lambda: (bank.send(big), bank.close()))
+    closing.start()
+    time.sleep(0.3)
+    assert bytes(partner.recv(timeout=10)) == big
+    with pytest.raises(PeerClosed):
+        partner.recv(timeout=10)
+    closing.join(timeout=10)
     partner.close()

@@ -62,7 +62,7 @@ class _PlainLayer:
     def buffered(self) -> bool:
         return False
 
-    def goodbye(self) -> None:
+    def goodbye(self, *, timeout: float) -> None:
         self._sock.shutdown(socket.SHUT_WR)
 
     def counted(self) -> tuple[int, int]:

@@ -54,10 +54,11 @@ def send_all(send: Callable[[bytes | bytearray | memoryview], int | None], sock:
         if left <= 0:
             raise TimeoutError("the peer took nothing for the whole timeout")
         if n == 0:
-            _wait_writable(sock, left)
+            wait_writable(sock, left)
 
 
-def _wait_writable(sock: socket.socket, seconds: float) -> None:
+def wait_writable(sock: socket.socket, seconds: float) -> None:
+    """Wait up to ``seconds`` until ``sock`` has room to write (or has failed)."""
     if hasattr(select, "poll"):  # any descriptor number, unlike select()
         poller = select.poll()
         poller.register(sock, select.POLLOUT)
@@ -66,4 +67,4 @@ def _wait_writable(sock: socket.socket, seconds: float) -> None:
         select.select((), (sock,), (), seconds)
 
 
-__all__ = ["send_all"]
+__all__ = ["send_all", "wait_writable"]

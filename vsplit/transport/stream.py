@@ -169,9 +169,9 @@ class RecordLayer(Protocol):
     def buffered(self) -> bool:
         """True if plaintext already taken off the socket waits to be read (the socket will not say so)."""
 
-    def goodbye(self) -> None:
-        """End the stream cleanly and half-close the socket, as far as it goes without waiting; reads after this
-        only drain the socket."""
+    def goodbye(self, *, timeout: float) -> None:
+        """End the stream cleanly (waiting at most ``timeout`` s for room to say so) and half-close the socket;
+        reads after this only drain the socket."""
 
     def counted(self) -> tuple[int, int]:
         """Wire bytes sent and received as far as this layer knows (exact, or an estimate where the layer cannot
@@ -282,6 +282,7 @@ class StreamChannel:
         self._counts = dict.fromkeys(
             ("frames_sent", "frames_received", "payload_bytes_sent", "payload_bytes_received", "heartbeats_sent"), 0
         )
+        self._scratch: memoryview | None = None  # where the peer's last bytes go after our close
         self._wire: tuple[int, int] | None = None  # the kernel's last counts, kept once the socket is closed
         sock.setblocking(False)  # the layer waits for room itself, bounded by idle_timeout_s, holding no lock
         self._selector = selectors.DefaultSelector()  # the socket alone: used under the read lock
@@ -339,7 +340,7 @@ class StreamChannel:
         self._stop.set()
         if self._send_lock.acquire(timeout=self.options.linger_s):
             try:
-                self._layer.goodbye()
+                self._layer.goodbye(timeout=self.options.linger_s)
             except (OSError, TransportError):
                 pass
             finally:
@@ -544,9 +545,10 @@ class StreamChannel:
 
     def _drain(self) -> None:
         """After our own close: read and drop what the peer still sends, until its end."""
-        scratch = memoryview(bytearray(CHUNK))
+        if self._scratch is None:
+            self._scratch = memoryview(bytearray(CHUNK))
         try:
-            n = self._layer.read_into(scratch)
+            n = self._layer.read_into(self._scratch)
         except (OSError, TransportError) as exc:
             self._end(TransportError(f"connection to {self.peer!r} failed: {exc}"))
             return

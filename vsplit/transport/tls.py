@@ -35,7 +35,7 @@ from typing import Any
 from vsplit.errors import AuthenticationError, TransportError
 from vsplit.transport.framing import Deframer, prefix
 from vsplit.transport.pinning import Credentials, identify_peer
-from vsplit.transport.sockio import send_all
+from vsplit.transport.sockio import send_all, wait_writable
 from vsplit.transport.stream import ChannelOptions, StreamChannel
 from vsplit.transport.tcpinfo import tcp_bytes
 
@@ -82,6 +82,8 @@ class TlsLayer:
 
     def _send(self, view: bytes | bytearray | memoryview) -> int | None:
         with self._lock:
+            if self._closing:  # after close_notify nothing more may go out (and never in clear)
+                raise BrokenPipeError("the channel said goodbye")
             try:
                 return self.tls.send(view)  # all of it (no partial writes), or it raises
             except ssl.SSLWantWriteError:
@@ -139,16 +141,25 @@ class TlsLayer:
         with self._lock:
             return not self._closing and self.tls.pending() > 0
 
-    def goodbye(self) -> None:
-        with self._lock:
-            if self._closing:
-                return
-            self._closing = True
-            try:
-                self.tls.unwrap()  # sends close_notify; we do not wait for the peer's
-            except (ssl.SSLError, OSError, ValueError):
-                pass
-            self.tls.shutdown(socket.SHUT_WR)
+    def goodbye(self, *, timeout: float) -> None:
+        """Send ``close_notify`` (waiting up to ``timeout`` s for room in a full socket), then half-close."""
+        end = time.monotonic() + timeout
+        while True:
+            with self._lock:
+                if self._closing:
+                    return
+                try:
+                    self.tls.unwrap()  # sends close_notify; we do not wait for the peer's
+                    full = False
+                except ssl.SSLWantWriteError:  # the alert waits in OpenSSL: send it once there is room
+                    full = time.monotonic() < end
+                except (ssl.SSLError, OSError, ValueError):
+                    full = False  # sent, or the connection is gone: nothing more to say
+                if not full:
+                    self._closing = True
+                    self.tls.shutdown(socket.SHUT_WR)
+                    return
+            wait_writable(self.tls, max(0.0, end - time.monotonic()))
 
     def counted(self) -> tuple[int, int]:
         return _on_wire(self._sent), _on_wire(self._received)
