@@ -189,3 +189,27 @@ def test_close_right_after_a_frame_the_peer_has_not_read_still_ends_cleanly(ids)
         partner.recv(timeout=10)
     closing.join(timeout=10)
     partner.close()
+
+
+def test_a_stalled_partial_record_is_looked_at_a_few_times_not_every_few_milliseconds(ids, monkeypatch):
+    """Peeking leaves the bytes on the socket, so it stays readable: the rest between looks doubles (5 ms up to
+    0.25 s), and a stranger that sends three bytes and stalls for a second costs about ten looks, not two hundred."""
+    from vsplit.transport.reception import Reception
+
+    looks = []
+    original = Reception._first_bytes
+
+    def counted(self, selector, conn):
+        looks.append(time.monotonic())
+        return original(self, selector, conn)
+
+    monkeypatch.setattr(Reception, "_first_bytes", counted)
+    hub = Listener(credentials("bank", ids, ["insurer"]), address=("127.0.0.1", 0), options=FAST)
+    with ThreadPoolExecutor(max_workers=1) as pool:
+        waiting = pool.submit(hub.accept_all, deadline_s=1.2)
+        stranger = socket.create_connection(hub.address)
+        stranger.sendall(b"\x16\x03\x01")  # the start of a TLS record, and no more
+        with pytest.raises(Exception, match="did not connect"):
+            waiting.result(timeout=10)
+    stranger.close()
+    assert 3 <= len(looks) <= 20, len(looks)

@@ -9,12 +9,13 @@ Once its whole first TLS record has arrived (the ClientHello: a 5-byte header an
 :data:`MAX_RECORD`; or a first byte that is not a TLS handshake record, which the handshake then refuses as
 plaintext) it takes a handshake slot (:meth:`~vsplit.transport.admission.Gate.enter`) and
 ``handshake(conn, addr, first)`` runs in a thread of its own with the bytes seen so far, and gives the slot back
-when it returns. While a record is incomplete the connection rests for :data:`_REST_S` before the loop looks again
-(its bytes keep the socket readable, so looking at once would spin). So a stranger that sends part of a record and
-stalls holds no slot either. A connection whose first record is not complete after ``first_record_s``, one that
-closes before, one with no slot free, and the oldest one when the waiting room is full are closed and recorded in
-the :class:`~vsplit.transport.refusals.RefusalLog`, which logs them at a bounded rate. Nothing a connection does
-before its handshake can stop the loop.
+when it returns. While a record is incomplete the connection rests before the loop looks again (its bytes keep the
+socket readable, so looking at once would spin): :data:`_REST_S` at first, twice as long after each look that
+finds it still incomplete (up to :data:`_REST_MAX_S`), so a stranger that stalls costs a few looks, not one every
+few milliseconds. So a stranger that sends part of a record and stalls holds no slot either. A connection whose
+first record is not complete after ``first_record_s``, one that closes before, one with no slot free, and the
+oldest one when the waiting room is full are closed and recorded in the :class:`~vsplit.transport.refusals.RefusalLog`,
+which logs them at a bounded rate. Nothing a connection does before its handshake can stop the loop.
 
 The loop runs until ``stop`` is set; :meth:`Reception.wake` interrupts its wait at once.
 """
@@ -37,6 +38,8 @@ log = logging.getLogger(__name__)
 _TICK_S = 0.25
 #: How long a connection whose first record is incomplete rests before the loop peeks at it again.
 _REST_S = 0.005
+#: The longest rest between two looks at an incomplete first record.
+_REST_MAX_S = 0.25
 _ACCEPTS_PER_WAKE = 256
 _TLS_HANDSHAKE_RECORD = 0x16
 #: The largest first record waited for: TLS's 16 KiB plaintext limit and room for the header and padding.
@@ -58,6 +61,7 @@ class Reception:
         self._wake_w.setblocking(False)
         self._waiting: collections.OrderedDict[socket.socket, tuple[tuple, float]] = collections.OrderedDict()
         self._resting: dict[socket.socket, float] = {}  # incomplete first record: unregistered until then
+        self._rest: dict[socket.socket, float] = {}  # how long it rests next time
 
     def wake(self) -> None:
         """Interrupt the loop's wait (after setting its ``stop``)."""
@@ -92,6 +96,7 @@ class Reception:
                 conn.close()
             self._waiting.clear()
             self._resting.clear()
+            self._rest.clear()
             selector.close()
             self._wake_r.close()
             self._wake_w.close()
@@ -154,7 +159,9 @@ class Reception:
         if got[0] == _TLS_HANDSHAKE_RECORD and (len(got) < 5 or len(got) < 5 + min(MAX_RECORD,
                                                                                   int.from_bytes(got[3:5], "big"))):
             selector.unregister(conn)  # the rest of the record is still on its way: look again shortly
-            self._resting[conn] = time.monotonic() + _REST_S
+            rest = self._rest.get(conn, _REST_S)
+            self._rest[conn] = min(2 * rest, _REST_MAX_S)
+            self._resting[conn] = time.monotonic() + rest
             return
         self._drop(selector, conn)
         host = str(addr[0])
@@ -177,6 +184,7 @@ class Reception:
 
     def _drop(self, selector: selectors.BaseSelector, conn: socket.socket) -> None:
         del self._waiting[conn]
+        self._rest.pop(conn, None)
         if self._resting.pop(conn, None) is None:
             selector.unregister(conn)
 
