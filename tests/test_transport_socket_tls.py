@@ -13,6 +13,7 @@ from concurrent.futures import ThreadPoolExecutor
 import pytest
 from _transport_support import FAST, credentials, make_identities
 
+from vsplit.errors import TransportError
 from vsplit.transport.channel import PeerClosed, PeerLost
 from vsplit.transport.connect import Listener, dial
 from vsplit.transport.tcpinfo import tcp_bytes
@@ -213,3 +214,38 @@ def test_a_stalled_partial_record_is_looked_at_a_few_times_not_every_few_millise
             waiting.result(timeout=10)
     stranger.close()
     assert 3 <= len(looks) <= 20, len(looks)
+
+
+@pytest.mark.parametrize(("end", "ended", "raises"), [
+    (ssl.SSLZeroReturnError, True, None),
+    (ssl.SSLEOFError, False, None),
+    (ssl.SSLError, False, "TLS error"),
+])
+def test_the_end_of_a_stream_is_reported_after_the_bytes_before_it(end, ended, raises):
+    """A read that meets the end (close_notify, a drop, a TLS error) after some records hands those over first and
+    reports the end, as it was, at the next read."""
+
+    class Records:  # the C object's read: one record, then the end
+        def __init__(self) -> None:
+            self.left = [b"abc"]
+
+        def read(self, n: int, room: memoryview) -> int:
+            if self.left:
+                data = self.left.pop()
+                room[: len(data)] = data
+                return len(data)
+            raise end("the end")
+
+    class Sock:
+        _sslobj = Records()
+
+    layer = TlsLayer(Sock())  # type: ignore[arg-type]
+    room = memoryview(bytearray(10))
+    assert layer.read_into(room) == 3 and bytes(room[:3]) == b"abc"
+    assert layer.buffered()  # the end waits to be reported: a reader must not wait for the socket
+    if raises:
+        with pytest.raises(TransportError, match=raises):
+            layer.read_into(room)
+    else:
+        assert layer.read_into(room) == 0
+        assert layer.ended is ended

@@ -69,6 +69,7 @@ class TlsLayer:
         self._lock = threading.Lock()
         self._closing = False
         self._unsure = False
+        self._end: str | BaseException | None = None  # how the stream ended: "close_notify", "drop" or the error
         # ``SSLSocket.recv_into`` is two Python calls around the C object's ``read``: a frame takes one call per
         # 16 KiB record, so the C reader is taken directly where the ssl module has it (CPython 3.7 and later).
         sslobj = getattr(tls, "_sslobj", None)
@@ -93,7 +94,7 @@ class TlsLayer:
             except (ssl.SSLEOFError, ssl.SSLSyscallError) as exc:
                 raise ConnectionResetError(str(exc)) from None
             except ssl.SSLError as exc:
-                raise TransportError(f"TLS error: {exc.reason or exc}") from None
+                raise TransportError(f"TLS error: {getattr(exc, 'reason', None) or exc}") from None
 
     def read_into(self, room: memoryview) -> int | None:
         """Decrypt into ``room`` record after record (at most :data:`_READ_AT_ONCE` bytes), until it is full or the
@@ -105,6 +106,8 @@ class TlsLayer:
                     return socket.socket.recv_into(self.tls, room)
                 except (BlockingIOError, InterruptedError):
                     return None
+            if self._end is not None:  # how the stream ended, seen while handing over the bytes before it
+                return self._finish()
             read = self._read
             while got < size:  # one record per call: go on while records are complete
                 try:
@@ -112,30 +115,35 @@ class TlsLayer:
                 except (ssl.SSLWantReadError, ssl.SSLWantWriteError):
                     break
                 except ssl.SSLZeroReturnError:
-                    n = 0
+                    self._end = "close_notify"
                 except ssl.SSLEOFError:
-                    if got:
-                        break  # the frames first; the next call sees the EOF
-                    return 0  # EOF without close_notify: a drop (``ended`` stays False)
+                    self._end = "drop"  # EOF without close_notify (``ended`` stays False)
                 except ssl.SSLSyscallError as exc:
-                    if got:
-                        break
-                    raise ConnectionResetError(str(exc)) from None
+                    self._end = ConnectionResetError(str(exc))
                 except ssl.SSLError as exc:
-                    if got:
-                        break
-                    raise TransportError(f"TLS error: {exc.reason or exc}") from None
-                if not n:
-                    if got:
-                        break
-                    self.ended = True  # close_notify: ragged EOFs raise SSLEOFError (suppress_ragged_eofs=False)
-                    return 0
-                got += n
+                    self._end = TransportError(f"TLS error: {getattr(exc, 'reason', None) or exc}")
+                else:
+                    if n:
+                        got += n
+                        continue
+                    self._end = "close_notify"  # ragged EOFs raise SSLEOFError (suppress_ragged_eofs=False)
+                if got:
+                    break  # the bytes first; the next call reports the end
+                return self._finish()
             self._unsure = got == size  # stopped with room full: a record may be partly read
         self._received += got
         return got or None
 
+    def _finish(self) -> int:
+        """The stream's end, once every byte before it was handed over: 0, or the error (under the lock)."""
+        if isinstance(self._end, BaseException):
+            raise self._end
+        self.ended = self._end == "close_notify"
+        return 0
+
     def buffered(self) -> bool:
+        if self._end is not None and not self._closing:  # the end of the stream waits to be reported
+            return True
         if not self._unsure:  # the last read stopped because the socket had no whole record more
             return False
         with self._lock:
