@@ -26,8 +26,7 @@ _RETRY_S = 0.001
 
 
 def send_all(send: Callable[[bytes | bytearray | memoryview], int | None], sock: socket.socket,
-             data: bytes | bytearray | memoryview,
-             *, timeout: float) -> None:
+             data: bytes | bytearray | memoryview, *, timeout: float) -> None:
     """Write all of ``data`` with ``send`` (bytes taken, or ``None``/0 while ``sock`` has no room), waiting for room
     at most ``timeout`` seconds in all; :class:`TimeoutError` past that (the peer stopped reading)."""
     try:
@@ -52,7 +51,7 @@ def send_all(send: Callable[[bytes | bytearray | memoryview], int | None], sock:
             time.sleep(_RETRY_S)
         left = end - time.monotonic()
         if left <= 0:
-            raise TimeoutError("the peer took nothing for the whole timeout")
+            raise TimeoutError(f"could not send it all within {timeout} s")
         if n == 0:
             wait_writable(sock, left)
 

@@ -159,8 +159,8 @@ class RecordLayer(Protocol):
     ended: bool
 
     def write(self, data: bytes | memoryview, *, timeout: float) -> None:
-        """Send all of ``data``; :class:`TimeoutError` if the peer took none of it for ``timeout`` s, ``OSError`` if
-        the connection failed, :class:`TransportError` if the layer did."""
+        """Send all of ``data``; :class:`TimeoutError` if it could not all go out within ``timeout`` s (the peer
+        stopped reading), ``OSError`` if the connection failed, :class:`TransportError` if the layer did."""
 
     def read_into(self, room: memoryview) -> int | None:
         """Write the next plaintext bytes into ``room`` and return how many; ``None`` when none are there until the
