@@ -22,11 +22,10 @@ Keys:
                     itself), measured in the same blocks as the two above, so a machine's wake-up latency shows in
                     all three alike.
   round_trip_ms_socket_tls
-                    the same echo with TLS on the socket itself as the channels run it (non-blocking
-                    ``ssl.SSLSocket`` ends whose every SSL call holds one lock, so a reader and a writer thread never
-                    use the SSL object at once and the lock is never held while waiting; length-prefixed frames in
-                    Python read straight into their buffers), without the channel: no inbox, read lock, heartbeats
-                    or resume. What the channels' own machinery costs is the gap to round_trip_ms_reconnect_off.
+                    the same echo over the channels' own TLS layer and framing (``TlsLayer``: a non-blocking
+                    ``ssl.SSLSocket`` whose every SSL call holds one lock; ``open_frames``), without the channel: no
+                    inbox, read lock, background reader, heartbeats or resume. What the channels' own machinery
+                    costs is the gap to round_trip_ms_reconnect_off.
   tls_epoch_s, inprocess_epoch_s, ratio (= ratio_reconnect_on)
                     seconds per training epoch of the bank-marketing preset at batch 1024 (the plain network,
                     vsplit.models.recipe.PLAIN, as since this benchmark was written): bank and partner as two
@@ -50,11 +49,9 @@ import argparse
 import json
 import os
 import selectors
-import ssl
 import statistics
 import sys
 import tempfile
-import threading
 import time
 from collections.abc import Callable, Iterator
 from concurrent.futures import ThreadPoolExecutor
@@ -70,10 +67,12 @@ from vsplit.protocol.message import Message, message
 from vsplit.transport import codec
 from vsplit.transport.channel import Channel
 from vsplit.transport.connect import Listener, dial
-from vsplit.transport.framing import PREFIX_SIZE, prefix
+from vsplit.transport.framing import Deframer, prefix
 from vsplit.transport.identity import create_identity, write_identity
 from vsplit.transport.pinning import Credentials
 from vsplit.transport.reconnect import StandingListener, dial_resumable
+from vsplit.transport.stream import open_frames
+from vsplit.transport.tls import TlsLayer
 
 SESSION = b"benchmark-sessio"
 
@@ -202,7 +201,7 @@ def _two_process_round_trip_ms(*, resumable: bool, size: int, rounds: int, warmu
 
 def _raw_echo(ids: dict, pipe, count: int, locked: bool) -> None:
     """The floor's hub: a bare ``ssl.SSLSocket`` server that echoes ``count`` payloads of the size it is told
-    (``locked``: non-blocking, framed, every SSL call under one lock, :class:`_LockedTls`)."""
+    (``locked``: the channels' TLS layer and framing alone, :class:`_LockedTls`)."""
     import socket
 
     context = _credentials(ids, "bank", "insurer").context(server_side=True)
@@ -230,56 +229,29 @@ def _recv_exactly(sock, buffer: bytearray) -> None:
 
 
 class _LockedTls:
-    """TLS on the socket itself, as the channels run it (:class:`vsplit.transport.tls.TlsLayer`): a non-blocking
-    ``ssl.SSLSocket`` whose every SSL call holds one lock (so a reader and a writer thread never use the SSL object
-    at once, and the lock is never held while waiting: a call that cannot go on returns, and the thread waits for
-    the socket without it), with length-prefixed frames read straight into their own buffers, and nothing else.
-    Measured beside the channels to show what their own machinery costs (``round_trip_ms_socket_tls``)."""
+    """The channels' own TLS layer (:class:`vsplit.transport.tls.TlsLayer`: a non-blocking ``ssl.SSLSocket`` whose
+    every OpenSSL call holds one lock) with frames cut by :func:`vsplit.transport.stream.open_frames`, and nothing
+    else: no inbox, read lock, background reader, heartbeats or resume. Measured beside the channels to show what
+    their own machinery costs (``round_trip_ms_socket_tls``)."""
 
     def __init__(self, tls) -> None:
         tls.setblocking(False)
-        self.tls, self.lock = tls, threading.Lock()
-        self.readable, self.writable = selectors.DefaultSelector(), selectors.DefaultSelector()
+        self.layer, self.deframer, self.frames = TlsLayer(tls), Deframer(), []
+        self.readable = selectors.DefaultSelector()
         self.readable.register(tls, selectors.EVENT_READ)
-        self.writable.register(tls, selectors.EVENT_WRITE)
-
-    def _send(self, data) -> None:
-        view = memoryview(data)
-        while view:
-            with self.lock:
-                try:
-                    view = view[self.tls.send(view):]
-                    continue
-                except (ssl.SSLWantWriteError, ssl.SSLWantReadError):
-                    pass
-            self.writable.select(30)
-
-    def _recv_into(self, view: memoryview) -> None:
-        got = 0
-        while got < len(view):
-            with self.lock:
-                try:
-                    n = self.tls.recv_into(view[got:])
-                except (ssl.SSLWantReadError, ssl.SSLWantWriteError):
-                    n = -1
-                pending = self.tls.pending()
-            if n == 0:
-                raise TransportError("the echo's peer closed")
-            if n > 0:
-                got += n
-            elif not pending:
-                self.readable.select(30)
 
     def send_frame(self, payload) -> None:
-        self._send(prefix(payload))  # the channels' own length prefix
-        self._send(payload)
+        self.layer.write(prefix(payload), timeout=30)  # the channels' own length prefix
+        self.layer.write(payload, timeout=30)
 
     def recv_frame(self) -> bytearray:
-        head = bytearray(PREFIX_SIZE)
-        self._recv_into(memoryview(head))
-        frame = bytearray(int.from_bytes(head, "little"))
-        self._recv_into(memoryview(frame))
-        return frame
+        while not self.frames:
+            _, ended = open_frames(self.layer, self.deframer, self.frames)
+            if ended:
+                raise TransportError("the echo's peer closed")
+            if not self.frames and not self.layer.buffered():
+                self.readable.select(30)
+        return self.frames.pop(0)
 
 
 def _raw_tls_round_trip_ms(*, size: int, rounds: int, warmup: int, locked: bool = False) -> float:

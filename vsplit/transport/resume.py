@@ -433,11 +433,10 @@ class ResumableChannel:
         with self._cond:
             if link is not self._link:
                 return  # a late frame of a replaced link: the new link resends what counts
-            if env.ack > self._outbox.acked:  # frames left the resend buffer: a sender or a close may wait on it
-                self._outbox.acknowledge(env.ack)
+            freed = env.ack > self._outbox.acked
+            self._outbox.acknowledge(env.ack)
+            if freed:  # frames left the resend buffer: a sender or a close may wait on it
                 self._cond.notify_all()
-            else:
-                self._outbox.acknowledge(env.ack)  # checks a stale ack too
         if env.kind == numbered.ACK:
             return
         with self._deliver_lock:  # the reader of an old link may still wait for room with the frame before

@@ -29,30 +29,23 @@ def send_all(send: Callable[[bytes | bytearray | memoryview], int | None], sock:
              data: bytes | bytearray | memoryview, *, timeout: float) -> None:
     """Write all of ``data`` with ``send`` (bytes taken, or ``None``/0 while ``sock`` has no room), waiting for room
     at most ``timeout`` seconds in all; :class:`TimeoutError` past that (the peer stopped reading)."""
-    try:
-        n = send(data)  # the socket usually takes it all at once
-    except (BlockingIOError, InterruptedError):
-        n = 0
-    if n == len(data):
-        return
-    view = memoryview(data).cast("B")[n or 0 :]
-    if n is None:
-        time.sleep(_RETRY_S)
-    end = time.monotonic() + timeout
-    while view:
+    view, end = data, None
+    while len(view):
         try:
-            n = send(view)
+            n = send(view)  # the socket usually takes it all at once
         except (BlockingIOError, InterruptedError):
             n = 0
         if n:
-            view = view[n:]
+            view = memoryview(view).cast("B")[n:]
             continue
-        if n is None:  # the layer must read before it can write: look again shortly
-            time.sleep(_RETRY_S)
+        if end is None:  # the clock starts at the first wait
+            end = time.monotonic() + timeout
         left = end - time.monotonic()
         if left <= 0:
             raise TimeoutError(f"could not send it all within {timeout} s")
-        if n == 0:
+        if n is None:  # the layer must read before it can write: look again shortly
+            time.sleep(min(_RETRY_S, left))
+        else:
             wait_writable(sock, left)
 
 

@@ -67,7 +67,7 @@ log = logging.getLogger(__name__)
 #: overlap gains (16 to 64 KiB pieces: round trip 0.55 to 0.64 ms against 0.50 ms, over memory buffers).
 CHUNK = 256 * 1024
 #: The most plaintext one TLS record carries: a frame's head goes out joined with this much of its body.
-_RECORD = 16 * 1024
+RECORD = 16 * 1024
 #: How often a reader wakes up to check for an idle peer or a finished close.
 _POLL_S = 0.25
 #: While a caller reads, how often the background reader looks whether it still does. Waking it up instead each
@@ -436,7 +436,7 @@ class StreamChannel:
     def _write(self, head: bytes, body: bytes | bytearray | memoryview) -> None:
         """Send ``head + body`` in pieces of at most :data:`CHUNK` bytes; the caller holds the send lock."""
         view = memoryview(body).cast("B") if len(body) else memoryview(b"")
-        first = max(0, _RECORD - len(head))
+        first = max(0, RECORD - len(head))
         pieces = [b"".join((head, view[:first]))]  # the head and the body's start fill one TLS record: a small copy
         pieces_rest = (view[i : i + CHUNK] for i in range(first, len(view), CHUNK))  # the rest is not copied
         try:
@@ -676,4 +676,7 @@ class _OwnInbox:
         return _POLL_S
 
 
-__all__ = ["CHUNK", "ChannelOptions", "FrameSink", "Inbox", "RecordLayer", "StreamChannel", "WireStats", "open_frames"]
+__all__ = [
+    "CHUNK", "RECORD", "ChannelOptions", "FrameSink", "Inbox", "RecordLayer", "StreamChannel", "WireStats",
+    "open_frames",
+]

@@ -36,14 +36,12 @@ from vsplit.errors import AuthenticationError, TransportError
 from vsplit.transport.framing import Deframer, prefix
 from vsplit.transport.pinning import Credentials, identify_peer
 from vsplit.transport.sockio import send_all, wait_writable
-from vsplit.transport.stream import ChannelOptions, StreamChannel
+from vsplit.transport.stream import CHUNK, RECORD, ChannelOptions, StreamChannel
 from vsplit.transport.tcpinfo import tcp_bytes
 
 _TLS_HANDSHAKE_RECORD = 0x16
 _HELLO_MAGIC = b"VSHELLO1"
 _HELLO_MAX = 1024
-#: Plaintext bytes one read of the socket's TLS records takes at most, so a writer never waits long for the lock.
-_READ_AT_ONCE = 256 * 1024
 _X509_V_ERR_CERT_NOT_YET_VALID = 9
 _X509_V_ERR_CERT_HAS_EXPIRED = 10
 
@@ -97,9 +95,10 @@ class TlsLayer:
                 raise TransportError(f"TLS error: {getattr(exc, 'reason', None) or exc}") from None
 
     def read_into(self, room: memoryview) -> int | None:
-        """Decrypt into ``room`` record after record (at most :data:`_READ_AT_ONCE` bytes), until it is full or the
-        socket has no whole record more; see :meth:`~vsplit.transport.stream.RecordLayer.read_into`."""
-        got, size = 0, min(len(room), _READ_AT_ONCE)
+        """Decrypt into ``room`` record after record (at most :data:`~vsplit.transport.stream.CHUNK` bytes, so a
+        writer never waits long for the lock), until it is full or the socket has no whole record more; see
+        :meth:`~vsplit.transport.stream.RecordLayer.read_into`."""
+        got, size = 0, min(len(room), CHUNK)
         with self._lock:
             if self._closing:  # after our goodbye: drain the raw bytes (TLS is over on this side)
                 try:
@@ -175,7 +174,7 @@ class TlsLayer:
 
 def _on_wire(plaintext: int) -> int:
     """About how many wire bytes ``plaintext`` bytes take in TLS 1.3 records (16 KiB each, 22 bytes added)."""
-    return plaintext + 22 * -(-plaintext // (1 << 14))
+    return plaintext + 22 * -(-plaintext // RECORD)
 
 
 class TlsChannel(StreamChannel):
@@ -263,7 +262,7 @@ class _Link:
                 return frame
 
     def say_goodbye(self) -> None:
-        """Best effort: close_notify, then our half of the connection."""
+        """Best effort: send close_notify without waiting for the peer's."""
         try:
             self.tls.setblocking(False)  # send ours, do not wait for the peer's
             self.tls.unwrap()
