@@ -19,9 +19,11 @@ from __future__ import annotations
 import contextlib
 import logging
 import logging.handlers
+import os
 import sys
 from collections.abc import Iterator
 from pathlib import Path
+from typing import TextIO
 
 #: Rotated files kept besides ``log.txt``.
 BACKUPS = 2
@@ -32,6 +34,11 @@ class _RunLog(logging.handlers.RotatingFileHandler):
     record, and the run goes on (it stops with a clear error if it cannot write what it must: a checkpoint)."""
 
     failed = False
+
+    def _open(self) -> TextIO:
+        """``log.txt`` created 0600 like every file of a run (the umask cannot widen it), never through a link."""
+        flags = os.O_WRONLY | os.O_APPEND | os.O_CREAT | getattr(os, "O_NOFOLLOW", 0) | getattr(os, "O_CLOEXEC", 0)
+        return open(os.open(self.baseFilename, flags, 0o600), "a", encoding=self.encoding, errors=self.errors)
 
     def handleError(self, record: logging.LogRecord) -> None:
         if not self.failed:

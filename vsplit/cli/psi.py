@@ -54,11 +54,11 @@ def run(args: argparse.Namespace) -> int:
     rows = canonical_rows(alignment)
     save_rows(dataclasses.replace(alignment, rows=rows), node.folder / "alignment.npy")
     stats = psi_summary(alignment)
-    write_atomic(node.folder / "psi.json", (strict_json.dumps(stats, indent=2) + "\n").encode())
+    write_atomic(node.folder / "psi.json", (strict_json.dumps(stats, indent=2) + "\n").encode(), within=node.folder)
     frame = pd.DataFrame({"row": rows})
     if alignment.ids is not None:
         frame[config.data.id_column] = sorted(alignment.ids)
-    write_atomic(node.folder / "alignment.csv", frame.to_csv(index=False).encode())
+    write_atomic(node.folder / "alignment.csv", frame.to_csv(index=False).encode(), within=node.folder)
     node.forget_psi_progress()
     if not args.quiet:
         print(json.dumps(stats, indent=2))

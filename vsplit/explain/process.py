@@ -114,21 +114,22 @@ def explain_party(config: PartyConfig, input_path: Path | None, *, job: str | No
         elif result.columns:
             local = pd.DataFrame(result.values, columns=result.columns)
             local.insert(0, config.data.id_column, ids)
-            write_atomic(folder / "attributions.csv", local.to_csv(index=False).encode())
+            write_atomic(folder / "attributions.csv", local.to_csv(index=False).encode(), within=node.folder)
             summary["attributions"] = "attributions.csv (kept by this party; never sent)"
             summary["shared_top_k"] = ex.share_top_k
     summary["seconds"] = round(time.perf_counter() - began, 3)
     path = folder / "explain.json"
-    write_atomic(path, (json.dumps(summary, indent=2, default=_plain) + "\n").encode())
+    write_atomic(path, (json.dumps(summary, indent=2, default=_plain) + "\n").encode(), within=node.folder)
     return path
 
 
 def _label_outputs(config: PartyConfig, explanation: Explanation, folder: Path) -> dict[str, Any]:
     ex = config.explain
-    write_atomic(folder / "explanations.csv", explanation.table().to_csv(index=False).encode())
+    write_atomic(folder / "explanations.csv", explanation.table().to_csv(index=False).encode(),
+                 within=folder.parent.parent)
     reasons = reason_codes(explanation, n=ex.reasons, texts=ex.texts, decline_when=ex.decline_when,
                            threshold=ex.threshold)
-    write_reasons(reasons, folder)
+    write_reasons(reasons, folder, within=folder.parent.parent)
     error = explanation.completeness_error()
     _add_to_card(folder.parent.parent, explanation)
     return {

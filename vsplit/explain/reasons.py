@@ -110,10 +110,11 @@ def reasons_json(table: pd.DataFrame) -> list[dict[str, Any]]:
     return out
 
 
-def write_reasons(table: pd.DataFrame, folder: Path) -> tuple[Path, Path]:
-    """Write ``reasons.csv`` and ``reasons.json`` into ``folder`` (atomically); their paths."""
+def write_reasons(table: pd.DataFrame, folder: Path, *, within: Path | None = None) -> tuple[Path, Path]:
+    """Write ``reasons.csv`` and ``reasons.json`` into ``folder`` (atomically; ``within``: the run folder no folder
+    below which may be a link); their paths."""
     folder.mkdir(parents=True, exist_ok=True)
     csv_path, json_path = folder / "reasons.csv", folder / "reasons.json"
-    write_atomic(csv_path, table.to_csv(index=False).encode())
-    write_atomic(json_path, (json.dumps(reasons_json(table), indent=2) + "\n").encode())
+    write_atomic(csv_path, table.to_csv(index=False).encode(), within=within)
+    write_atomic(json_path, (json.dumps(reasons_json(table), indent=2) + "\n").encode(), within=within)
     return csv_path, json_path

@@ -80,15 +80,14 @@ def monitor_party(config: PartyConfig, input_path: Path, *, scores: Path | None 
         score = score_stability(read_scores(baseline_scores), read_scores(scores), party=node.name, bins=bins)
         table = pd.concat([table, score], ignore_index=True)
     folder = node.folder / FOLDER / job
-    folder.mkdir(parents=True, exist_ok=True)
-    write_atomic(folder / "stability.csv", table.to_csv(index=False).encode())
+    write_atomic(folder / "stability.csv", table.to_csv(index=False).encode(), within=node.folder)
     summary: dict[str, Any] = {"party": node.name, "job": job, "bands": {"monitor": BANDS[0], "shift": BANDS[1]},
                                "rows": {"training": len(training), "new": len(new)},
                                "stability": table.to_dict(orient="records")}
     if len(node.networks) > 1:  # a bag (train.networks): columns are the bag's, embedding dimensions the first's
         summary["note"] = (f"a bag of {len(node.networks)} networks: the embedding dimensions are the first "
                            "network's; the columns and the score are the whole bag's")
-    write_atomic(folder / "stability.json", (json.dumps(summary, indent=2) + "\n").encode())
+    write_atomic(folder / "stability.json", (json.dumps(summary, indent=2) + "\n").encode(), within=node.folder)
     return table, folder
 
 

@@ -28,6 +28,7 @@ from collections.abc import Callable, Generator, Iterable, Mapping
 from pathlib import Path
 from typing import Any, ClassVar
 
+from vsplit.atomic import confine
 from vsplit.config import PartyConfig, resolve
 from vsplit.config.names import run_folder
 from vsplit.errors import CheckpointError, ConfigError
@@ -76,6 +77,7 @@ class PartyNode:
         self.resume = resume
         self.progress = progress
         self.folder = run_folder(resolve(config, config.output.dir), config.output.run_id, self.name)
+        confine(self.folder)  # no write under the run folder follows a link planted in it (vsplit.atomic)
         self.standing: Any = None  # a listener kept open for peers that reconnect (resumable channels)
         torch.set_num_threads(max(1, config.train.threads))
 
@@ -184,9 +186,9 @@ class PartyNode:
         if scores.by_id is not None:
             path, summary["counts"], summary["models"] = write_predictions(
                 job.folder, id_column=self.config.data.id_column, own=scores.ids, wanted=requested,
-                by_id=scores.by_id, fallback=scores.fallback, missing=scores.missing, me=self.name)
+                by_id=scores.by_id, fallback=scores.fallback, missing=scores.missing, me=self.name, within=self.folder)
         job.finish()
-        write_json(job.folder / "predict.json", summary)  # written last: the job is done
+        write_json(job.folder / "predict.json", summary, within=self.folder)  # written last: the job is done
         return path
 
     def read_input(self, table_path: Path | None, ids_path: Path | None) -> tuple[Any, list[str] | None]:
@@ -209,7 +211,7 @@ class PartyNode:
 
     def write_json(self, name: str, payload: Any) -> Path:
         """Write ``payload`` as ``name`` in this party's run folder, atomically."""
-        return write_json(self.folder / name, payload)
+        return write_json(self.folder / name, payload, within=self.folder)
 
     # -- what a party keeps: its model and its checkpoints ------------------------------------------------------------
     def save_parts(self, segments: Mapping[str, Any], party: Any, **fields: Any) -> Path:

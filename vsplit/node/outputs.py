@@ -47,10 +47,10 @@ class Scores:
 
 def write_predictions(folder: Path, *, id_column: str, own: Sequence[str], wanted: Sequence[str] | None,
                       by_id: Mapping[str, Any], missing: str, me: str, fallback: Mapping[str, Any] | None = None,
-                      ) -> tuple[Path, dict[str, int], dict[str, int]]:
+                      within: Path | None = None) -> tuple[Path, dict[str, int], dict[str, int]]:
     """``predictions.csv`` in ``folder`` for the IDs ``wanted`` (default: ``own``, this party's table), scored by the
     split (``by_id``) or else by the label party's own model (``fallback``); the path, the count of each status and
-    of each model."""
+    of each model. ``within``: the party's run folder, no folder below which may be a link."""
     import numpy as np
     import pandas as pd
 
@@ -68,14 +68,14 @@ def write_predictions(folder: Path, *, id_column: str, own: Sequence[str], wante
     columns["status"] = ["scored" if i in by_id else (missing if i in known else f"unknown to {me}") for i in wanted]
     out = pd.DataFrame(columns)
     path = folder / "predictions.csv"
-    write_atomic(path, out.to_csv(index=False).encode())
+    write_atomic(path, out.to_csv(index=False).encode(), within=within)
     models = {k or "none": int(n) for k, n in out["model"].value_counts(sort=False).items()}
     return path, {str(k): int(v) for k, v in out["status"].value_counts().items()}, models
 
 
-def write_json(path: Path, payload: Any) -> Path:
+def write_json(path: Path, payload: Any, *, within: Path | None = None) -> Path:
     """``payload`` as indented strict JSON at ``path``, atomically (NumPy scalars as numbers, tuples as lists)."""
-    write_atomic(path, (strict_json.dumps(payload, indent=2, default=jsonable) + "\n").encode())
+    write_atomic(path, (strict_json.dumps(payload, indent=2, default=jsonable) + "\n").encode(), within=within)
     return path
 
 

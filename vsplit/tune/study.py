@@ -51,7 +51,9 @@ def open_study(*, storage: str | Path | None, name: str, seed: int) -> Any:
             from optuna.storages import JournalStorage
             from optuna.storages.journal import JournalFileBackend
 
-            Path(storage).parent.mkdir(parents=True, exist_ok=True)
+            from vsplit.atomic import create_private
+
+            create_private(storage)  # the trials' values and metrics: 0600 before Optuna appends to it
             drop_torn_line(Path(storage))
             backend = JournalStorage(JournalFileBackend(str(storage)))  # replays the journal
         study = optuna.create_study(study_name=name, storage=backend, direction="maximize", load_if_exists=True,

@@ -52,7 +52,7 @@ def split_rows(config: PartyConfig) -> tuple[Path, Path]:
     fit, valid = validation_views({"own": table}, label_party="own", label=d.label, fraction=t.validation_fraction,
                                   seed=t.seed)
     for path, part in zip(paths, (fit["own"], valid["own"]), strict=True):
-        save_with(path, lambda handle, p=part: p.to_parquet(handle, index=False))
+        save_with(path, lambda handle, p=part: p.to_parquet(handle, index=False), within=folder.parent.parent)
     return paths
 
 
