@@ -16,7 +16,7 @@ SMALL = {"numeric_bins": Knob("int", 4, 12), "lr": SPACE["lr"]}
 def test_a_value_outside_a_partners_bound_is_refused_naming_the_bound():
     with pytest.raises(TrialRefused, match=r"numeric_bins = 12 is outside its bound \[4, 8\] \(tune.numeric_bins"):
         check_trial("partner", {"numeric_bins": 12}, {"numeric_bins": (4, 8)})
-    check_trial("partner", {"numeric_bins": 8, "lr": 1.0}, {"numeric_bins": (4, 8)})  # inside; lr is not its knob
+    check_trial("partner", {"numeric_bins": 8, "lr": 1.0}, {"numeric_bins": (4, 8)})  # inside; lr within the limits
 
 
 def test_refused_trials_are_recorded_and_the_search_goes_on(views, one_thread, tmp_path):

@@ -244,6 +244,10 @@ def test_a_study_resumes_from_its_journal_and_a_crashed_trial_is_recorded_not_fa
     journal = tmp_path / "study.log"  # a copy of the processes' study (3 trials), resumed up to 5
     shutil.copy(run / "bank" / "tune" / "study.log", journal)
     more = ["output.dir=../runs-resumed", f"tune.study={journal}", "tune.n_trials=5"]
+    for partner in PARTNERS:  # each partner's record of the trials it trained, as when resumed in its own folder
+        resumed = configs[partner].parent.parent / "runs-resumed" / "tune" / partner / "tune"
+        resumed.mkdir(parents=True, exist_ok=True)
+        shutil.copy(run / partner / "tune" / "tune.json", resumed / "tune.json")
     narrow = {"bank": ["tune.space={ lr = [0.001, 0.01], numeric_bins = [4, 8], bottom_width = [16, 32] }"]}
     real = between.trial_config
 

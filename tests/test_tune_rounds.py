@@ -54,7 +54,7 @@ def test_a_round_trains_only_when_every_partner_accepts():
 
 def test_the_end_round_tells_the_best_trial_and_the_aucs():
     end = EndRound(["shop"], best=2, values={"lr": 0.002}, auc=0.91, scores={0: 0.88, 2: 0.91}).start()[0].message
-    partner = AnswerRound("shop", bounds={})
+    partner = AnswerRound("shop", bounds={}, trained={0: {"lr": 0.001}, 2: {"lr": 0.002}})  # it trained trial 2
     partner.receive("bank", _wire(end))
     assert isinstance(partner.result, TuneEnd) and partner.result.all_scores() == {0: 0.88, 2: 0.91}
 

@@ -6,7 +6,9 @@ Example:
     vsplit tune --config parties/bank/party.toml        # the label party: runs the study ([tune] n_trials, space)
     vsplit tune --config parties/partner/party.toml     # each partner: answers within its [tune] bounds
 
-A refused or crashed trial is recorded, not fatal; the study (an Optuna journal, tune.study) resumes when run again.
+A partner refuses a trial outside its bounds or vsplit's hard limits (an lr too small to train, an absurd width), and
+an end of search naming a trial it did not train as proposed: it then writes no best.toml. A refused or crashed
+trial is recorded, not fatal; the study (an Optuna journal, tune.study) resumes when run again.
 Each party ends with its ready-to-run <output.dir>/<run_id>/<party>/tune/best.toml (train it with `vsplit train
 --config .../best.toml`) and tune.json (every trial: values, state, validation AUC, reason). Needs
 `pip install 'vsplit[tune]'` at the label party. See docs/tuning.md.

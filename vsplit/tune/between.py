@@ -8,7 +8,10 @@ own ``[tune]`` table, and the label party decides. A trial nobody refused trains
 it on its validation rows; the study records the AUC, or the refusal or the crash as a failed trial with its reason,
 and the search goes on. Links are opened again for every trial, so a crashed trial leaves nothing behind. A last
 round tells the partners the best trial; each party then writes its ready-to-run ``tune/best.toml`` and its
-``tune/tune.json``.
+``tune/tune.json``. A partner accepts that end only for a trial it trained, with the values it trained, within its
+bounds (:func:`~vsplit.tune.rounds.check_end`); it remembers the trials it trained in its ``tune.json``, so a
+resumed search may end on a trial of an earlier run. A partner's words (its refusal's bound) reach the label party's
+log, journal and ``tune.json`` only as :func:`~vsplit.protocol.text.printable` text.
 
 ``connect`` (default: the party's mutual-TLS links) lets tests join the parties by in-memory channels.
 """
@@ -27,12 +30,14 @@ from vsplit.config import PartyConfig, resolve
 from vsplit.errors import ConfigError, VsplitError
 from vsplit.node.links import open_links, plan_links
 from vsplit.node.node import session_id
+from vsplit.protocol.text import printable
 from vsplit.runtime.pump import Pump
 from vsplit.transport.channel import Channel
 from vsplit.tune.best import write_best
 from vsplit.tune.messages import decode_values
-from vsplit.tune.rounds import AnswerRound, EndRound, Proposed, ProposeRound
+from vsplit.tune.rounds import AnswerRound, EndRound, Proposed, ProposeRound, check_end
 from vsplit.tune.settings import bounds_of, space_of, tune_checks
+from vsplit.tune.space import LIMITS, check_trial
 from vsplit.tune.trial import TrialNode, trial_config, trial_run_id, tune_folder
 
 log = logging.getLogger(__name__)
@@ -149,24 +154,26 @@ def _label_trial(config: PartyConfig, partners: list[str], number: int, values: 
     except BaseException:
         _close(channels)
         raise
-    if not proposed.go:
+    if not proposed.go:  # each refusal names a partner's bound: its text, made printable and short
         _close(channels)
-        return None, "; ".join(proposed.refusals[p] for p in sorted(proposed.refusals)), {}
+        return None, printable("; ".join(proposed.refusals[p] for p in sorted(proposed.refusals)), limit=600), {}
     try:
         result = _train(config, values, number, channels)
     except Exception as exc:  # a crashed trial is recorded, not fatal
-        return None, f"crashed: {exc}", {}
+        return None, printable(f"crashed: {exc}", limit=600), {}
     return float(result["auc"]), None, result["seconds"]
 
 
 def _partner(config: PartyConfig, *, progress: bool, overrides: Sequence[str], connect: Connect) -> TuneOutcome:
     me, bounds, trials = config.party.name, bounds_of(config), []
+    folder = tune_folder(config)
+    trained = _trained_before(folder)  # a resumed search may end on a trial this party trained in an earlier run
     bar = _bar(config, progress)
     try:
         while True:
             channels = connect()
             try:
-                outcome = _round_pump(config, channels).run(AnswerRound(me, bounds=bounds))
+                outcome = _round_pump(config, channels).run(AnswerRound(me, bounds=bounds, trained=trained))
             except BaseException:
                 _close(channels)
                 raise
@@ -180,7 +187,9 @@ def _partner(config: PartyConfig, *, progress: bool, overrides: Sequence[str], c
             else:
                 try:
                     _train(config, outcome.values, outcome.number, channels)
+                    trained[outcome.number] = outcome.values
                 except Exception as exc:  # a crashed trial is recorded, not fatal
+                    trained.pop(outcome.number, None)
                     record.update(state="FAIL", error=f"crashed: {exc}")
             if record["error"]:
                 log.warning("%s: trial %d failed: %s", me, outcome.number, record["error"])
@@ -190,10 +199,30 @@ def _partner(config: PartyConfig, *, progress: bool, overrides: Sequence[str], c
         bar.close()
     scores = outcome.all_scores()
     for record in trials:
-        record["auc"] = scores.get(record["number"])
+        record["auc"] = scores.get(record["number"]) if record["state"] == "COMPLETE" else None
+    check_end(me, outcome, trained=trained, bounds=bounds)  # AnswerRound did; best.toml is written from this only
     best = ({"number": outcome.best, "values": decode_values(outcome.values, what="best values"), "auc": outcome.auc}
             if outcome.best >= 0 else None)
-    return _write(config, tune_folder(config), best, trials, overrides, extra={"bounds": bounds_of(config)})
+    if best is not None:
+        check_trial(me, best["values"], bounds)
+    return _write(config, folder, best, trials, overrides,
+                  extra={"bounds": bounds, "limits": {k: list(v) for k, v in LIMITS.items()},
+                         "trained": {str(n): v for n, v in sorted(trained.items())}})
+
+
+def _trained_before(folder: Path) -> dict[int, dict[str, Any]]:
+    """The trials this partner trained in earlier runs of the search (its own ``tune.json``: number -> values)."""
+    import json
+
+    path = folder / "tune.json"
+    if not path.is_file():
+        return {}
+    try:
+        saved = json.loads(path.read_text()).get("trained") or {}
+        return {int(n): decode_values(json.dumps(v), what=f"{path}: trained") for n, v in saved.items()}
+    except (ValueError, AttributeError, VsplitError) as exc:
+        raise ConfigError(f"{path}: cannot be read ({exc}); move it away (the search then ends only on a trial "
+                          "trained in this run)") from None
 
 
 def _best(study: Any) -> dict[str, Any] | None:

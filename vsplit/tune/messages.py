@@ -140,13 +140,14 @@ class TuneEnd(Message):
 
     def __post_init__(self) -> None:
         require(self.best >= -1, f"best trial {self.best} is invalid")
+        require(0.0 <= self.auc <= 1.0, "the best AUC is a number between 0 and 1")
         if self.best >= 0:
             decode_values(self.values, what="best values")
         require(len(self.scores) <= 64 * 1024, "scores are at most 64 KiB")
         scores = _json(self.scores, what="scores") if self.scores else {}
         require(isinstance(scores, dict) and all(k.isdigit() and k.isascii() and len(k) <= 9 and _finite(v)
-                                                 for k, v in scores.items()),
-                "scores: an object of trial number -> AUC (a finite number)")
+                                                 and 0 <= v <= 1 for k, v in scores.items()),
+                "scores: an object of trial number -> AUC (a number between 0 and 1)")
 
     def all_scores(self) -> dict[int, float]:
         return {int(k): float(v) for k, v in json.loads(self.scores or "{}").items()}

@@ -5,7 +5,10 @@ Theory of operation. Every trial opens with a round: the label party's :class:`P
 bounds and answers (:class:`~vsplit.tune.messages.TuneAnswer`: accepted, or refused naming the knob and its bound);
 once every partner answered, the label party tells them all whether the trial trains
 (:class:`~vsplit.tune.messages.TuneDecision`: only if nobody refused). The search closes with :class:`EndRound`: the
-best trial and the validation AUCs (:class:`~vsplit.tune.messages.TuneEnd`), which an :class:`AnswerRound` returns.
+best trial and the validation AUCs (:class:`~vsplit.tune.messages.TuneEnd`), which an :class:`AnswerRound` returns
+only once :func:`check_end` found it names a trial this partner trained, with the values it trained, within its
+bounds: a forged end never becomes the partner's ``best.toml``. A partner's refusal reaches the label party's log and
+files only as :func:`~vsplit.protocol.text.printable` text.
 
 Example:
     >>> label = ProposeRound(["shop"], number=0, values={"numeric_bins": 40})
@@ -27,7 +30,8 @@ from typing import Any
 from vsplit.errors import ProtocolError
 from vsplit.protocol.machine import Outgoing
 from vsplit.protocol.message import Message
-from vsplit.tune.messages import Answer, TuneAnswer, TuneDecision, TuneEnd, TuneProposal, encode_values
+from vsplit.protocol.text import printable
+from vsplit.tune.messages import Answer, TuneAnswer, TuneDecision, TuneEnd, TuneProposal, decode_values, encode_values
 from vsplit.tune.space import TrialRefused, check_trial
 
 
@@ -62,7 +66,8 @@ class ProposeRound:
         self.answers[sender] = msg
         if len(self.answers) < len(self.partners):
             return []
-        refusals = {p: f"{p} refuses the trial: {a.knob} = {self.values.get(a.knob)} is outside its bound {a.bound}"
+        refusals = {p: f"{p} refuses the trial: {a.knob} = {self.values.get(a.knob)} is outside its bound "
+                       f"{printable(a.bound, limit=80)}"  # the bound is the partner's text
                     for p, a in self.answers.items() if a.code != Answer.ACCEPTED}
         self.done, self.result = True, Proposed(self.number, self.values, not refusals, refusals)
         decision = TuneDecision(number=self.number, go=not refusals)
@@ -70,11 +75,15 @@ class ProposeRound:
 
 
 class AnswerRound:
-    """A partner: answer the label party's proposal within ``bounds``, then take its decision; result: a
-    :class:`Proposed` (``refusals`` holds this party's own, if it refused), or the :class:`TuneEnd` of the search."""
+    """A partner: answer the label party's proposal within ``bounds`` (and vsplit's hard limits), then take its
+    decision; result: a :class:`Proposed` (``refusals`` holds this party's own, if it refused), or the
+    :class:`TuneEnd` of the search once :func:`check_end` accepted it against ``trained`` (trial number -> the values
+    this party trained it with)."""
 
-    def __init__(self, me: str, *, bounds: Mapping[str, Sequence[Any]]) -> None:
+    def __init__(self, me: str, *, bounds: Mapping[str, Sequence[Any]],
+                 trained: Mapping[int, Mapping[str, Any]] | None = None) -> None:
         self.me, self.bounds = me, dict(bounds)
+        self.trained = dict(trained or {})
         self.proposal: TuneProposal | None = None
         self.refusal = ""
         self.done, self.result = False, None
@@ -84,6 +93,7 @@ class AnswerRound:
 
     def receive(self, sender: str, msg: Message) -> list[Outgoing]:
         if isinstance(msg, TuneEnd) and self.proposal is None:
+            check_end(self.me, msg, trained=self.trained, bounds=self.bounds)
             self.done, self.result = True, msg
             return []
         if isinstance(msg, TuneProposal) and self.proposal is None:
@@ -129,3 +139,36 @@ class EndRound:
         raise ProtocolError(f"unexpected {type(msg).__name__} from {sender!r} after the search ended")
 
 
+def check_end(me: str, end: TuneEnd, *, trained: Mapping[int, Mapping[str, Any]],
+              bounds: Mapping[str, Sequence[Any]]) -> None:
+    """Refuse (:class:`~vsplit.errors.ProtocolError`) an end of search whose best trial is not one ``me`` trained
+    (``trained``: number -> values), with those values, within ``bounds`` and vsplit's hard limits, its AUC the one
+    the end reports for it. What a partner writes to ``best.toml`` is what passed here.
+
+    >>> end = TuneEnd(best=2, values='{"lr": 0.002}', auc=0.9, scores='{"2": 0.9}')
+    >>> check_end("shop", end, trained={2: {"lr": 0.002}}, bounds={})
+    >>> try:
+    ...     check_end("shop", end, trained={2: {"lr": 0.003}}, bounds={})
+    ... except ProtocolError as refusal:
+    ...     print(str(refusal).split(" as the best ")[1].split(";")[0])
+    with values other than those shop trained it with
+    """
+    if end.best < 0:
+        return
+    then = ("nothing written (tune/best.toml). The label party is misbehaving or runs another search: ask its "
+            "operator, then run vsplit tune again")
+    values = decode_values(end.values, what="best values")
+    try:
+        check_trial(me, values, bounds)
+    except TrialRefused as refusal:
+        raise ProtocolError(f"{me}: the label party's end of the search names values {me} refuses "
+                            f"({str(refusal).split(' (')[0]}); {then}") from None
+    if end.best not in trained:
+        raise ProtocolError(f"{me}: the label party's end of the search names trial {end.best} as the best, a trial "
+                            f"{me} did not train; {then}")
+    if dict(trained[end.best]) != values:
+        raise ProtocolError(f"{me}: the label party's end of the search names trial {end.best} as the best with values "
+                            f"other than those {me} trained it with; {then}")
+    if end.all_scores().get(end.best) != end.auc:
+        raise ProtocolError(f"{me}: the label party's end of the search gives trial {end.best} two different AUCs; "
+                            f"{then}")

@@ -3,8 +3,10 @@ values become a party's config.
 
 The label party's ``space`` narrows the knobs it searches (``knob = [low, high]``, or the choices of
 ``numeric_embedding``; empty: :data:`~vsplit.tune.space.SPACE`); a partner's ``bounds`` say which values it accepts
-for the knobs that shape its own model. A trial's values map onto config keys (:func:`overrides`) the same way at
-every party, so the trial trains what the best config will say.
+for any knob (each knob but ``top_width`` governs what leaves it). Both must lie within vsplit's hard
+:data:`~vsplit.tune.space.LIMITS`, which every partner applies even to the knobs its config leaves open. A trial's
+values map onto config keys (:func:`overrides`) the same way at every party, so the trial trains what the best config
+will say.
 
 Example:
     >>> overrides({"lr": 0.002, "bottom_width": 48, "weight_decay": 1e-4}, bottom_hidden=(64,), top_hidden=(32,),
@@ -19,7 +21,7 @@ from collections.abc import Mapping, Sequence
 from typing import Any
 
 from vsplit.config.schema import PartyConfig
-from vsplit.tune.space import KNOBS, SPACE, Knob
+from vsplit.tune.space import KNOBS, LIMITS, SPACE, Knob, show_bound
 
 #: knob -> the config key it sets (``bottom_width``/``top_width`` set every hidden layer's width)
 KEYS = {"lr": "train.lr", "weight_decay": "train.weight_decay", "epochs": "train.epochs",
@@ -63,6 +65,10 @@ def _limits_problem(knob: str, limits: Sequence[Any]) -> str | None:
         return f"this knob takes whole numbers (got {list(limits)})"
     if spec.log and limits[0] <= 0:
         return f"searched on a log scale: low must be above 0 (got {limits[0]})"
+    low, high = LIMITS[knob]
+    if limits[0] < low or limits[1] > high:
+        return (f"{show_bound(list(limits))} goes beyond vsplit's hard limit {show_bound(LIMITS[knob])} for {knob} "
+                "(every partner refuses a trial outside it; docs/tuning.md#bounding-a-search); narrow it")
     return None
 
 
