@@ -58,7 +58,7 @@ TITLES = {
 def one_seed(name: str, seed: int, recipe: dict | None = None) -> dict[str, dict]:
     """Every model of :data:`MODELS` on preset ``name`` with ``seed`` (``recipe``: the split's, default
     :data:`RECIPE`)."""
-    from vsplit.boosting import score_boosters
+    from vsplit.baselines import score_boosters
     from vsplit.datasets import preset
     from vsplit.evaluation import compare, shared_test_views
 

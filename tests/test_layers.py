@@ -13,7 +13,8 @@ modules by name.
 3. blocks: what a party is built from, on topology and the foundations only: torch modules (``models``), its tables and
    ID files (``data``), the bundled data (``datasets``), run reports (``report``), the cut planner (``plan``) and the
    stability index (``monitor``, but not its process).
-4. protocol: the sans-IO machines and messages, split training among them (on models and topology).
+4. protocol: the sans-IO machines and messages, split training among them (on models and topology), and the
+   homomorphic layer they share (``he``: encrypt, sum by groups, decrypt; on the foundations only).
 5. wire: the codec and channels that carry protocol messages (``transport``), and the PSI machines (``psi``).
 6. plug-ins: machines and hooks built on the protocol and the codec: secure aggregation and averaging
    (``federated``), the horizontal schedules' machines (``horizontal``), and the attacks, defenses and detectors a
@@ -70,7 +71,7 @@ LAYERS: tuple[tuple[str, tuple[str, ...]], ...] = (
     ("topology", ("vsplit.topology",)),
     ("blocks", ("vsplit.models", "vsplit.data", "vsplit.datasets", "vsplit.report", "vsplit.plan",
                 "vsplit.monitor")),
-    ("protocol", ("vsplit.protocol",)),
+    ("protocol", ("vsplit.protocol", "vsplit.he")),
     ("wire", ("vsplit.transport", "vsplit.psi")),
     ("plug-ins", (
         "vsplit.federated", "vsplit.horizontal", "vsplit.privacy.attacks", "vsplit.privacy.defenses",
@@ -82,7 +83,7 @@ LAYERS: tuple[tuple[str, tuple[str, ...]], ...] = (
     ("front doors", (
         "vsplit.estimator", "vsplit.bagging", "vsplit.horizontal.run", "vsplit.node",
     )),
-    ("tools", ("vsplit.evaluation", "vsplit.boosting", "vsplit.privacy", "vsplit.pilot", "vsplit.serve",
+    ("tools", ("vsplit.evaluation", "vsplit.baselines", "vsplit.privacy", "vsplit.pilot", "vsplit.serve",
                "vsplit.explain.process", "vsplit.monitor.process", "vsplit.tune.trial", "vsplit.tune.between")),
     ("cli", ("vsplit.cli",)),
     ("package", ("vsplit",)),

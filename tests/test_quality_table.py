@@ -30,7 +30,7 @@ def test_readme_quality_table_comes_from_the_results_json():
 
 def test_boosters_score_the_shared_test_rows(views):
     pytest.importorskip("lightgbm")
-    from vsplit.boosting import score_boosters
+    from vsplit.baselines import score_boosters
 
     train = {n: t.iloc[: len(t) * 3 // 4].reset_index(drop=True) for n, t in views.items()}
     test = {n: t.iloc[len(t) * 3 // 4:].reset_index(drop=True) for n, t in views.items()}
