@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import copy
+from pathlib import Path
 
 import torch
 from torch import nn
@@ -16,6 +17,25 @@ ROWS = {"a": 40, "b": 26, "c": 34}  # last batches of 2: BatchNorm needs two row
 WIDTHS = (8, 8, 6, 1)  # each block's output width
 BATCH, ROUNDS = 8, 2
 LOSS = make_task("binary").loss
+
+
+def hand_secrets(configs: dict[str, Path], *, seed: int = 0) -> None:
+    """Give every party of a prepared horizontal run (:func:`vsplit.pilot.horizontal.prepare_horizontal`) the init
+    seed ``seed`` and every client the clients' shared seed ``seed``, as restoring a backup would: two folders
+    prepared apart (processes, and their in-process reference) then start from the same weights."""
+    import tomllib
+
+    from tests._pilot_support import hand_secrets as hand_own
+    from vsplit.horizontal.shared_seed import FILE
+    from vsplit.models.secret import write_secret
+
+    hand_own(configs, seed=seed)
+    for path in configs.values():
+        raw = tomllib.loads(path.read_text())
+        if raw["party"]["name"] in raw["topology"]["clients"]:
+            shared = (path.parent / raw["network"]["key"]).parent / FILE
+            shared.unlink(missing_ok=True)
+            write_secret(shared, seed)
 
 
 def blocks() -> list[nn.Module]:

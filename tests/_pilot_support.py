@@ -37,6 +37,25 @@ def free_port() -> int:
     raise RuntimeError(f"no free port in {base}-{base + _BLOCK - 1}")
 
 
+#: the init seed (:mod:`vsplit.models.secret`) every party of these tests holds: the in-process references are fitted
+#: with ``random_state=0``, whose parties draw their initial weights from 0 as well, so both start from the same weights
+SECRET = 0
+
+
+def hand_secrets(configs: dict[str, Path], *, seed: int = SECRET) -> None:
+    """Give each party of ``configs`` the init seed ``seed`` where it has none yet, as restoring a backup would."""
+    import tomllib
+
+    from vsplit.models.secret import SUFFIX, write_secret
+
+    for path in configs.values():
+        raw = tomllib.loads(path.read_text())
+        key = raw.get("network", {}).get("key", "")
+        target = (path.parent / key).parent / f"{raw['party']['name']}{SUFFIX}"
+        if not target.exists():
+            write_secret(target, seed)
+
+
 def write_configs(root: Path, *, port: int, run_id: str, extra: str = "", kind: str = "vertical",
                   roles: dict[str, str] | None = None, label: str = "y", positive_label: object = "yes",
                   ) -> dict[str, Path]:
@@ -47,6 +66,7 @@ def write_configs(root: Path, *, port: int, run_id: str, extra: str = "", kind: 
         text = text.replace('run_id = "pilot"', f'run_id = "{run_id}"')
         text = text.replace("[network]\n", "[network]\nconnect_timeout_s = 60\nread_timeout_s = 60\n")
         path.write_text(text + extra)
+    hand_secrets(paths)
     return paths
 
 

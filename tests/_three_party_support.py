@@ -8,6 +8,8 @@ from __future__ import annotations
 
 from pathlib import Path
 
+from _pilot_support import hand_secrets
+
 from vsplit.datasets import load
 from vsplit.datasets.partition import partition_train_test
 from vsplit.pilot.prepare import ensure_keys, export_tables
@@ -78,4 +80,5 @@ def prepare_three_parties(root: Path, *, port: int, run_id: str, extra: str = ""
         template = _BANK if party == "bank" else _PARTNER
         configs[party] = root / party / "party.toml"
         configs[party].write_text(template.format(name=party, port=port, run_id=run_id) + extra)
+    hand_secrets(configs)  # the in-process references' init seed (random_state=0)
     return configs

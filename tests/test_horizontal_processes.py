@@ -14,6 +14,7 @@ from pathlib import Path
 import pytest
 import torch
 
+from tests._horizontal_support import hand_secrets
 from tests._pilot_support import start, wait_all
 from tests._transport_support import LinkEmulator
 from vsplit.config import load_config
@@ -49,6 +50,8 @@ def test_processes_equal_one_process(tmp_path: Path, case: str) -> None:
               "train": {"epochs": 2, "batch_size": 64}, "segments": segments, "model": {"dropout": 0.2}}
     configs = prepare_horizontal(tmp_path / "tls", **kwargs)
     reference = prepare_horizontal(tmp_path / "mem", **kwargs)
+    for prepared in (configs, reference):  # the same secrets: the same initial weights and dropout
+        hand_secrets(prepared)
     run_in_process([HorizontalNode(load_config(p)) for p in reference.values()])
     logs = {p: tmp_path / f"{p}.log" for p in configs}
     server = load_config(configs["bank_1"]).network.dial

@@ -12,6 +12,7 @@ from pathlib import Path
 import pytest
 import torch
 
+from tests._horizontal_support import hand_secrets
 from tests._pilot_support import start, wait_all
 from tests.test_horizontal_processes import _segments
 from vsplit.config import load_config
@@ -26,6 +27,8 @@ def test_resume_after_kill_equals_uninterrupted(tmp_path: Path, schedule: str) -
               "train": {"epochs": 4, "batch_size": 16}}
     configs = prepare_horizontal(tmp_path / "tls", **kwargs)
     reference = prepare_horizontal(tmp_path / "mem", **kwargs)
+    for prepared in (configs, reference):  # the same secrets: the same initial weights and dropout
+        hand_secrets(prepared)
     run_in_process([HorizontalNode(load_config(p)) for p in reference.values()])
 
     logs = {p: tmp_path / f"{p}.log" for p in configs}
@@ -67,10 +70,12 @@ def test_every_schedule_resumes_to_the_uninterrupted_parameters(tmp_path: Path, 
     kwargs = {"banks": 3, "run_id": "resume", "rows": 120, "federated": schedule == "splitfed_v1",
               "schedule": {"kind": schedule, "order": "random"}, "train": {"epochs": 4, "batch_size": 16}}
     reference = prepare_horizontal(tmp_path / "whole", **kwargs)
+    hand_secrets(reference)
     frames: list[int] = []
     run_in_process([HorizontalNode(load_config(p)) for p in reference.values()],
                    taps=[lambda s, r, m, f: frames.append(1)])
     configs = prepare_horizontal(tmp_path / "cut", **kwargs)
+    hand_secrets(configs)
     sent = 0
 
     def stop_halfway(sender, recipient, message, frame) -> None:

@@ -21,6 +21,9 @@ RECIPES = {
     # each party scales its own learning rate per epoch and averages its own parameters (vsplit.models.schedule,
     # vsplit.models.averaging)
     "cosine_ema": {"numeric_embedding": "piecewise", "lr_schedule": "cosine", "ema": 0.9},
+    # each party's initial weights and dropout stream from its own secret (vsplit.models.secret), which the
+    # centralized run is handed too (issue 45)
+    "own_secrets": {"numeric_embedding": "piecewise", "dropout": 0.1, "init_seeds": {"bank": 11, "partner": 22}},
 }
 
 

@@ -77,7 +77,9 @@ class SplitBag:
         seed = int(self.params.get("random_state", 0))
         base = SplitClassifier(**{**self.params, "random_state": seed})
         streamed = any(isinstance(table, ParquetTable) for table in views.values())
+        init = self.params.get("init_seeds") or {}  # each party's init seed, strided per network as the run seed
         fitted = [fit_network(base.clone(random_state=network_seed(seed, i),
+                                         init_seeds={p: network_seed(s, i) for p, s in init.items()} or None,
                                          numeric_embedding=network_numeric(base.numeric_embedding, i,
                                                                            streamed=streamed)), views, refit=self.refit)
                   for i in range(self.networks)]

@@ -127,7 +127,9 @@ class _SplitEstimator(BaseEstimator):
         local_steps: int = 1,
         reset_modules: bool = True,
         fallback: bool = False,
+        init_seeds: Mapping[str, int] | None = None,
     ) -> None:
+        self.init_seeds = init_seeds
         self.fallback = fallback
         self.pipeline_window = pipeline_window
         self.local_steps = local_steps
@@ -200,16 +202,19 @@ class _SplitEstimator(BaseEstimator):
             self.label_party, views[self.label_party], label=self.label, id_column=self.id_column,
             positive_label=self.positive_label, settings=settings, categorical=categorical.get(self.label_party),
             model=models.get(self.label_party), seed=self.random_state, task=self._task(),
+            init_seed=self._init_seed(self.label_party),
         )
         partners = [name for name in views if name != self.label_party]
         self.feature_parties_ = {
             name: FeatureParty(name, views[name], id_column=self.id_column, label=self.label, settings=settings,
-                               categorical=categorical.get(name), model=models.get(name), seed=self.random_state)
+                               categorical=categorical.get(name), model=models.get(name), seed=self.random_state,
+                               init_seed=self._init_seed(name))
             for name in partners
         }
         self.topology_ = self._topology(partners)
         extra = set(self.topology_.parties) - set(views)
-        self.compute_parties_ = {n: ComputeParty(n, settings=settings, seed=self.random_state) for n in extra}
+        self.compute_parties_ = {n: ComputeParty(n, settings=settings, seed=self.random_state,
+                                                 init_seed=self._init_seed(n)) for n in extra}
         for seg, module in (self.segments or {}).items():
             self._party(self.topology_.segment(seg).owner).segment_models[seg] = module
         if self.reset_modules:
@@ -263,11 +268,16 @@ class _SplitEstimator(BaseEstimator):
 
         alone = LabelParty(self.label_party, table, label=self.label, id_column=self.id_column,
                            positive_label=self.positive_label, settings=self._settings(),
-                           categorical=dict(self.categorical or {}).get(self.label_party), seed=self.random_state)
+                           categorical=dict(self.categorical or {}).get(self.label_party), seed=self.random_state,
+                           init_seed=self._init_seed(self.label_party))
         schedule = Schedule(epochs=self.epochs, batch_size=self.batch_size,
                             validation_fraction=self.validation_fraction, patience=self.patience,
                             monitor=self.monitor, seed=self.random_state)
         return train_bank_only(alone, schedule=schedule, session=self._session("fallback"))
+
+    def _init_seed(self, party: str) -> int:
+        """The seed of ``party``'s initial weights and random stream: its ``init_seeds`` entry, or ``random_state``."""
+        return int((self.init_seeds or {}).get(party, self.random_state))
 
     def _task(self) -> Any:
         """The task to train (``task=None``: the estimator's own, binary or regression)."""
@@ -319,7 +329,7 @@ class _SplitEstimator(BaseEstimator):
             module = self._own_module(seg.name, seg.owner, source=seg.is_source)
             if module is not None and id(module) not in done:
                 done.add(id(module))
-                reset_parameters(module, seed=segment_seed(self.topology_, seg, self.random_state))
+                reset_parameters(module, seed=segment_seed(self.topology_, seg, self._init_seed(seg.owner)))
 
     def _trained_modules(self, run: Topology) -> dict[str, nn.Module]:
         """Each segment's trained module: held by its owner, or for a baseline by the label party."""
@@ -592,6 +602,9 @@ class SplitClassifier(ClassifierMixin, _SplitEstimator):
         fallback: (binary, vertical) also train the label party's own model on its own columns; customers a partner
             does not know are then scored by it in :meth:`predict_proba` instead of NaN, and :meth:`scored_by`
             says which model scored each row (``"split"`` or ``"bank_only"``).
+        init_seeds: the seed of each named party's initial weights, dropout stream and the modules it owns (default:
+            ``random_state`` for every party): the init seeds the parties of a run between organizations hold
+            (:mod:`vsplit.models.secret`), to build the same model here, e.g. the centralized run of the oracle.
 
     Modules of your own. ``fit`` trains the very modules you pass (as PyTorch would); a clone trains copies. With a
     built-in topology (``"vertical"``, ``"vanilla"``, ``"u_shaped"``) the output width of each of your source

@@ -101,11 +101,16 @@ def trained_architecture(state: Mapping[str, Any]) -> dict[str, Any]:
     return out
 
 class _Segments:
-    """What every party shares: settings, a seed, a random stream, and the modules of its segments."""
+    """What every party shares: settings, a seed, a random stream, and the modules of its segments.
+
+    ``seed`` is the run's (what the parties agree on); ``init_seed`` seeds what only this party draws: its initial
+    weights and its random stream (dropout); between organizations a secret only this party holds
+    (:mod:`vsplit.models.secret`), in one process ``seed`` unless given."""
 
     name: str
     settings: ModelSettings
     seed: int
+    init_seed: int
     rng: PartyRng
     model: nn.Module | None
     inputs: Inputs | None
@@ -128,7 +133,7 @@ class _Segments:
             else:
                 s = self.settings
                 out[seg.name] = self.segment_models[seg.name] = default_segment(
-                    topology, seg, hidden=s.top_hidden, merge=s.merge, task_width=task_width, seed=self.seed,
+                    topology, seg, hidden=s.top_hidden, merge=s.merge, task_width=task_width, seed=self.init_seed,
                     dropout=s.dropout, members=s.members)
         return out
 
@@ -184,16 +189,18 @@ class _Party(_Segments):
         categorical: Sequence[str] | None,
         model: nn.Module | None,
         seed: int,
+        init_seed: int | None = None,
     ) -> None:
         self.name = name
         self.id_column = id_column
         self.settings = settings
         self.seed = seed
+        self.init_seed = seed if init_seed is None else init_seed
         streamed = isinstance(table, ParquetTable)
         self.ids = table.ids(id_column) if streamed else normalise_ids(table[id_column])
         features = table.drop(columns=[id_column, *drop])
         self.feature_columns = list(features.columns)
-        self.rng = PartyRng(derive_seed(seed, name, "rng"))
+        self.rng = PartyRng(derive_seed(self.init_seed, name, "rng"))
         self.preprocessor: TablePreprocessor | None = None
         self.model: nn.Module | None = None
         self.inputs: Inputs | None = None
@@ -230,7 +237,7 @@ class _Party(_Segments):
             raise ConfigError(f"{name}: numeric embeddings fit bins on the rows in memory, but this party streams "
                               "its table from Parquet; set model.numeric_embedding = \"none\" (or numeric_embedding="
                               "\"none\") to stream")
-        with PartyRng(derive_seed(seed, name, "init")):
+        with PartyRng(derive_seed(self.init_seed, name, "init")):
             numeric = numeric_embedding(kind, self.inputs[1], width=settings.numeric_width,
                                         n_bins=settings.numeric_bins)
             self.model = TabularMLP(
@@ -302,7 +309,9 @@ class FeatureParty(_Party):
         settings: model and optimizer settings.
         categorical: the categorical columns (default: detect by dtype).
         model: a bottom model of your own, called as ``model(cat, num)``.
-        seed: seed for this party's initial weights and random stream.
+        seed: the run's seed (preprocessing; and, at the label party, the validation rows).
+        init_seed: seed for this party's initial weights and random stream (default: ``seed``); between
+            organizations a secret only this party holds (:func:`vsplit.models.secret.init_seed`).
     """
 
     def __init__(
@@ -316,11 +325,12 @@ class FeatureParty(_Party):
         categorical: Sequence[str] | None = None,
         model: nn.Module | None = None,
         seed: int = 0,
+        init_seed: int | None = None,
     ) -> None:
         _check(name, table, id_column=id_column, forbidden=[label] if label else [])
         super().__init__(
             name, table, id_column=id_column, drop=[], settings=settings, categorical=categorical, model=model,
-            seed=seed,
+            seed=seed, init_seed=init_seed,
         )
         if not self.has_features:
             raise DataError(f"{name}: a feature party needs at least one feature column besides {id_column!r}")
@@ -360,6 +370,7 @@ class LabelParty(_Party):
         model: nn.Module | None = None,
         seed: int = 0,
         task: Any = "binary",
+        init_seed: int | None = None,
     ) -> None:
         _check(name, table, id_column=id_column, label=label)
         super().__init__(
@@ -371,6 +382,7 @@ class LabelParty(_Party):
             categorical=categorical,
             model=model,
             seed=seed,
+            init_seed=init_seed,
         )
         self.label = label
         self.task = make_task(task)
@@ -473,15 +485,19 @@ class ComputeParty(_Segments):
         name: the party's name.
         settings: architecture of its default segments and its optimizer.
         segment_models: modules of your own for its segments, by segment name.
-        seed: the run seed (initial weights derive from it and the segment name).
+        seed: the run seed.
+        init_seed: the seed of its initial weights (with the segment name) and its random stream (default:
+            ``seed``; between organizations a secret only this party holds).
     """
 
     def __init__(self, name: str, *, settings: ModelSettings = ModelSettings(),
-                 segment_models: Mapping[str, nn.Module] | None = None, seed: int = 0) -> None:
+                 segment_models: Mapping[str, nn.Module] | None = None, seed: int = 0,
+                 init_seed: int | None = None) -> None:
         self.name = name
         self.settings = settings
         self.seed = seed
-        self.rng = PartyRng(derive_seed(seed, name, "rng"))
+        self.init_seed = seed if init_seed is None else init_seed
+        self.rng = PartyRng(derive_seed(self.init_seed, name, "rng"))
         self.model = None
         self.inputs = None
         self.segment_models = dict(segment_models or {})

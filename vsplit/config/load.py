@@ -63,6 +63,10 @@ def load_config(
         apply_override(raw, item)
     errors: list[str] = []
     config = _build(PartyConfig, {**raw, "source": str(path)}, "", errors)
+    if config is not None and config.train.init_seed == "auto":  # train.seed set in the file (or --set): "seed"
+        train = raw.get("train") if isinstance(raw.get("train"), dict) else {}
+        config = dataclasses.replace(config, train=dataclasses.replace(
+            config.train, init_seed="seed" if "seed" in train else "secret"))
     if config is not None:
         errors += _cross_checks(config, path.parent, check_files=check_files)
     elif "party" in raw and isinstance(raw.get("data"), dict) and raw["data"].get("label") is not None:
@@ -239,7 +243,8 @@ def _cross_checks(config: PartyConfig, folder: Path, *, check_files: bool) -> li
     merges = ("concat", "sum", "mean", "attention")
     for key, allowed in (("train.optimizer", ("adam", "adamw", "sgd")), ("model.merge", merges),
                          ("psi.duplicates", ("error", "first")), ("psi.reveal", ("both", "label_party")),
-                         ("data.missing", ("error", "impute")), ("data.scaling", ("quantile", "standard"))):
+                         ("data.missing", ("error", "impute")), ("data.scaling", ("quantile", "standard")),
+                         ("train.init_seed", ("auto", "secret", "seed"))):
         section, name = key.split(".")
         value = getattr(getattr(config, section), name)
         if value not in allowed:
@@ -278,6 +283,8 @@ def _cross_checks(config: PartyConfig, folder: Path, *, check_files: bool) -> li
     errors += _detector_checks(config)
     errors += _compression_checks(config)
     errors += _psi_checks(config)
+    errors += _serve_front_checks(config)
+    errors += _serve_partner_checks(config)
     if check_files:
         errors += file_checks(config, folder)
     return errors
@@ -381,6 +388,38 @@ def _psi_checks(config: PartyConfig) -> list[str]:
                       "psi.backend = \"process\")")
     elif psi.backend == "process" and psi.ray_address:
         errors.append("psi.ray_address: only used with psi.backend = \"ray\"; set the backend or remove the address")
+    return errors
+
+
+def _serve_front_checks(config: PartyConfig) -> list[str]:
+    """The bank's HTTP front: its limits in range, model management with a credential of its own."""
+    s, errors = config.serve, []
+    for key, low, high in (("max_header_kb", 1, 1024), ("max_headers", 1, 10_000), ("max_connections", 8, 1_000_000)):
+        if not low <= getattr(s, key) <= high:
+            errors.append(f"serve.{key}: must be between {low} and {high}, got {getattr(s, key)}")
+    for key in ("header_timeout_s", "body_timeout_s"):
+        if not 0 < getattr(s, key) <= 3600:
+            errors.append(f"serve.{key}: must be above 0 and at most 3600 s, got {getattr(s, key)}")
+    if s.manage and not s.manage_token_file:
+        errors.append("serve.manage: model management needs a credential of its own; set serve.manage_token_file "
+                      "to a file holding a long random token (not the scoring token_file), readable by you only")
+    if s.manage_token_file and s.manage_token_file == s.token_file:
+        errors.append("serve.manage_token_file: must not be serve.token_file; an app allowed to score must not be "
+                      "able to switch models")
+    return errors
+
+
+def _serve_partner_checks(config: PartyConfig) -> list[str]:
+    """The runs a partner daemon serves, and the bounds of the partners' cached-mode snapshots at the bank."""
+    s, errors = config.serve, []
+    errors += [problem for run in s.runs if (problem := name_problem("serve.runs", run))]
+    if not 1 <= s.max_snapshot_mb <= 1 << 20:
+        errors.append(f"serve.max_snapshot_mb: must be between 1 and {1 << 20} MiB, got {s.max_snapshot_mb}")
+    if not 0 < s.snapshot_timeout_s <= 86400:
+        errors.append(f"serve.snapshot_timeout_s: must be above 0 and at most 86400 s, got {s.snapshot_timeout_s}")
+    if not 0 <= s.max_delta_removed <= 1:
+        errors.append(f"serve.max_delta_removed: a share of the customers held, from 0 to 1; got "
+                      f"{s.max_delta_removed}")
     return errors
 
 

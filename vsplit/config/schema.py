@@ -153,7 +153,12 @@ class TrainSection:
     #: run keeps, the averaged weights (vsplit.models.averaging). Left out: the default recipe's (0.995), but 0 in a
     #: horizontal run, which refuses any other value
     ema: float | None = None
+    #: what the parties agree on (batch order, validation rows) is drawn from it; see init_seed for the rest
     seed: int = 0
+    #: this party's initial weights, dropout and defence noise: "secret" (a seed only this party holds, made on first
+    #: use as <party>.init-seed next to network.key, mode 0600; vsplit.models.secret) or "seed" (from train.seed: a
+    #: peer who knows it can invert the first batch, warned). Left out: "seed" if train.seed is set, else "secret"
+    init_seed: str = "auto"
     validation_fraction: float = 0.1
     patience: int | None = RECIPE["patience"]
     #: early stopping, at the label party: "val_loss" (the lowest validation loss), the task's metric ("val_auc"
@@ -287,7 +292,8 @@ class ServeSection:
     workers: int = 2
     #: bank: HTTP bodies above this many KiB are refused (413)
     max_body_kb: int = 512
-    #: bank, live mode: hide each asked ID among k-1 other IDs of the bank's training table (1: no padding)
+    #: bank, live mode: hide each asked ID among k-1 decoys from the training intersection, the same ones each time
+    #: (1: no padding; docs/serving.md says what a partner still learns)
     k_anonymity: int = 1
     #: bank: a file holding the bearer token the bank's own apps must send (Authorization: Bearer ...)
     token_file: str | None = None
@@ -297,6 +303,31 @@ class ServeSection:
     http_client_ca: str | None = None
     #: bank: seconds to drain in-flight requests on shutdown
     drain_s: float = 10.0
+    #: partner: the runs (model versions) its daemon serves; a bank asking for another is refused (default:
+    #: output.run_id only)
+    runs: tuple[str, ...] = ()
+    #: bank, cached mode: MiB of one partner's snapshot parts held until the snapshot completes, and seconds an
+    #: incomplete snapshot is kept (it is also dropped when its link closes)
+    max_snapshot_mb: int = 2048
+    snapshot_timeout_s: float = 300.0
+    #: bank, cached mode: a delta (or a full snapshot) removing more than this share of a partner's held customers
+    #: is refused
+    max_delta_removed: float = 0.2
+    #: bank, the HTTP front (docs/serving.md, "Limits"): a request head (request line and headers) above this many
+    #: KiB or with more header lines than ``max_headers`` is answered 431; a head not received within
+    #: ``header_timeout_s`` or a body within ``body_timeout_s`` closes the connection; above ``max_connections``
+    #: open connections the oldest with no request in flight is closed to make room
+    max_header_kb: int = 16
+    max_headers: int = 100
+    header_timeout_s: float = 10.0
+    body_timeout_s: float = 30.0
+    max_connections: int = 512
+    #: bank: ``POST /v1/models`` (load and switch a model version) answers only when true, and only to the bearer
+    #: token of ``manage_token_file`` (a file of its own, not ``token_file``)
+    manage: bool = False
+    manage_token_file: str | None = None
+    #: bank: ``GET /healthz`` answers without the bearer token (for a load balancer); everything else needs it
+    public_health: bool = False
 
 
 @dataclass(frozen=True)
@@ -338,7 +369,8 @@ class TuneSection:
     seed: int = 0
     #: label party: the knobs it searches, knob = [low, high] (numeric_embedding: the choices); empty: the default
     space: dict[str, tuple[float | str, ...]] = field(default_factory=dict)
-    #: every party: the values it accepts for knobs that shape its own model, knob = [low, high] or the choices
+    #: partner: the values it accepts, knob = [low, high] or the choices; every knob, bounded here or not, stays
+    #: within vsplit's hard limits (vsplit.tune.space.LIMITS, docs/tuning.md#bounding-a-search)
     bounds: dict[str, tuple[float | str, ...]] = field(default_factory=dict)
 
 

@@ -169,7 +169,9 @@ class JoinServer:
             first = self.clients[0]
             odd = [c for c in self.clients if schemas[c] != schemas[first]]
             raise ProtocolError(f"join: {', '.join(odd)} built other segments than {first} (other columns, "
-                                "categories or model settings); every client needs the same columns and [model]",
+                                "categories, model settings or initial weights); every client needs the same columns "
+                                f"and [model], and the same clients.init-seed as {first} (or train.init_seed = "
+                                "\"seed\" and the same train.seed at every client)",
                                 code=AbortCode.CONFIG_MISMATCH)
         rounds = [j.resume_round for j in self.joins.values()] + [self.own_round]
         start = 0 if min(rounds) < 0 else min(rounds) + 1

@@ -148,11 +148,14 @@ def client_session(
     keeper: RoundKeeper | None = None,
     run_id: str = "horizontal",
     rejoin: bool = False,
+    rng_seed: int | None = None,
 ) -> Session:
     """Client ``name``'s session (``keys``: needed when hand-offs are sealed, and under secure aggregation the
     trusted run keys its masks come from; ``keeper``: round checkpoints; ``run_id``: binds the masks to this run;
     ``rejoin``: the client was lost and is readmitted at ``keeper.start_round``: it first loads the average of the
-    round before, :mod:`vsplit.horizontal.readmit`)."""
+    round before, :mod:`vsplit.horizontal.readmit`; ``rng_seed``: the seed of its random stream (dropout), default
+    ``settings.seed``: between organizations its own init seed, which the server does not know,
+    :mod:`vsplit.horizontal.shared_seed`)."""
     if settings.sealed and keys is None:
         raise ConfigError(f"{name}: relayed hand-offs are sealed end to end; give the clients' X25519 keys")
     fedavg = settings.kind == "fedavg"
@@ -163,7 +166,7 @@ def client_session(
                           f"{sorted(side.modules)}")
     modules = dict(side.modules)
     optimizer = side.optimizer(_params(modules))
-    rng = PartyRng(derive_seed(settings.seed, "rng", name) % 2**31)
+    rng = PartyRng(derive_seed(_seed(settings, rng_seed), "rng", name) % 2**31)
     coordinator = topology.label_owner == name
     fed = settings.federated_server or h.server
     secure = settings.secure(len(h.clients))
@@ -238,10 +241,11 @@ def client_session(
 
 def server_session(h: Horizontal, settings: Settings, rows: Mapping[str, int], side: ServerSide | None,
                    keeper: RoundKeeper | None = None, *, run_id: str = "horizontal",
-                   state_size: int | None = None, gate: Gate | None = None) -> Session:
+                   state_size: int | None = None, gate: Gate | None = None, rng_seed: int | None = None) -> Session:
     """The server's session (with ``side=None`` in FedAvg, where it only averages; ``keeper``: round checkpoints;
     ``state_size``: the values in a client's averaged state, needed under secure aggregation; ``gate``: takes back
-    clients that were lost, :mod:`vsplit.horizontal.readmit`).
+    clients that were lost, :mod:`vsplit.horizontal.readmit`; ``rng_seed``: the seed of its random streams
+    (dropout), default ``settings.seed``: between organizations the server's own init seed).
 
     A client whose link is lost in a SplitFed or FedAvg stage (the runtime calls the machine's ``drop``) is left out
     of that stage and of every later one, unless it comes back (``gate``): then it trains again from the round after
@@ -255,7 +259,8 @@ def server_session(h: Horizontal, settings: Settings, rows: Mapping[str, int], s
         missing = [c for c in h.clients if side.labels is None or c not in side.labels]
         if missing:
             raise ConfigError(f"vanilla: the server holds every client's labels; none for {missing}")
-    rng = PartyRng(derive_seed(settings.seed, "rng", name) % 2**31)
+    seed = _seed(settings, rng_seed)
+    rng = PartyRng(derive_seed(seed, "rng", name) % 2**31)
     shared = dict(side.modules) if side is not None else {}
     optimizer = side.optimizer(_params(shared)) if side is not None and kind != "fedavg" else None
     copies: dict[str, dict[str, nn.Module]] = {}
@@ -268,7 +273,7 @@ def server_session(h: Horizontal, settings: Settings, rows: Mapping[str, int], s
         # each client's copy draws its dropout from its own stream: the copies train side by side, their steps
         # interleaved in whatever order the clients' batches arrive, so one shared stream would hand each copy other
         # masks in a run as processes than in one process
-        copy_rngs = {c: PartyRng(derive_seed(settings.seed, "rng", name, c) % 2**31) for c in h.clients}
+        copy_rngs = {c: PartyRng(derive_seed(seed, "rng", name, c) % 2**31) for c in h.clients}
     outcome = HorizontalOutcome(modules=shared, optimizer=optimizer)
 
     def machine(stage: Stage, client: str, modules: Mapping[str, nn.Module], opt: Any) -> SplitMachine:
@@ -360,6 +365,11 @@ def server_session(h: Horizontal, settings: Settings, rows: Mapping[str, int], s
     outcome.lost = sorted(gone | set(gate.book.back) if gate is not None else gone)
     outcome.readmitted = dict(gate.book.back) if gate is not None else {}
     return outcome
+
+
+def _seed(settings: Settings, rng_seed: int | None) -> int:
+    """The seed of a party's random streams: its own (``rng_seed``), or in one process ``settings.seed``."""
+    return settings.seed if rng_seed is None else int(rng_seed)
 
 
 def _restore(arrays: Mapping[str, Any], rng: PartyRng, load_rest: Callable[[Mapping[str, Any]], None]) -> None:

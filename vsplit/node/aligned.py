@@ -34,6 +34,7 @@ from vsplit.data.sources import about_file, read_table
 from vsplit.data.tables import all_ids
 from vsplit.errors import CheckpointError, ConfigError
 from vsplit.models.recipe import network_numeric, resolve_monitor
+from vsplit.models.secret import init_seed
 from vsplit.models.seeds import derive_seed, network_seed
 from vsplit.node.node import PartyNode, session_id
 from vsplit.node.outputs import Scores, jsonable
@@ -89,6 +90,9 @@ class AlignedNode(PartyNode, kinds=("vertical", "vanilla", "u_shaped")):
 
     def __init__(self, config: PartyConfig, *, resume: bool = False, progress: bool = True) -> None:
         super().__init__(config, resume=resume, progress=progress)
+        #: the seed of what only this party draws (initial weights, dropout, defence noise): its secret
+        #: (:func:`vsplit.models.secret.init_seed`); what the parties agree on comes from ``train.seed``
+        self.init_seed = init_seed(config)
         d = config.data
         reader = open_table if d.stream else read_table  # stream: the table stays in Parquet, read by batches
         self.table = None if self.role == "compute" else reader(
@@ -139,8 +143,8 @@ class AlignedNode(PartyNode, kinds=("vertical", "vanilla", "u_shaped")):
         labels = cols["detector_labels"] if "detector_labels" in cols else self.table[self.config.data.label]
         t = self.config.train
         return ClientDetectors(self.config.privacy.detectors, party=self.name, labels=np.asarray(labels),
-                               canaries=cols.get("canary_column"), seed=derive_seed(t.seed, "detectors"), lr=t.lr,
-                               batch_size=t.batch_size)
+                               canaries=cols.get("canary_column"), seed=derive_seed(self.init_seed, "detectors"),
+                               lr=t.lr, batch_size=t.batch_size)
 
     def _settings(self) -> ModelSettings:
         return model_settings(self.config)
@@ -154,22 +158,24 @@ class AlignedNode(PartyNode, kinds=("vertical", "vanilla", "u_shaped")):
         """This party's data and models from ``table``; ``trained``: the architecture a saved model was trained with
         (:func:`~vsplit.party.trained_architecture`), which the config's defaults may no longer give (the default
         recipe changed, or ``model.numeric_embedding = "auto"`` picks otherwise now the table streams); ``network``:
-        which network of a bag (seeded ``train.seed + 1000 * network``, and ``model.numeric_embedding = "auto"`` taking
-        piecewise-linear and periodic in turn, as :class:`vsplit.bagging.SplitBag` does)."""
+        which network of a bag (seeded ``train.seed + 1000 * network``, its init ``init_seed + 1000 * network``, and
+        ``model.numeric_embedding = "auto"`` taking piecewise-linear and periodic in turn, as
+        :class:`vsplit.bagging.SplitBag` does)."""
         d = self.config.data
         settings = self._settings()
         numeric = network_numeric(settings.numeric_embedding, network, streamed=bool(d.stream))
         settings = dataclasses.replace(settings, **{"numeric_embedding": numeric, **(trained or {})})
         categorical = list(d.categorical) if d.categorical is not None else None
-        seed = network_seed(self.config.train.seed, network)
+        seeds = {"seed": network_seed(self.config.train.seed, network),
+                 "init_seed": network_seed(self.init_seed, network)}
         if self.role == "compute" or table is None:
-            return ComputeParty(self.name, settings=settings, seed=seed)
+            return ComputeParty(self.name, settings=settings, **seeds)
         if self.role == "label":
             assert d.label is not None
             return LabelParty(self.name, table, label=d.label, id_column=d.id_column, positive_label=d.positive_label,
-                              settings=settings, categorical=categorical, seed=seed, task=self.config.topology.task)
+                              settings=settings, categorical=categorical, task=self.config.topology.task, **seeds)
         return FeatureParty(self.name, table, id_column=d.id_column, settings=settings, categorical=categorical,
-                            seed=seed)
+                            **seeds)
 
     @property
     def networks(self) -> list[LabelParty | FeatureParty | ComputeParty]:
@@ -259,9 +265,21 @@ class AlignedNode(PartyNode, kinds=("vertical", "vanilla", "u_shaped")):
                     seconds["baseline"] = time.perf_counter() - phase
         result.seconds = {k: round(v, 3) for k, v in seconds.items()}
         self.write_json("result.json", result.__dict__)
+        self._record_for_serving(training.alignment)
         self.write_report(result, scored)
         self.forget_psi_progress()
         return result
+
+    def _record_for_serving(self, alignment: Any) -> None:
+        """``peers.json`` and the label party's training intersection, for ``vsplit serve``
+        (:mod:`vsplit.node.record`); a run that cannot record them still trains (serving then says so)."""
+        from vsplit.errors import VsplitError
+        from vsplit.node.record import record_run
+
+        try:
+            record_run(self, alignment)
+        except (VsplitError, OSError) as exc:
+            log.warning("%s: not recorded for serving (%s)", self.name, exc)
 
     def _test_table(self) -> pd.DataFrame | None:
         data = self.config.data
@@ -354,7 +372,7 @@ class AlignedNode(PartyNode, kinds=("vertical", "vanilla", "u_shaped")):
         if self.topology.kind == "u_shaped":
             run = self.topology.placed_on(self.name)
             server = ComputeParty(self.topology.segment("middle").owner, settings=self._settings(),
-                                  seed=self.config.train.seed)
+                                  seed=self.config.train.seed, init_seed=self.init_seed)
             placed = {seg: (module, None) for seg, module in server.modules_for(self.topology).items()}
         else:
             run = Topology.vertical(label_party=self.name, feature_parties=[], width=self.config.model.embedding_width)
@@ -398,8 +416,8 @@ class AlignedNode(PartyNode, kinds=("vertical", "vanilla", "u_shaped")):
 
         defense = make_defense("+".join(texts))
         partners = self.peers if self.role == "label" else [self.name]
-        return defense.hooks(feature_parties=partners,
-                             seed=derive_seed(network_seed(self.config.train.seed, network), "defense"))
+        return defense.hooks(feature_parties=partners,  # its noise from this party's secret: no peer can remove it
+                             seed=derive_seed(network_seed(self.init_seed, network), "defense"))
 
     def _train_session(self, party: Any = None, *, network: int = 0, rows: np.ndarray | None = None) -> Any:
         """Train network ``network`` of this party (``party``, default :attr:`party`); ``rows``: already aligned."""

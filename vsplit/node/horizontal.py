@@ -8,7 +8,9 @@ then the schedule's stages (:mod:`vsplit.horizontal.session`), the same generato
 pump holds each peer's frames until the stage they belong to (``Pump(hold=True)``), so one set of mutual-TLS
 channels carries every stage; in SplitFed a client whose link is lost mid-round is dropped (``drops=True``) and the
 others finish the run without it. Every client builds the same initial segments: their weights are seeded by the
-replicated segment's name and ``train.seed``, not by the client's name.
+replicated segment's name and the clients' shared init seed (``clients.init-seed``, which the server does not hold,
+:mod:`vsplit.horizontal.shared_seed`), not by the client's name; each client's dropout, and the server's segments and
+dropout, come from the party's own init seed (:mod:`vsplit.models.secret`).
 
 What each party writes to ``<output.dir>/<run_id>/<party>/``: ``model.npz`` (only its own segments, and a client's
 preprocessing), ``result.json`` (schedule, losses where it holds labels, seconds per stage kind and per round, bytes
@@ -48,6 +50,8 @@ from vsplit.data.sources import read_table
 from vsplit.errors import CheckpointError, ConfigError
 from vsplit.horizontal.join import Join, JoinClient, JoinFederated, JoinServer
 from vsplit.horizontal.schedule import AVERAGE, HANDOFF, TRAIN, compile_schedule, stage_order
+from vsplit.horizontal.shared_seed import clients_init_seed
+from vsplit.models.secret import init_seed
 from vsplit.models.tasks import make_task
 from vsplit.node.aligned import model_settings
 from vsplit.node.node import PartyNode, session_id
@@ -101,15 +105,21 @@ class HorizontalNode(PartyNode, kinds=("horizontal",)):
         self.is_server = self.name == t.server
         self.task = make_task(t.task)
         self.party: LabelParty | None = None
+        #: the seed of what only this party draws (a client's dropout; the server's segments and dropout): its own
+        #: init seed; None where it draws nothing (a federated server, the server in FedAvg)
+        self.init_seed: int | None = None
+        if self.is_client or (self.is_server and self.settings.kind != "fedavg"):
+            self.init_seed = init_seed(config)
         if self.is_client:
             d = config.data
             table = read_table(resolve(config, d.path), id_column=d.id_column, features=d.features, label=d.label)
             assert d.label is not None
-            # named after the replicated segment owner: every client's initial weights are the same
+            # named after the replicated segment owner and seeded by the clients' shared secret: every client's
+            # initial weights are the same, and the server cannot rebuild them
             self.party = LabelParty(self.h.client, table, label=d.label, id_column=d.id_column,
                                     positive_label=d.positive_label, settings=self.model_settings(),
                                     categorical=list(d.categorical) if d.categorical is not None else None,
-                                    seed=config.train.seed, task=self.task)
+                                    seed=config.train.seed, init_seed=clients_init_seed(config), task=self.task)
         self.modules = self._modules()
         self.outcome: Any = None
         self.result: HorizontalResult | None = None
@@ -249,7 +259,8 @@ class HorizontalNode(PartyNode, kinds=("horizontal",)):
             topology = base.placed_on(self.h.client) if self.settings.kind == "fedavg" else base
             return self.party.modules_for(topology)
         if self.is_server and self.settings.kind != "fedavg":
-            server = ComputeParty(self.name, settings=self.model_settings(), seed=self.config.train.seed)
+            server = ComputeParty(self.name, settings=self.model_settings(), seed=self.config.train.seed,
+                                  init_seed=self.init_seed)
             return server.modules_for(base)
         return {}
 
@@ -259,11 +270,16 @@ class HorizontalNode(PartyNode, kinds=("horizontal",)):
 
     def schema(self) -> str:
         """A digest of what every client must share: columns, category values (their codes follow from them),
-        segment shapes, task. The server sees only the digest."""
+        segment shapes and initial weights (the clients' shared init seed), task. The server sees only the digest:
+        testing a guess of the initial weights against it takes the 62-bit seed."""
         assert self.party is not None
         pre = self.party.preprocessor
-        shapes = {f"{s}/{k}": list(v.shape) for s, m in self.modules.items() for k, v in m.state_dict().items()}
-        text = json.dumps({"columns": self.party.feature_columns, "shapes": shapes,
+        states = {f"{s}/{k}": v for s, m in self.modules.items() for k, v in m.state_dict().items()}
+        shapes = {k: list(v.shape) for k, v in states.items()}
+        weights = hashlib.sha256()
+        for key in sorted(states):
+            weights.update(key.encode() + states[key].detach().cpu().contiguous().numpy().tobytes())
+        text = json.dumps({"columns": self.party.feature_columns, "shapes": shapes, "init": weights.hexdigest(),
                            "categories": pre.categories_ if pre is not None else {},
                            "n_numeric": pre.n_numeric if pre is not None else 0, "task": self.task.name},
                           sort_keys=True)
@@ -310,7 +326,7 @@ class HorizontalNode(PartyNode, kinds=("horizontal",)):
             keeper = self.keeper(roster.start_round, rejoin=rejoin)
             self.rejoined_at = roster.start_round if rejoin else None
             outcome = yield from client_session(self.name, h, settings, rows, side, keys, keeper, run_id=run_id,
-                                                rejoin=rejoin)
+                                                rejoin=rejoin, rng_seed=self.init_seed)
         elif self.is_server:
             roster, joins = yield JOIN, JoinServer(clients, own_round=self.latest)
             rows = roster.rows_of()
@@ -321,7 +337,8 @@ class HorizontalNode(PartyNode, kinds=("horizontal",)):
                 server_side = ServerSide(self.modules, self._optimizer(), labels=labels, task=self.task)
             outcome = yield from server_session(h, settings, rows, server_side, self.keeper(roster.start_round),
                                                 run_id=run_id, state_size=roster.state_size,
-                                                gate=self.gate(joins=joins, roster=roster))
+                                                gate=self.gate(joins=joins, roster=roster),
+                                                rng_seed=self.init_seed)
         else:
             roster = yield JOIN, JoinFederated(clients)
             rows = roster.rows_of()

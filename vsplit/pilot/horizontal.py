@@ -2,8 +2,9 @@
 
 Used by ``vsplit pilot splitfed-credit`` and the process tests: the default-credit rows are dealt to the banks
 (:func:`vsplit.datasets.horizontal.horizontal_split`), each bank's train and test rows go only to its own folder, every
-party gets an identity and the certificates of the peers it talks to, and one ``party.toml`` per party is written
-as docs/clients.md shows.
+party gets an identity and the certificates of the peers it talks to, every bank the clients' shared init seed
+(``keys/clients.init-seed``, which the server never gets), and one ``party.toml`` per party is written as
+docs/clients.md shows.
 
 Example:
     >>> import tempfile, pathlib
@@ -70,6 +71,7 @@ def prepare_horizontal(
             save_with(root / client / "data" / f"{name}.parquet", lambda h, t=table: t.to_parquet(h, index=False))
     parties = [*clients, SERVER] + ([FEDERATED] if federated else [])
     ensure_keys(root, parties)
+    share_clients_seed(root, clients)
     sched = {"kind": "splitfed_v1", **(schedule or {})}
     if federated:
         sched["federated_server"] = FEDERATED
@@ -113,6 +115,23 @@ def prepare_horizontal(
         configs[party] = root / party / "party.toml"
         configs[party].write_text(head + common + _toml("network", net) + extra)
     return configs
+
+
+def share_clients_seed(root: Path, clients: list[str]) -> int:
+    """The clients' shared init seed (:mod:`vsplit.horizontal.shared_seed`): the first client's
+    ``keys/clients.init-seed`` (made if missing), copied (mode 0600) into every other client's key folder, as its
+    certificate is; a client's differing copy is replaced. The server's folder never gets it."""
+    from vsplit.horizontal.shared_seed import FILE
+    from vsplit.models.secret import read_or_create, write_secret
+
+    seed = read_or_create(root / clients[0] / "keys" / FILE)
+    for client in clients[1:]:
+        path = root / client / "keys" / FILE
+        if path.exists() and read_or_create(path) != seed:
+            path.unlink()
+        if not path.exists():
+            write_secret(path, seed)
+    return seed
 
 
 def split_id() -> str:

@@ -154,7 +154,11 @@ def run_pilot(
     job = f"{PREDICT_JOB}-{default_job_id()}"  # a pilot run again under its run ID scores as a new job
     wait(launch(["predict", "--job", job], predict_inputs), logs, timeout=timeout, step="prediction")
 
-    report = _add_centralized_baseline(run_dir, data, bank_config, spec, tables)
+    from vsplit.models.secret import init_seed
+
+    # every party runs on this machine: the centralized run starts from each party's own init seed, as the split did
+    init_seeds = {p: init_seed(load_config(configs[p], overrides=sets[p])) for p in roles}
+    report = _add_centralized_baseline(run_dir, data, bank_config, spec, tables, init_seeds=init_seeds)
     from vsplit.report.merge import merge_reports
     from vsplit.report.render import render_report
 
@@ -166,7 +170,7 @@ def run_pilot(
 
 
 def _add_centralized_baseline(run_dir: Path, data: Any, config: Any, spec: PilotSpec,
-                              tables: PilotData) -> dict[str, Any]:
+                              tables: PilotData, *, init_seeds: dict[str, int] | None = None) -> dict[str, Any]:
     """Train the same segments placed on the bank (no cut, pooled columns) and score the same test customers."""
     from vsplit.config.recipe import recipe_settings
     from vsplit.estimator import SplitClassifier
@@ -183,7 +187,8 @@ def _add_centralized_baseline(run_dir: Path, data: Any, config: Any, spec: Pilot
     began = time.perf_counter()
     clf = SplitClassifier(
         label_party="bank", label=data.label, id_column=data.id_column, positive_label=data.positive_label,
-        mode="centralized", **params, random_state=config.train.seed, alignment="join", topology=spec.kind,
+        mode="centralized", **params, random_state=config.train.seed, init_seeds=init_seeds, alignment="join",
+        topology=spec.kind,
         server=next((p for p, r in spec.roles if r == "compute"), "server"),
     ).fit(tables.train)
     metrics = clf.evaluate(shared_test_views(tables.test, label_party="bank", id_column=data.id_column))

@@ -163,8 +163,9 @@ def _train_in_one_place(config: Any, table: Any, test: Any) -> Any:
 
     node = HorizontalNode(config, progress=False)  # its settings and segment builders
     d, t = config.data, config.train
+    assert node.party is not None  # the split's initial client segment: the clients' shared init seed
     party = LabelParty(node.h.client, table, label=d.label, id_column=d.id_column, positive_label=d.positive_label,
-                       settings=node.model_settings(), seed=t.seed, task=node.task)
+                       settings=node.model_settings(), seed=t.seed, init_seed=node.party.init_seed, task=node.task)
     topology = node.h.base.placed_on(node.h.client)
     modules = party.modules_for(topology)
     order = [s.name for s in topology.segments]
