@@ -94,6 +94,7 @@ run_id = "v1"
 address = "127.0.0.1:{link}"
 table = "data/test.parquet"
 reload_s = 1.0
+runs = ["v1", "v2"]
 """
 
 
@@ -150,6 +151,10 @@ def train_and_predict(root: Path, run_id: str, seed: int) -> pd.DataFrame:
     paths = _threads({p: (lambda p=p, c=c: scoring[p].predict(root / p / "data" / "test.parquet", channels=c))
                       for p, c in (("bank", {"partner": hub}), ("partner", {"bank": end}))})
     return pd.read_csv(paths["bank"], dtype={"customer_id": str})
+
+
+#: the bank's model-management token (serve.manage_token_file), for the swap
+MANAGE = "m" * 32
 
 
 def start(root: Path, party: str, *sets: str) -> subprocess.Popen:
@@ -255,11 +260,11 @@ async def load(base: str, rows: list[dict], *, seconds: float, concurrency: int,
             "seconds": round(elapsed, 2), "cpu_cores": cores, "side": results[-1]}
 
 
-async def post(base: str, path: str, body: Any) -> tuple[int, Any, float]:
+async def post(base: str, path: str, body: Any, headers: dict[str, str] | None = None) -> tuple[int, Any, float]:
     import aiohttp
 
     began = time.perf_counter()
-    async with aiohttp.ClientSession() as session, session.post(f"{base}{path}", json=body) as reply:
+    async with aiohttp.ClientSession() as session, session.post(f"{base}{path}", json=body, headers=headers) as reply:
         return reply.status, await reply.json(), round((time.perf_counter() - began) * 1000, 1)
 
 
@@ -355,7 +360,11 @@ def main(argv: list[str] | None = None) -> dict[str, Any]:
         rows = [{"id": str(r["customer_id"]), "features": {c: r[c] for c in columns}}
                 for r in json.loads(test.to_json(orient="records"))]
         base = f"http://127.0.0.1:{http}"
-        procs = {"partner": start(root, "partner"), "bank": start(root, "bank")}
+        manage = root / "bank" / "manage.token"  # model management (the swap below) takes a token of its own
+        manage.write_text(MANAGE + "\n")
+        manage.chmod(0o600)
+        managed = ("serve.manage=true", 'serve.manage_token_file="manage.token"')
+        procs = {"partner": start(root, "partner"), "bank": start(root, "bank", *managed)}
         try:
             asyncio.run(wait_ready(base))
             live: dict[str, Any] = {"max_abs_diff_vs_batch": max_diff(asyncio.run(score_all(base, rows)), batch["v1"])}
@@ -364,7 +373,8 @@ def main(argv: list[str] | None = None) -> dict[str, Any]:
                                                         pids=pids(procs))))
             live["load"].pop("side")
             swap = run(load(base, rows, seconds=args.seconds / 2, concurrency=args.concurrency,
-                                    during=post(base, "/v1/models", {"run_id": "v2"})))
+                                    during=post(base, "/v1/models", {"run_id": "v2"},
+                                                {"authorization": f"Bearer {MANAGE}"})))
             status, body, ms = swap.pop("side")
             result["swap"] = {"failed_requests": swap["failed_requests"], "requests": swap["requests"],
                               "switch_status": status, "switch_ms": ms,
@@ -378,7 +388,7 @@ def main(argv: list[str] | None = None) -> dict[str, Any]:
             result["live"] = live
             procs["bank"].send_signal(signal.SIGTERM)
             result["bank_exit_code_on_sigterm"] = procs["bank"].wait(timeout=60)
-            procs["bank"] = start(root, "bank", "serve.mode=cached")
+            procs["bank"] = start(root, "bank", "serve.mode=cached", *managed)
             asyncio.run(wait_ready(base))
             cached: dict[str, Any] = {"max_abs_diff_vs_batch": max_diff(asyncio.run(score_all(base, rows)),
                                                                         batch["v1"])}

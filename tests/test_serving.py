@@ -29,6 +29,8 @@ from vsplit.transport.codec import decode
 from vsplit.transport.memory import memory_pair
 
 PARTNERS = ("shop", "telco")
+#: the bank's model-management token (serve.manage_token_file)
+MANAGE = "m" * 32
 
 
 @pytest.fixture(scope="module")
@@ -79,10 +81,13 @@ class Parties:
 
     def start(self, party: str, *extra: str, run_id: str = "v1") -> None:
         sets = [f"serve.address=127.0.0.1:{self.link}", "serve.timeout_ms=1500", "serve.reload_s=0.2"]
-        if party == "bank":
-            sets.append(f"serve.http=127.0.0.1:{self.http}")
-        else:
-            sets.append('serve.table="data/serve.parquet"')
+        if party == "bank":  # model management on, with its own token (the swap below loads v2)
+            manage = self.root / "bank" / "manage.txt"
+            manage.write_text(MANAGE + "\n")
+            manage.chmod(0o600)
+            sets += [f"serve.http=127.0.0.1:{self.http}", "serve.manage=true", 'serve.manage_token_file="manage.txt"']
+        else:  # a partner serves only the runs its config names (the swap loads v2)
+            sets += ['serve.table="data/serve.parquet"', 'serve.runs=["v1", "v2"]']
         args = ["serve", "--config", str(self.root / party / "party.toml"), "--run-id", run_id]
         for item in [*sets, *extra]:
             args += ["--set", item]
@@ -234,14 +239,15 @@ def _swap_under_load_loses_no_request(parties: Parties, client: httpx.Client, ro
         for _ in range(4):
             pool.submit(hammer)
         time.sleep(0.3)
-        swapped = client.post("/v1/models", json={"run_id": "v2"})
+        swapped = client.post("/v1/models", json={"run_id": "v2"}, headers={"authorization": f"Bearer {MANAGE}"})
         time.sleep(0.3)
         stop.set()
     assert swapped.status_code == 200, swapped.text
     assert [m["run_id"] for m in swapped.json()["models"] if m["active"]] == ["v2"]
     assert len(statuses) > 20 and set(statuses) == {200}, statuses[:50]
     _check_equal(_score_all(client, rows), batch)
-    refused = client.post("/v1/models", json={"run_id": "v9"})  # no such run: refused, named
+    refused = client.post("/v1/models", json={"run_id": "v9"},  # no such run: refused, named
+                          headers={"authorization": f"Bearer {MANAGE}"})
     assert refused.status_code == 422 and "v9" in refused.json()["error"]["message"]
 
 
@@ -377,9 +383,9 @@ def test_tapped_frames_live_partner_never_gets_bank_columns_or_scores_cached_no_
                     assert all(type(msg) in (m.ServeWelcome, m.LoadVersion, m.SnapshotAck)
                                for msg in map(lambda f: decode(f)[1], tap.frames))
                 else:
-                    (request,) = after  # one request for the whole micro-batch, each ID among 2 decoys (k = 3)
-                    assert isinstance(request, m.EmbedRequest) and len(request.keys) == 3 * len(rows)
-                    asked = {k.tobytes() for k in request.keys}
+                    (request,) = after  # one request for the whole micro-batch, each ID among 2 decoys (k = 3),
+                    asked = {k.tobytes() for k in request.keys}  # each key once (two applicants may share one)
+                    assert isinstance(request, m.EmbedRequest) and len(asked) == len(request.keys) > 2 * len(rows)
                     assert {k.tobytes() for k in m.id_keys([r.id for r in rows], run_id="v1")} <= asked
                 for frame in tap.frames[before[p]:]:
                     assert not any(v in frame for v in values)  # no score, no bank column value
@@ -475,11 +481,12 @@ def test_api_requires_its_token_logs_no_values_and_names_a_partner_not_connected
                 body = reply.json()
                 assert reply.status_code == 200 and body["model"] == "bank_only" and body["fallback"] is True
                 assert sorted(body["partners_down"]) == sorted(PARTNERS)
-            assert client.get("/healthz").status_code == 503
-            assert client.get("/healthz").json()["partners"] == {p: "down" for p in PARTNERS}
-            assert "/v1/score" in client.get("/openapi.json").json()["paths"]
-            assert client.get("/docs").status_code == 200
-            assert 'vsplit_serve_requests_total{path="/v1/score",status="401"} 2' in client.get("/metrics").text
+            assert client.get("/healthz", headers=auth).status_code == 503
+            assert client.get("/healthz", headers=auth).json()["partners"] == {p: "down" for p in PARTNERS}
+            assert "/v1/score" in client.get("/openapi.json", headers=auth).json()["paths"]
+            assert client.get("/docs", headers=auth).status_code == 200
+            metrics = client.get("/metrics", headers=auth).text
+            assert 'vsplit_serve_requests_total{path="/v1/score",status="401"} 2' in metrics
         lines = [r.getMessage() for r in caplog.records if r.name == "vsplit.serve.access"]
         assert len(lines) >= 3
         for line in lines:

@@ -144,6 +144,7 @@ def run_token(data: bytes) -> None:
 
     path = _folder() / "token.txt"
     path.write_bytes(data)
+    path.chmod(0o600)  # a token file others may read is refused before it is parsed
     bearer_token(SimpleNamespace(serve=SimpleNamespace(token_file=str(path)), source=str(path)))
 
 

@@ -2,9 +2,12 @@
 ``GET /v1/models`` (and ``POST /v1/models`` to load and switch a version), ``GET /metrics``; OpenAPI at ``/docs``.
 
 Errors are JSON, ``{"error": {"code": ..., "field": ..., "message": ...}}``: 400 malformed JSON, 401 a missing or
-wrong bearer token, 413 a body over ``serve.max_body_kb``, 422 a field of the wrong type or an unknown column, 503 a
-partner down (``"party"`` names it) or the queue full. Access logs are one JSON line per request (method, path,
-status, milliseconds, rows), never an ID or a feature value.
+wrong bearer token, 403 model management off, 413 a body over ``serve.max_body_kb``, 422 a field of the wrong type or
+an unknown column, 503 a partner down (``"party"`` names it) or the queue full. With a token set, every path needs
+it (``/healthz`` not, with ``serve.public_health``); ``POST /v1/models`` needs the management token instead
+(``serve.manage``). Every body is read here, stopping at ``serve.max_body_kb``; the limits on heads, deadlines and
+connections are the front's (:mod:`vsplit.serve.front`). Access logs are one JSON line per request (method, path,
+status, milliseconds, rows), never an ID or a feature value; a client gone before its answer counts as status 499.
 """
 
 from __future__ import annotations
@@ -20,9 +23,10 @@ from typing import Any
 from fastapi import FastAPI, Request
 from fastapi.responses import JSONResponse, PlainTextResponse, Response
 
-from vsplit.errors import VsplitError
+from vsplit.errors import ConfigError, VsplitError
 from vsplit.serve.links import PartnerDown
 from vsplit.serve.requests import BadRequest, dumps, parse_body, parse_row, parse_rows
+from vsplit.serve.runs import run_problem
 from vsplit.serve.service import BankService, Overloaded
 
 access = logging.getLogger("vsplit.serve.access")
@@ -45,11 +49,14 @@ def _body(schema: dict[str, Any]) -> dict[str, Any]:
     return {"requestBody": {"required": True, "content": {"application/json": {"schema": schema}}}}
 
 
-def make_app(service: BankService, *, token: str | None = None) -> Observe:
-    """The API of ``service`` as an ASGI app; ``token``: the bearer token every ``/v1`` call must carry (``None``:
-    none). :class:`Observe` wraps the FastAPI app (its ``.app``) from the outside, so the scoring path skips
-    FastAPI's middleware stack."""
+def make_app(service: BankService, *, token: str | None = None, manage_token: str | None = None) -> Observe:
+    """The API of ``service`` as an ASGI app; ``token``: the bearer token every call must carry (``None``: none);
+    ``manage_token``: the one ``POST /v1/models`` must carry (required when ``serve.manage`` is on). :class:`Observe`
+    wraps the FastAPI app (its ``.app``) from the outside, so the scoring path skips FastAPI's middleware stack."""
     config = service.config
+    if config.serve.manage and manage_token is None:
+        raise ConfigError("serve.manage: model management needs a credential of its own; set "
+                          "serve.manage_token_file")
     max_bytes = config.serve.max_body_kb * 1024
     wait_s = 2 * config.serve.timeout_ms / 1000 + 5.0
 
@@ -79,7 +86,9 @@ def make_app(service: BankService, *, token: str | None = None) -> Observe:
 
     @app.exception_handler(VsplitError)
     async def vsplit_error(request: Request, exc: VsplitError) -> JSONResponse:
-        return error(500, "scoring_failed", f"{type(exc).__name__}: {exc}")
+        logging.getLogger(__name__).error("%s %s failed: %s: %s", request.method, request.url.path,
+                                          type(exc).__name__, exc)
+        return error(500, "scoring_failed", f"{type(exc).__name__} (see the service's log)")
 
     @app.exception_handler(Exception)
     async def internal(request: Request, exc: Exception) -> JSONResponse:
@@ -121,12 +130,20 @@ def make_app(service: BankService, *, token: str | None = None) -> Observe:
         activate = body.get("activate", True)
         if not isinstance(activate, bool):
             raise BadRequest("activate", "expected true or false")
+        run_id = body["run_id"]
+        if run_id not in service.scorer.versions:  # checked from the run folder alone, before any data is read
+            problem = run_problem(config, run_id)
+            if problem is not None:
+                return error(422, "model_unknown", problem, field="run_id")
         try:
-            await asyncio.to_thread(service.scorer.load, body["run_id"])
+            await asyncio.to_thread(service.scorer.load, run_id)
         except PartnerDown as exc:
             return error(503, "partner_down", str(exc), party=exc.party)
-        except VsplitError as exc:
-            return error(422, "model_not_loaded", str(exc), field="run_id")
+        except VsplitError as exc:  # its text may name files: the log has it, the client gets no path
+            logging.getLogger(__name__).warning("POST /v1/models: model %r not loaded: %s: %s", run_id,
+                                                type(exc).__name__, exc)
+            return error(422, "model_not_loaded", f"model {run_id!r} could not be loaded ({type(exc).__name__}); "
+                                                  "the service's log says why", field="run_id")
         if activate:
             service.scorer.activate(body["run_id"])
         return JSONResponse({"models": service.scorer.describe()})
@@ -135,7 +152,8 @@ def make_app(service: BankService, *, token: str | None = None) -> Observe:
     async def metrics() -> PlainTextResponse:
         return PlainTextResponse(service.metrics.render(), media_type="text/plain; version=0.0.4")
 
-    return Observe(app, service=service, token=token, max_bytes=max_bytes, scoring=scoring)
+    return Observe(app, service=service, token=token, max_bytes=max_bytes, scoring=scoring,
+                   manage_token=manage_token, public_health=config.serve.public_health)
 
 
 class Scoring:
@@ -185,14 +203,17 @@ def _refusal(status: int, code: str, message: str, **extra: Any) -> tuple[int, b
 
 
 class Observe:
-    """The outermost ASGI layer (plain, so it adds microseconds, not a task per request): the bearer token and the
-    body size of ``/v1`` calls, checked before the body is read; the scoring paths answered by :class:`Scoring`,
-    everything else by the FastAPI app ``app``; then metrics and the access log of every request."""
+    """The outermost ASGI layer (plain, so it adds microseconds, not a task per request): the bearer token of every
+    path (the management token of ``POST /v1/models``) and the declared body size, checked before the body is read;
+    every body read here, stopping at ``max_bytes``; the scoring paths answered by :class:`Scoring`, everything else
+    by the FastAPI app ``app`` (given the body read); then metrics and the access log of every request."""
 
     def __init__(self, app: Any, *, service: BankService, token: str | None, max_bytes: int,
-                 scoring: Scoring | None = None) -> None:
+                 scoring: Scoring | None = None, manage_token: str | None = None, public_health: bool = False) -> None:
         self.app, self.service, self.max_bytes, self.scoring = app, service, max_bytes, scoring
         self.expected = f"Bearer {token}".encode() if token is not None else None
+        self.manager = f"Bearer {manage_token}".encode() if manage_token is not None else None
+        self.public_health = public_health
 
     async def __call__(self, scope: Any, receive: Any, send: Any) -> None:
         if scope["type"] != "http":
@@ -209,48 +230,90 @@ class Observe:
         refusal = self.refuse(scope)
         if refusal is not None:
             await refusal(scope, receive, sending)
-        elif self.scoring is not None and scope["method"] == "POST" and scope["path"] in SCORING:
-            await self.score(scope, receive, sending)
         else:
-            await self.app(scope, receive, sending)
+            body = await self.body(receive)
+            if isinstance(body, bytes):
+                if self.scoring is not None and scope["method"] == "POST" and scope["path"] in SCORING:
+                    await self.score(scope, body, sending)
+                else:
+                    await self.app(scope, _replay(body, receive), sending)
+            elif body is not None:  # over the cap: answered without reading the rest, and the connection closed
+                await _answer(sending, *_too_large(body, self.max_bytes)[:2], [(b"connection", b"close")])
+            else:  # the client went (or the front closed it past serve.body_timeout_s) before its body was read
+                status[0] = CLIENT_CLOSED
         _done(scope, status[0], started, self.service)
 
-    async def score(self, scope: Any, receive: Any, send: Any) -> None:
-        """The lean path of a scoring request: its body read here (at most ``max_bytes``), :class:`Scoring`."""
-        assert self.scoring is not None
+    async def body(self, receive: Any) -> bytes | int | None:
+        """The request's body, read until its end or ``max_bytes`` (then the bytes read so far, an ``int``), or
+        ``None`` if the client went."""
         chunks, size = [], 0
         while True:
             message = await receive()
             if message["type"] == "http.disconnect":
-                return
+                return None
             chunk = message.get("body", b"")
             size += len(chunk)
             if size > self.max_bytes:  # a chunked body without Content-Length: stop reading at the cap
-                status, body, headers, rows = _too_large(size, self.max_bytes)
-                break
+                return size
             chunks.append(chunk)
             if not message.get("more_body", False):
-                status, body, headers, rows = await self.scoring.answer(scope["path"], b"".join(chunks))
-                break
+                return chunks[0] if len(chunks) == 1 else b"".join(chunks)
+
+    async def score(self, scope: Any, raw: bytes, send: Any) -> None:
+        """The lean path of a scoring request: :class:`Scoring` on its body."""
+        assert self.scoring is not None
+        status, body, headers, rows = await self.scoring.answer(scope["path"], raw)
         scope.setdefault("state", {})["rows"] = rows
-        await send({"type": "http.response.start", "status": status,
-                    "headers": [(b"content-type", b"application/json"),
-                                (b"content-length", str(len(body)).encode()), *headers]})
-        await send({"type": "http.response.body", "body": body})
+        await _answer(send, status, body, headers)
 
     def refuse(self, scope: Any) -> Response | None:
-        if not scope["path"].startswith("/v1/"):
+        path = scope["path"]
+        if path == "/healthz" and self.public_health:
             return None
         headers = dict(scope["headers"])
-        if self.expected is not None and not hmac.compare_digest(headers.get(b"authorization", b""), self.expected):
-            return JSONResponse({"error": {"code": "unauthorized", "field": "Authorization",
-                                           "message": "missing or wrong bearer token (Authorization: Bearer ...)"}},
-                                status_code=401, headers={"WWW-Authenticate": "Bearer"})
+        given = headers.get(b"authorization", b"")
+        managing = path == "/v1/models" and scope["method"] == "POST"
+        if managing and self.manager is not None:
+            if not hmac.compare_digest(given, self.manager):
+                return _unauthorized("missing or wrong management token (Authorization: Bearer ..., the token of "
+                                     "serve.manage_token_file)")
+        elif self.expected is not None and not hmac.compare_digest(given, self.expected):
+            return _unauthorized("missing or wrong bearer token (Authorization: Bearer ...)")
+        elif managing:
+            return JSONResponse({"error": {"code": "management_off", "message": "model management is off here "
+                                           "(serve.manage = false); the operator loads and switches models with "
+                                           "serve.manage and serve.manage_token_file (docs/serving.md)"}},
+                                status_code=403)
         length = headers.get(b"content-length", b"")
         if length.isdigit() and int(length) > self.max_bytes:
-            status, body, _, _ = _too_large(int(length), self.max_bytes)
-            return Response(body, status_code=status, media_type="application/json")
+            status, body, _, _ = _too_large(int(length), self.max_bytes)  # closed: the declared body is not read
+            return Response(body, status_code=status, media_type="application/json", headers={"connection": "close"})
         return None
+
+
+#: the status counted for a request whose client went before its answer (nginx's convention)
+CLIENT_CLOSED = 499
+
+
+def _unauthorized(message: str) -> Response:
+    return JSONResponse({"error": {"code": "unauthorized", "field": "Authorization", "message": message}},
+                        status_code=401, headers={"WWW-Authenticate": "Bearer"})
+
+
+def _replay(body: bytes, receive: Any) -> Any:
+    """A ``receive`` that gives ``body`` (already read) first, then what ``receive`` gives (the client's going)."""
+    pending = [{"type": "http.request", "body": body, "more_body": False}]
+
+    async def replay() -> Any:
+        return pending.pop() if pending else await receive()
+    return replay
+
+
+async def _answer(send: Any, status: int, body: bytes, headers: list[tuple[bytes, bytes]]) -> None:
+    await send({"type": "http.response.start", "status": status,
+                "headers": [(b"content-type", b"application/json"), (b"content-length", str(len(body)).encode()),
+                            *headers]})
+    await send({"type": "http.response.body", "body": body})
 
 
 def _too_large(size: int, max_bytes: int) -> tuple[int, bytes, list[tuple[bytes, bytes]], int]:
@@ -263,6 +326,8 @@ def _done(scope: Any, status: int, started: float, service: BankService) -> None
     seconds = time.perf_counter() - started
     path = scope["path"]
     route = path if path in ("/v1/score", "/v1/score:batch", "/v1/models", "/healthz", "/metrics") else "other"
+    if status == CLIENT_CLOSED:
+        service.metrics.count("vsplit_serve_rejected_total", reason="client_closed")
     service.metrics.count("vsplit_serve_requests_total", path=route, status=str(status))
     service.metrics.observe("vsplit_serve_request_seconds", seconds, path=route)
     if access.isEnabledFor(logging.INFO):

@@ -45,6 +45,8 @@ class PartnerLink:
         self._versions: dict[str, Future] = {}
         self._lock = threading.Lock()
         self._on_message = on_message
+        #: called once with this link when it drops or is closed (the scorer forgets its incomplete snapshots)
+        self.on_close: Callable[[PartnerLink], None] | None = None
         self.alive = True
         self._reader = threading.Thread(target=self._read, name=f"vsplit-serve-{self.name}", daemon=True)
         self._reader.start()
@@ -104,7 +106,7 @@ class PartnerLink:
 
     def _fail(self, why: str) -> None:
         with self._lock:
-            self.alive = False
+            was_alive, self.alive = self.alive, False
             waiting = [*self._pending.values(), *self._versions.values()]
             self._pending.clear()
             self._versions.clear()
@@ -112,6 +114,8 @@ class PartnerLink:
             if not future.done():
                 future.set_exception(PartnerDown(self.name, why))
         self.wire.close()
+        if was_alive and self.on_close is not None:
+            self.on_close(self)
 
     def close(self) -> None:
         self._fail("the bank closed the link")

@@ -38,11 +38,13 @@ KEY_BYTES = 16
 MAX_ROWS = 1 << 20
 
 #: refusal codes (the peer learns the number, never a text)
-VERSION_UNKNOWN, DIGEST_MISMATCH, NOT_SERVED, BAD_REQUEST, INTERNAL = 1, 2, 3, 4, 5
+VERSION_UNKNOWN, DIGEST_MISMATCH, NOT_SERVED, BAD_REQUEST, INTERNAL, RUN_REFUSED = 1, 2, 3, 4, 5, 6
 REFUSALS = {VERSION_UNKNOWN: "the peer does not hold this model version (its run ID)",
             DIGEST_MISMATCH: "the two parties' models of this run do not pair (version digest differs)",
             NOT_SERVED: "the peer does not serve this party", BAD_REQUEST: "the peer refused a malformed request",
-            INTERNAL: "the peer hit an internal error (see its own log)"}
+            INTERNAL: "the peer hit an internal error (see its own log)",
+            RUN_REFUSED: "the partner does not serve this run to this bank (its serve.runs does not name it, or the "
+                         "run was trained with another bank)"}
 
 
 def id_keys(ids: Iterable[str], *, run_id: str) -> np.ndarray:

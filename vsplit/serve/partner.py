@@ -11,18 +11,26 @@ the partner needs only an outbound connection), says hello with the run and its 
   its table file changes. It learns nothing about who is scored.
 
 The table is checked for changes every ``serve.reload_s`` seconds and re-embedded when it changed. When the link
-drops (the bank restarts) the daemon dials again, until it is stopped.
+drops (the bank restarts) the daemon dials again, until it is stopped (promptly: a dial lasts about a second, then
+the daemon waits, backing off, on its stop event).
+
+A partner serves only the runs its own config names (``serve.runs``, default ``output.run_id``, and the run given
+with ``--run-id``), and each only to the bank it was trained with: the certificate pinned for the bank must have the
+fingerprint the run recorded in training (:func:`vsplit.node.record.check_trained_with`). A bank asking for any
+other run is refused with a code (:data:`~vsplit.serve.messages.RUN_REFUSED`).
 """
 
 from __future__ import annotations
 
 import logging
 import threading
+import time
 from typing import Any
 
 import numpy as np
 
 from vsplit.config import PartyConfig, resolve
+from vsplit.config.names import run_folder
 from vsplit.errors import ConfigError, TransportError, VsplitError
 from vsplit.serve import messages as m
 from vsplit.serve.model import PartnerModel
@@ -33,10 +41,17 @@ log = logging.getLogger(__name__)
 
 #: rows per snapshot frame
 SNAPSHOT_ROWS = 65536
+#: seconds one dial of a bank that is down may take (the daemon checks its stop event between dials), and the
+#: longest wait between two dials
+DIAL_S, MAX_BACKOFF_S = 1.0, 5.0
 
 
 class Refused(ConfigError):
     """The bank refused this partner's hello (another version, or a digest that does not pair)."""
+
+
+class NotServed(ConfigError):
+    """The bank asked for a run this partner does not serve (not named in its config, or trained with another bank)."""
 
 
 class PartnerDaemon:
@@ -52,6 +67,8 @@ class PartnerDaemon:
         self._lock = threading.Lock()  # swaps of the models and tables dicts (readers take the dict they find)
         self._reloading: threading.Thread | None = None
         self._loading = threading.Lock()  # one version load or table reload at a time
+        self.runs = frozenset(config.serve.runs or (config.output.run_id,)) | ({run_id} if run_id else set())
+        self.check_run(run_id or config.output.run_id)
         first = PartnerModel.load(config, run_id)
         self.models: dict[str, PartnerModel] = {first.run_id: first}
         self.default = first.run_id
@@ -100,12 +117,26 @@ class PartnerDaemon:
                         len(ids) - len(built), self.table_path.name)
         return built
 
+    def check_run(self, run_id: str) -> None:
+        """Refuse run ``run_id`` unless this party's config names it and it was trained with the bank pinned here."""
+        from vsplit.node.record import check_trained_with
+
+        if run_id not in self.runs:
+            raise NotServed(f"{self.bank} asked for run {run_id!r}, which this partner does not serve "
+                            f"(serve.runs: {', '.join(sorted(self.runs))}); add it to serve.runs to serve it")
+        folder = run_folder(resolve(self.config, self.config.output.dir), run_id, self.me)
+        try:
+            check_trained_with(self.config, folder, run_id=run_id, peer=self.bank)
+        except ConfigError as exc:
+            raise NotServed(str(exc)) from None
+
     def load_version(self, run_id: str) -> PartnerModel:
         """Load model version ``run_id`` beside those served (its table embedded too)."""
         with self._loading:
             if run_id not in self.models:
                 from vsplit.data.sources import read_table
 
+                self.check_run(run_id)
                 model = PartnerModel.load(self.config, run_id)
                 table = read_table(self.table_path, id_column=self.config.data.id_column,
                                    features=model.feature_columns, option="serve.table")
@@ -132,15 +163,19 @@ class PartnerDaemon:
         creds = Credentials.load(self.me, own_cert=resolve(self.config, net.cert),
                                  own_key=resolve(self.config, net.key),
                                  peers={self.bank: resolve(self.config, net.peers[self.bank])})
+        pause = 0.2
         while not self.stop.is_set():
-            try:
-                channel = dial(creds, peer=self.bank, address=where, deadline_s=max(net.connect_timeout_s, 1.0),
+            try:  # short dials: a stop (SIGTERM) is seen within about DIAL_S, not after network.connect_timeout_s
+                channel = dial(creds, peer=self.bank, address=where, deadline_s=min(DIAL_S, net.connect_timeout_s),
                                options=ChannelOptions(max_frame=net.max_frame_mb << 20))
             except TransportError as exc:
                 if self.stop.is_set():
                     return
-                log.warning("%s: %s; dialing again", self.me, exc)
+                log.warning("%s: %s; dialing again in %.1f s", self.me, exc, pause)
+                self.stop.wait(pause)
+                pause = min(MAX_BACKOFF_S, pause * 2)
                 continue
+            pause = 0.2
             try:
                 self.serve(channel)
             except Refused:
@@ -220,7 +255,11 @@ class PartnerDaemon:
             known, values = table.lookup(msg.keys)
             self.wire.send(m.EmbedReply(request=msg.request, known=known, values=values))
         elif isinstance(msg, m.LoadVersion):
-            if msg.run_id in self.models:
+            if msg.run_id not in self.runs:  # checked here too: nothing of another run is read
+                log.warning("%s: %s asked for run %r, which this partner does not serve (serve.runs: %s)", self.me,
+                            self.bank, msg.run_id, ", ".join(sorted(self.runs)))
+                self._send(m.VersionLoaded(run_id=msg.run_id, digest="", ok=False, code=m.RUN_REFUSED))
+            elif msg.run_id in self.models:
                 self._loaded(msg.run_id)
             else:  # loading takes seconds: requests of the served versions are answered meanwhile
                 threading.Thread(target=self._load_in_background, args=(msg.run_id,), daemon=True,
@@ -234,6 +273,10 @@ class PartnerDaemon:
     def _load_in_background(self, run_id: str) -> None:
         try:
             self.load_version(run_id)
+        except NotServed as exc:
+            log.warning("%s: refused to serve run %s: %s", self.me, run_id, exc)
+            self._send(m.VersionLoaded(run_id=run_id, digest="", ok=False, code=m.RUN_REFUSED))
+            return
         except VsplitError as exc:
             log.warning("%s: cannot load version %s: %s", self.me, run_id, exc)
             self._send(m.VersionLoaded(run_id=run_id, digest="", ok=False, code=m.VERSION_UNKNOWN))
@@ -269,8 +312,8 @@ class PartnerDaemon:
         with self._lock:
             if full:
                 self._sent.add(run_id)
-            self._seq += 1
-            seq = self._seq
+            # strictly increasing, across this daemon's restarts too (the bank refuses a seq not after the last)
+            self._seq = seq = max(self._seq + 1, time.time_ns() // 1000)
         parts = max(1, -(-len(keys) // SNAPSHOT_ROWS))
         for part in range(parts):
             k = np.ascontiguousarray(keys[part * SNAPSHOT_ROWS:(part + 1) * SNAPSHOT_ROWS])

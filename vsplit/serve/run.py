@@ -8,6 +8,7 @@ links. A partner daemon dials the bank and serves it until stopped.
 from __future__ import annotations
 
 import logging
+import os
 import signal
 import sys
 import threading
@@ -35,40 +36,85 @@ MAX_TOKEN_FILE = 4096
 
 def bearer_token(config: PartyConfig) -> str | None:
     """The bearer token of ``serve.token_file`` (its first line that is not blank), or ``None``."""
-    if not config.serve.token_file:
+    return read_token(config, "token_file")
+
+
+def manage_token(config: PartyConfig) -> str | None:
+    """The bearer token of ``serve.manage_token_file`` when model management is on (``serve.manage``), else ``None``;
+    it must differ from the scoring token."""
+    if not config.serve.manage:
         return None
-    path = resolve(config, config.serve.token_file)
+    token = read_token(config, "manage_token_file")
+    if token is None:
+        raise ConfigError("serve.manage: model management needs a credential of its own; set "
+                          "serve.manage_token_file to a file holding a long random token, readable by you only")
+    if token == bearer_token(config):
+        raise ConfigError("serve.manage_token_file: holds the same token as serve.token_file; an app allowed to "
+                          "score must not be able to switch models, so give management a token of its own")
+    return token
+
+
+def read_token(config: PartyConfig, key: str) -> str | None:
+    """The bearer token of the file ``serve.<key>`` (its first line that is not blank), or ``None`` if unset; the
+    file must be readable by its owner only, like a private key."""
+    name = getattr(config.serve, key)
+    if not name:
+        return None
+    path = resolve(config, name)
     try:
+        mode = path.stat().st_mode
+        if os.name == "posix" and mode & 0o077:
+            raise ConfigError(f"serve.{key}: {path} is readable by other users (mode {oct(mode & 0o777)}); a token "
+                              f"is a secret like a private key: run `chmod 600 {path}`")
         if path.stat().st_size > MAX_TOKEN_FILE:
-            raise ConfigError(f"serve.token_file: {path} holds {path.stat().st_size} bytes; a token file holds one "
+            raise ConfigError(f"serve.{key}: {path} holds {path.stat().st_size} bytes; a token file holds one "
                               "line, the token")
         lines = path.read_bytes().decode("utf-8").splitlines()
     except OSError as exc:
-        raise ConfigError(f"serve.token_file: cannot read {path} ({exc.strerror})") from None
+        raise ConfigError(f"serve.{key}: cannot read {path} ({exc.strerror})") from None
     except UnicodeDecodeError:
-        raise ConfigError(f"serve.token_file: {path} is not UTF-8 text; write the token as one line of "
+        raise ConfigError(f"serve.{key}: {path} is not UTF-8 text; write the token as one line of "
                           "printable ASCII") from None
     token = next((line.strip() for line in lines if line.strip()), "")
     if not all(33 <= ord(c) < 127 for c in token):
-        raise ConfigError(f"serve.token_file: the token in {path} holds a space, a control or a non-ASCII "
+        raise ConfigError(f"serve.{key}: the token in {path} holds a space, a control or a non-ASCII "
                           "character, which an HTTP Authorization header cannot carry; use printable ASCII, e.g. "
                           "`python -c \"import secrets; print(secrets.token_urlsafe(32))\"`")
     if len(token) < 16:
-        raise ConfigError(f"serve.token_file: the token in {path} is shorter than 16 characters; use a long random "
+        raise ConfigError(f"serve.{key}: the token in {path} is shorter than 16 characters; use a long random "
                           "one, e.g. `python -c \"import secrets; print(secrets.token_urlsafe(32))\"`")
     return token
+
+
+def raise_open_files(want: int) -> int:
+    """Raise this process's soft limit of open files towards its hard limit (at least ``want`` if allowed); the
+    soft limit now. A default 1,024 is below what a busy front with its partners' links and files needs."""
+    try:
+        import resource
+    except ImportError:  # pragma: no cover - not POSIX
+        return want
+    soft, hard = resource.getrlimit(resource.RLIMIT_NOFILE)
+    target = hard if hard != resource.RLIM_INFINITY else max(soft, want, 65536)
+    if soft != resource.RLIM_INFINITY and soft < target:
+        try:
+            resource.setrlimit(resource.RLIMIT_NOFILE, (target, hard))
+            soft = target
+        except (ValueError, OSError):
+            pass
+    return soft
 
 
 def serve_bank(config: PartyConfig, *, run_id: str | None = None, ready: Any = None) -> int:
     import uvicorn
 
     from vsplit.node.links import parse_address
+    from vsplit.serve.front import Connections, Limits, front_protocol
     from vsplit.serve.http import make_app
     from vsplit.serve.service import BankService
 
     s = config.serve
     host, port = parse_address(s.http, key="serve.http")
-    token = bearer_token(config)
+    token, manager = bearer_token(config), manage_token(config)
     tls: dict[str, Any] = {}
     if s.http_cert or s.http_key:
         if not (s.http_cert and s.http_key):
@@ -83,9 +129,16 @@ def serve_bank(config: PartyConfig, *, run_id: str | None = None, ready: Any = N
     service = BankService(config, run_id=run_id)
     address = service.listen()
     service.start()
-    app = make_app(service, token=token)
+    app = make_app(service, token=token, manage_token=manager)
+    limits = Limits.of(s)
+    files = raise_open_files(limits.max_connections + 256)
+    if files < limits.max_connections + 64:
+        log.warning("serve.max_connections = %d is near this process's open-files limit (%d); raise it (ulimit -n) "
+                    "or lower serve.max_connections", limits.max_connections, files)
+    front = front_protocol(limits, Connections(limits, metrics=service.metrics))
     server = uvicorn.Server(uvicorn.Config(app, host=host, port=port, log_level="warning", access_log=False,
-                                           timeout_graceful_shutdown=int(max(1, s.drain_s)), lifespan="on", **tls))
+                                           http=front, timeout_graceful_shutdown=int(max(1, s.drain_s)),
+                                           lifespan="on", **tls))
     log.info("%s: partners connect to %s:%d; HTTP on %s", config.party.name, *address, s.http)
     print(f"vsplit serve: {config.party.name} scores model {service.scorer.active} ({s.mode} mode) on "
           f"{'https' if tls else 'http'}://{s.http}; partners connect to {address[0]}:{address[1]}", flush=True)

@@ -27,11 +27,11 @@ import numpy as np
 
 from vsplit.config import PartyConfig, resolve
 from vsplit.errors import ConfigError
-from vsplit.models.seeds import derive_seed
 from vsplit.serve import messages as m
+from vsplit.serve.decoys import DecoyCover, decoy_secret
 from vsplit.serve.links import PartnerDown, PartnerLink
 from vsplit.serve.model import BankModel, canonical_ids
-from vsplit.serve.snapshots import check_snapshot, merge_snapshot
+from vsplit.serve.snapshots import SnapshotStore, check_snapshot
 from vsplit.serve.table import EmbeddingTable
 
 log = logging.getLogger(__name__)
@@ -111,10 +111,15 @@ class Scorer:
         self.active = first.run_id
         self.links: dict[str, PartnerLink] = {}
         self.cache: dict[tuple[str, str], EmbeddingTable] = {}
-        self._parts: dict[tuple[str, str, int], list[Any]] = {}
+        s = config.serve
+        self.snapshots = SnapshotStore(max_bytes=s.max_snapshot_mb << 20, timeout_s=s.snapshot_timeout_s,
+                                       max_removed=s.max_delta_removed)
         self._lock = threading.Lock()
-        self._rng = np.random.default_rng(derive_seed(config.train.seed, "serve-padding"))
-        self._decoys: dict[str, np.ndarray] = {}
+        # the shuffle of a padded request: not from train.seed, which the partners may know
+        self._rng = np.random.default_rng()
+        self._covers: dict[str, DecoyCover] = {}
+        if s.k_anonymity > 1 and self.mode == "live":
+            self.cover(first)  # a run that cannot be covered fails here, not at its first request
         self.snapshots_received = 0
 
     # -- partners ----------------------------------------------------------------------------------------------------
@@ -136,6 +141,9 @@ class Scorer:
         """A partner's link was admitted: it replaces an earlier one; other loaded versions are loaded there too."""
         with self._lock:
             old, self.links[link.name] = self.links.get(link.name), link
+        link.on_close = self._link_closed
+        if not link.alive:  # dropped before it got here
+            self._link_closed(link)
         if old is not None:
             old.close()
         log.info("%s: partner %s connected", self.model.name, link.name)
@@ -150,9 +158,7 @@ class Scorer:
         """A message a partner sent on its own: a snapshot or delta (cached mode)."""
         if not isinstance(msg, m.Snapshot):
             raise PartnerDown(link.name, f"it sent an unexpected {type(msg).__name__}")
-        ok = self._verify(link.name, msg)
-        if ok:
-            self._store(link.name, msg)
+        ok = self._verify(link.name, msg) and self._store(link.name, msg)
         link.wire.send(m.SnapshotAck(run_id=msg.run_id, seq=msg.seq, ok=ok))
 
     def _verify(self, partner: str, msg: m.Snapshot) -> bool:
@@ -165,19 +171,23 @@ class Scorer:
             return False
         return True
 
-    def _store(self, partner: str, msg: m.Snapshot) -> None:
-        key = (partner, msg.run_id, msg.seq)
+    def _link_closed(self, link: PartnerLink) -> None:
+        """``link`` dropped: its partner's incomplete snapshots go (unless a newer link of the partner took over)."""
         with self._lock:
-            parts = self._parts.setdefault(key, [])
-            parts.append(msg)
-            if len(parts) < msg.parts:
-                return
-            del self._parts[key]
-            table = merge_snapshot(self.cache.get((partner, msg.run_id)), parts)
+            if self.links.get(link.name) in (None, link):
+                self.snapshots.drop(link.name)
+
+    def _store(self, partner: str, msg: m.Snapshot) -> bool:
+        """Take a verified part (:class:`~vsplit.serve.snapshots.SnapshotStore`); whether it is accepted."""
+        with self._lock:
+            ok, table = self.snapshots.add(partner, msg, held=self.cache.get((partner, msg.run_id)))
+            if table is None:
+                return ok
             self.cache[(partner, msg.run_id)] = table
             self.snapshots_received += 1
         log.info("%s: %s snapshot of %s from %s: %d customers", self.model.name, "full" if msg.full else "delta",
                  msg.run_id, partner, len(table))
+        return True
 
     def partner_status(self) -> dict[str, str]:
         """Each partner of the active version: ``connected``, ``down``, and in cached mode ``syncing`` (connected,
@@ -198,10 +208,15 @@ class Scorer:
     def load(self, run_id: str) -> BankModel:
         """Load model version ``run_id`` beside the others, here and at every partner (cached: with its snapshot)."""
         if run_id not in self.versions:
+            from vsplit.serve.runs import check_run
+
+            check_run(self.config, run_id)  # from the run folder alone, before the bank's table is read
             loaded = BankModel.load(self.config, run_id)
             if loaded.columns != self.model.columns:  # requests are checked against the active model's columns
                 raise ConfigError(f"model {run_id!r} reads the bank columns {loaded.columns}, the active model "
                                   f"{self.active!r} reads {self.model.columns}; serve it from a service of its own")
+            if self.mode == "live" and self.config.serve.k_anonymity > 1:
+                self.cover(loaded)  # a run that cannot be covered is refused here, not at its first request
             self.versions[run_id] = loaded
         version = self.versions[run_id]
         waits = []
@@ -352,26 +367,35 @@ class Scorer:
         return [Scored(id=ids[i], score=scores[i], model=models[i], version=run_id, unknown_to=unknown[i],
                        down=list(down)) for i in range(len(rows))]
 
+    def cover(self, version: BankModel) -> DecoyCover:
+        """Live mode's decoys for ``version`` (:mod:`vsplit.serve.decoys`): drawn from its training intersection,
+        fixed per applicant under the bank's secret of that run."""
+        cover = self._covers.get(version.run_id)
+        if cover is None:
+            from vsplit.node.record import aligned_ids
+
+            folder = version.node.folder
+            ids = aligned_ids(folder)
+            if ids is None:
+                raise ConfigError(f"serve.k_anonymity: run {version.run_id!r} has no record of its training "
+                                  f"intersection ({folder}/aligned-ids.npy), the only customers decoys may be drawn "
+                                  "from; retrain it with this vsplit, or set serve.k_anonymity = 1")
+            pool = m.id_keys(ids, run_id=version.run_id)
+            cover = self._covers[version.run_id] = DecoyCover(key=decoy_secret(folder), pool=pool,
+                                                              k=self.config.serve.k_anonymity)
+        return cover
+
     def _padded(self, version: BankModel, keys: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
         """``keys`` hidden among ``k - 1`` decoys each (``serve.k_anonymity``), shuffled, and where each true key went.
 
-        The decoys are keyed IDs of the bank's training table, most of which the partner knows (the training
-        intersection); the partner sees ``k`` candidates per applicant and cannot tell which is scored."""
-        k = self.config.serve.k_anonymity
-        if k <= 1:
+        The decoys are customers every partner already knows (the training intersection), the same ones each time
+        an applicant is scored (:mod:`vsplit.serve.decoys`, which says what a partner still learns)."""
+        if self.config.serve.k_anonymity <= 1:
             return keys, np.arange(len(keys))
-        pool = self._decoys.get(version.run_id)
-        if pool is None:
-            train_ids = canonical_ids(list(version.node.party.ids), casefold=version.casefold)
-            pool = self._decoys[version.run_id] = m.id_keys(train_ids, run_id=version.run_id)
+        cover = self.cover(version)
         with self._lock:
-            decoys = pool[self._rng.integers(0, len(pool), size=len(keys) * (k - 1))]
-            order = self._rng.permutation(len(keys) * k)
-        asked = np.concatenate([keys, decoys])[order]
-        positions = np.empty(len(keys), dtype=np.int64)
-        inverse = np.argsort(order)
-        positions[:] = inverse[: len(keys)]
-        return np.ascontiguousarray(asked), positions
+            rng = np.random.default_rng(self._rng.integers(1 << 62))
+        return cover.pad(keys, rng=rng)
 
 
 def _wait(future: Future, partner: str, deadline: float) -> Any:
