@@ -17,9 +17,9 @@ modules by name.
    homomorphic layer they share (``he``: encrypt, sum by groups, decrypt; on the foundations only).
 5. wire: the codec and channels that carry protocol messages (``transport``), and the PSI machines (``psi``).
 6. plug-ins: machines and hooks built on the protocol and the codec: secure aggregation and averaging
-   (``federated``), the horizontal schedules' machines (``horizontal``), and the attacks, defenses and detectors a
+   (``federated``), the horizontal schedules' machines (``horizontal``), the attacks, defenses and detectors a
    party attaches to training (``privacy.attacks``, ``.defenses``, ``.detectors``, ``.hooks``, ``.accounting``,
-   ``.images``).
+   ``.images``), and vertical boosted trees' machines and pooled reference (``boosting``, on ``he``).
 7. runtime: what drives machines over channels: the pump, the in-process runner, the PSI runners, checkpoints and
    progress (``runtime``, but not its nodes).
 8. application: one party's session, PSI then training then scoring (``app``, ``horizontal.session``), the party's
@@ -76,6 +76,7 @@ LAYERS: tuple[tuple[str, tuple[str, ...]], ...] = (
     ("plug-ins", (
         "vsplit.federated", "vsplit.horizontal", "vsplit.privacy.attacks", "vsplit.privacy.defenses",
         "vsplit.privacy.detectors", "vsplit.privacy.hooks", "vsplit.privacy.accounting", "vsplit.privacy.images",
+        "vsplit.boosting",
     )),
     ("runtime", ("vsplit.runtime",)),
     ("application", ("vsplit.app", "vsplit.horizontal.session", "vsplit.party", "vsplit.config", "vsplit.tune",

@@ -1,0 +1,45 @@
+"""Vertical gradient boosting across the cut (SecureBoost class), lossless: the core.
+
+Theory of operation: the label party computes each row's logistic gradient and hessian, quantizes them
+(:mod:`vsplit.boosting.gains`), encrypts them once per tree (:mod:`vsplit.he`) and sends them to every partner. Level
+by level it tells each partner which node each row is in; a partner, which has binned its own columns
+(:mod:`vsplit.boosting.bins`), sums the ciphertexts per node, column and bin (a node's larger child by subtraction
+from its parent), packs the sums and sends them back. The label party decrypts them, picks the best split over its
+own plaintext histograms and every partner's, and asks a partner whose split wins to record it: the partner keeps
+the column, threshold bin and missing direction under a record id and answers with the node's left/right rows only.
+Leaves are the label party's. Prediction takes one round: each partner evaluates all its recorded splits for the
+rows asked (:mod:`vsplit.boosting.predict`). :func:`fit_pooled` is the same algorithm in one place, the oracle.
+
+The machines (:class:`LabelBoost`, :class:`PartnerBoost`) are sans-IO and run over any pump; wiring them into the
+node, the CLI, ``vsplit serve`` and the benchmark is not done yet.
+
+Example:
+    >>> from vsplit.boosting import BoostParams
+    >>> BoostParams(trees=3).max_depth
+    3
+"""
+
+from __future__ import annotations
+
+from vsplit.boosting.bins import Bins, fit_bins
+from vsplit.boosting.gains import BoostParams
+from vsplit.boosting.label import LabelBoost
+from vsplit.boosting.partner import PartnerBoost, PartnerModel
+from vsplit.boosting.pooled import fit_pooled
+from vsplit.boosting.predict import LabelPredict, PartnerPredict
+from vsplit.boosting.trees import BoostModel, Split, Tree
+
+__all__ = [
+    "Bins",
+    "BoostModel",
+    "BoostParams",
+    "LabelBoost",
+    "LabelPredict",
+    "PartnerBoost",
+    "PartnerModel",
+    "PartnerPredict",
+    "Split",
+    "Tree",
+    "fit_bins",
+    "fit_pooled",
+]

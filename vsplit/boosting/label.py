@@ -1,0 +1,211 @@
+"""The label party's machine: gradients encrypted once per tree, splits chosen over every party's histograms.
+
+Theory of operation: per tree the label party computes each row's gradient and hessian from the current margins,
+quantizes them (:func:`vsplit.boosting.gains.quantize`) and sends them encrypted, one ciphertext a row. Per level it
+sends each row's node (:class:`~vsplit.boosting.messages.Level`), sums its own columns in plaintext, decrypts every
+partner's packed sums, and ranks all candidates at once (:func:`vsplit.boosting.gains.best_splits`: label party
+first, then partners in the order given). Its own winning splits it applies itself; a partner's it asks that partner
+to record (:class:`~vsplit.boosting.messages.Record`) and gets back the record ids and each row's left flag. When the
+trees reach ``max_depth`` or no node gains, it computes the leaves from its own sums. What it learns of a partner:
+per node, column and code the sums of its own gradients (so each bin's share of a node), which rows go left at a
+partner's split, and the position (column, code) of the winning split in the partner's binning; never a value or an
+edge.
+
+The run's key pair is made here (2048-bit OU by default) unless one is passed; the secret key stays in this process.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+
+import numpy as np
+
+from vsplit.boosting.gains import (
+    BOUNDS,
+    BoostParams,
+    base_margin,
+    best_splits,
+    goes_left,
+    gradients,
+    histograms,
+    quantize,
+)
+from vsplit.boosting.messages import (
+    VERSION,
+    Assigned,
+    BoostHello,
+    BoostReady,
+    Finish,
+    Gradients,
+    Histograms,
+    Level,
+    Record,
+)
+from vsplit.boosting.pooled import grow_level, leaves_of, node_totals
+from vsplit.boosting.trees import BoostModel, Split, Tree
+from vsplit.errors import ProtocolError
+from vsplit.he import (
+    KeyPair,
+    Packing,
+    decode_ciphertexts,
+    decrypt_sums,
+    encode_ciphertexts,
+    encrypt_rows,
+    generate_keypair,
+)
+from vsplit.protocol.machine import Outgoing
+from vsplit.protocol.message import Message
+
+
+class LabelBoost:
+    """The label party's side of training.
+
+    Args:
+        codes: its own bin codes, int ``(rows, columns)`` in ``0..width-1``.
+        width: its codes per column.
+        labels: 0/1 per aligned row.
+        partners: the partners' names; their splits rank in this order after the label party's.
+        params: the boosting settings.
+        keys: this run's key pair; made here (``scheme``, ``key_bits``) when not given.
+    """
+
+    def __init__(self, codes: np.ndarray, *, width: int, labels: np.ndarray, partners: Sequence[str],
+                 params: BoostParams, keys: KeyPair | None = None, scheme: str = "ou", key_bits: int = 2048,
+                 insecure_small_key_for_tests: bool = False) -> None:
+        self.codes = np.asarray(codes, dtype=np.int64)
+        self.labels = np.asarray(labels, dtype=np.float64)
+        if self.codes.ndim != 2 or len(self.codes) != len(self.labels) or not len(self.labels):
+            raise ProtocolError("boosting: codes and labels must cover the same aligned rows", local=True)
+        self.width, self.partners, self.params = width, list(partners), params
+        self.keys = keys or generate_keypair(scheme=scheme, key_bits=key_bits,
+                                             insecure_small_key_for_tests=insecure_small_key_for_tests)
+        self.packing = Packing.plan(scale=params.scale, bounds=BOUNDS, max_rows=len(self.labels),
+                                    plaintext_bits=self.keys.public.plaintext_bits)
+        self.base = base_margin(self.labels)
+        self.margin = np.full(len(self.labels), self.base)
+        self.shapes: dict[str, tuple[int, int]] = {}
+        self.trees: list[Tree] = []
+        self._waiting: set[str] = set()
+        self._phase = "hello"
+        self.done = False
+        self.result: BoostModel | None = None
+
+    def expects(self, peer: str) -> bool:
+        """Whether an answer from ``peer`` is still awaited."""
+        return peer in self._waiting
+
+    def start(self) -> list[Outgoing]:
+        """Send the public key and fixed point to every partner."""
+        key = np.frombuffer(self.keys.public.to_bytes(), dtype=np.uint8)
+        hello = BoostHello(version=VERSION, rows=len(self.labels), scale=self.params.scale,
+                           slot_bits=self.packing.slot_bits, key=key)
+        self._waiting = set(self.partners)
+        return [Outgoing(p, hello) for p in self.partners]
+
+    def receive(self, sender: str, msg: Message) -> list[Outgoing]:
+        """Take a partner's answer; when all are in, go on."""
+        wanted = {"hello": BoostReady, "histograms": Histograms, "assigned": Assigned}[self._phase]
+        if sender not in self._waiting or not isinstance(msg, wanted):
+            raise ProtocolError(f"boosting: unexpected {type(msg).__name__} from {sender!r}")
+        if isinstance(msg, BoostReady):
+            self.shapes[sender] = (msg.columns, msg.width)
+        elif isinstance(msg, Histograms):
+            self._partner_hist[sender] = self._read(sender, msg)
+        else:
+            self._assigned(sender, msg)
+        self._waiting.discard(sender)  # only once the message was read: a refused one leaves the state as it was
+        if self._waiting:
+            return []
+        return {"hello": self._start_tree, "histograms": self._choose, "assigned": self._next_level}[self._phase]()
+
+    def _start_tree(self) -> list[Outgoing]:
+        self.gh = quantize(*gradients(self.margin, self.labels), scale=self.params.scale)
+        g, h = gradients(self.margin, self.labels)
+        column = encrypt_rows(self.keys.public, np.stack([g, h], axis=1), packing=self.packing)
+        frame = np.frombuffer(encode_ciphertexts(column), dtype=np.uint8)
+        self.tree_nodes = np.zeros(len(self.labels), dtype=np.int64)
+        self.nodes, self.splits, self.depth = self.tree_nodes.copy(), {}, 0
+        out = [Outgoing(p, Gradients(tree=len(self.trees), frame=frame)) for p in self.partners]
+        return out + self._level()
+
+    def _level(self) -> list[Outgoing]:
+        self.ids = np.unique(self.nodes[self.nodes >= 0])
+        if self.depth >= self.params.max_depth or not len(self.ids):
+            return self._finish_tree()
+        self._partner_hist: dict[str, np.ndarray] = {}
+        self._phase, self._waiting = "histograms", set(self.partners)
+        level = Level(tree=len(self.trees), depth=self.depth, nodes=self.nodes.astype(np.int32))
+        return [Outgoing(p, level) for p in self.partners]
+
+    def _read(self, sender: str, msg: Histograms) -> np.ndarray:
+        if msg.tree != len(self.trees) or msg.depth != self.depth:
+            raise ProtocolError(f"boosting: histograms of {msg.tree}/{msg.depth} out of step")
+        cols, width = self.shapes[sender]
+        count = len(self.ids) * cols * width
+        per = self.packing.sums_per_plaintext if count > 1 and self.packing.sums_per_plaintext > 1 else 1
+        sums = decode_ciphertexts(msg.frame.tobytes(), public=self.keys.public, expected_count=-(-count // per))
+        ints = decrypt_sums(self.keys, sums, packing=self.packing, count=count, sums_per_plaintext=per)
+        return ints.reshape(len(self.ids), cols, width, 2)
+
+    def _slots(self) -> np.ndarray:
+        slots = np.full(len(self.nodes), -1)
+        inside = self.nodes >= 0
+        slots[inside] = np.searchsorted(self.ids, self.nodes[inside])
+        return slots
+
+    def _choose(self) -> list[Outgoing]:
+        slots = self._slots()
+        own = histograms(self.codes, self.gh, slots, n_nodes=len(self.ids), width=self.width)
+        hists = [own] + [self._partner_hist[p] for p in self.partners]
+        totals = node_totals(self.gh, slots, n_nodes=len(self.ids))
+        self.chosen: dict[int, np.ndarray] = {}
+        asks: dict[int, list[tuple[int, int, int, bool]]] = {}
+        for node, choice in zip(self.ids.tolist(), best_splits(hists, totals, self.params), strict=True):
+            if choice is None:
+                continue
+            if choice.party == 0:
+                self.splits[node] = Split(party=0, column=choice.column, bin=choice.bin,
+                                          missing_left=choice.missing_left)
+                self.chosen[node] = goes_left(self.codes[:, choice.column], bin=choice.bin,
+                                              missing_left=choice.missing_left, width=self.width)
+            else:
+                asks.setdefault(choice.party, []).append((node, choice.column, choice.bin, choice.missing_left))
+        self._asked = asks
+        out = []
+        for party, wins in asks.items():
+            nodes, columns, bins, missing = (np.array(v) for v in zip(*wins, strict=True))
+            out.append(Outgoing(self.partners[party - 1], Record(
+                tree=len(self.trees), depth=self.depth, nodes=nodes.astype(np.int32),
+                columns=columns.astype(np.int32), bins=bins.astype(np.int32), missing_left=missing.astype(np.uint8))))
+        if not out:
+            return self._next_level()
+        self._phase, self._waiting = "assigned", {o.to for o in out}
+        return out
+
+    def _assigned(self, sender: str, msg: Assigned) -> None:
+        party = self.partners.index(sender) + 1
+        wins = self._asked[party]
+        if msg.tree != len(self.trees) or msg.depth != self.depth or len(msg.records) != len(wins):
+            raise ProtocolError(f"boosting: {sender!r} answered a record out of step")
+        if len(msg.left) != len(self.labels):
+            raise ProtocolError(f"boosting: {sender!r} sent {len(msg.left)} left flags for {len(self.labels)} rows")
+        for (node, column, bin_, missing), record in zip(wins, msg.records.tolist(), strict=True):
+            self.splits[node] = Split(party=party, column=column, bin=bin_, missing_left=missing, record=record)
+            self.chosen[node] = msg.left.astype(bool)
+
+    def _next_level(self) -> list[Outgoing]:
+        self.nodes = grow_level(self.nodes, self.chosen)
+        self.tree_nodes = np.where(self.nodes >= 0, self.nodes, self.tree_nodes)
+        self.depth += 1
+        return self._level()
+
+    def _finish_tree(self) -> list[Outgoing]:
+        leaves, values = leaves_of(self.tree_nodes, self.gh, self.params)
+        self.margin = self.margin + values
+        self.trees.append(Tree(splits=self.splits, leaves=leaves))
+        if len(self.trees) < self.params.trees:
+            return self._start_tree()
+        self.result = BoostModel(trees=tuple(self.trees), base=self.base,
+                                 widths=(self.width, *(self.shapes[p][1] for p in self.partners)))
+        self.done, self._waiting = True, set()
+        return [Outgoing(p, Finish(trees=len(self.trees))) for p in self.partners]

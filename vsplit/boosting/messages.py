@@ -1,0 +1,211 @@
+"""The boosting messages (type codes 0x0D01-0x0D0A). Each checks its own shape; none carries a plaintext gradient,
+label, bin edge or raw value.
+
+Training: the label party sends :class:`BoostHello` (its public key and the fixed point); each partner answers
+:class:`BoostReady` (how many columns and codes per column it has, nothing else). Per tree the label party sends
+:class:`Gradients` (one ciphertext a row); per level :class:`Level` (each row's node, -1 for rows in no node to split);
+the partner answers :class:`Histograms` (packed ciphertext sums per node, column and bin). Where a partner's
+candidate wins, the label party sends :class:`Record` (node, column, threshold bin, missing direction: positions in
+the partner's own binning) and the partner answers :class:`Assigned` (its record ids and the left flag of each row of
+those nodes). :class:`Finish` ends the run. Prediction: :class:`Ask` (how many rows), :class:`Decisions` (one bit per
+row and record).
+
+A ciphertext field holds a :mod:`vsplit.he.wire` message as bytes; here it is checked for size and magic, and the
+machine then reads it with the run's key and the count the protocol expects (:func:`vsplit.he.decode_ciphertexts`).
+
+Example:
+    >>> import numpy as np
+    >>> Level(tree=0, depth=0, nodes=np.zeros(3, np.int32)).nodes.tolist()
+    [0, 0, 0]
+    >>> Gradients(tree=0, frame=np.zeros(4, np.uint8))
+    Traceback (most recent call last):
+    ...
+    vsplit.errors.ProtocolError: Gradients.frame: 4 bytes, not a ciphertext message
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+import numpy as np
+
+from vsplit.he import MAX_MESSAGE_BYTES
+from vsplit.protocol.message import Message, message, require, require_array
+
+VERSION = 1
+#: the most rows one run takes (a ciphertext message of 2**24 OU-2048 rows is already 4 GiB)
+MAX_ROWS = 1 << 24
+#: deepest tree: node ids stay below 2**(MAX_DEPTH + 1)
+MAX_DEPTH = 16
+MAX_TREES = 10_000
+_CIPHER_HEADER = 19  # b"VHC1", fingerprint, scheme, count, width (vsplit.he.wire)
+
+
+def _frame(owner: str, frame: np.ndarray) -> None:
+    require_array(f"{owner}.frame", frame, dtype="uint8", ndim=1)
+    require(_CIPHER_HEADER < len(frame) <= MAX_MESSAGE_BYTES and bytes(frame[:4]) == b"VHC1",
+            f"{owner}.frame: {len(frame)} bytes, not a ciphertext message")
+
+
+def _step(owner: str, tree: int, depth: int = 0) -> None:
+    require(0 <= tree < MAX_TREES, f"{owner}.tree out of range: {tree}")
+    require(0 <= depth < MAX_DEPTH, f"{owner}.depth out of range: {depth}")
+
+
+def _rows(owner: str, name: str, value: np.ndarray, dtype: str) -> None:
+    require_array(f"{owner}.{name}", value, dtype=dtype, ndim=1)
+    require(0 < len(value) <= MAX_ROWS, f"{owner}.{name}: {len(value)} rows, not 1..{MAX_ROWS}")
+
+
+@message(0x0D01)
+@dataclass(frozen=True)
+class BoostHello(Message):
+    """The label party's public key message (:meth:`vsplit.he.PublicKey.to_bytes`) and fixed point."""
+
+    version: int
+    rows: int
+    scale: int
+    slot_bits: int
+    key: np.ndarray
+
+    def __post_init__(self) -> None:
+        require(0 < self.rows <= MAX_ROWS, f"BoostHello.rows out of range: {self.rows}")
+        require(1 <= self.scale <= 2**30 and 2 <= self.slot_bits <= 63, "BoostHello: scale or slot bits out of range")
+        require_array("BoostHello.key", self.key, dtype="uint8", ndim=1)
+        require(0 < len(self.key) <= 8192, f"BoostHello.key: {len(self.key)} bytes")
+
+
+@message(0x0D02)
+@dataclass(frozen=True)
+class BoostReady(Message):
+    """A partner's shape: its number of columns and codes per column (value bins + missing)."""
+
+    columns: int
+    width: int
+
+    def __post_init__(self) -> None:
+        require(1 <= self.columns <= 100_000 and 3 <= self.width <= 256, "BoostReady: columns or width out of range")
+
+
+@message(0x0D03)
+@dataclass(frozen=True)
+class Gradients(Message):
+    """Tree ``tree``'s packed gradient and hessian of every row, one ciphertext a row."""
+
+    tree: int
+    frame: np.ndarray
+
+    def __post_init__(self) -> None:
+        _step("Gradients", self.tree)
+        _frame("Gradients", self.frame)
+
+
+@message(0x0D04)
+@dataclass(frozen=True)
+class Level(Message):
+    """Each row's node at ``depth`` of tree ``tree`` (heap ids), -1 where the row is in no node to split."""
+
+    tree: int
+    depth: int
+    nodes: np.ndarray
+
+    def __post_init__(self) -> None:
+        _step("Level", self.tree, self.depth)
+        _rows("Level", "nodes", self.nodes, "int32")
+        require(int(self.nodes.min()) >= -1 and int(self.nodes.max()) < 2 ** (self.depth + 1) - 1,
+                f"Level.nodes: a node id outside depth {self.depth}")
+        require(int(self.nodes.max()) >= 2**self.depth - 1, "Level.nodes: no node to split")
+
+
+@message(0x0D05)
+@dataclass(frozen=True)
+class Histograms(Message):
+    """Packed sums per (node, column, code), nodes in increasing id order, of the level just asked."""
+
+    tree: int
+    depth: int
+    frame: np.ndarray
+
+    def __post_init__(self) -> None:
+        _step("Histograms", self.tree, self.depth)
+        _frame("Histograms", self.frame)
+
+
+@message(0x0D06)
+@dataclass(frozen=True)
+class Record(Message):
+    """Record these winning splits: per node, the partner's column, threshold code and missing direction."""
+
+    tree: int
+    depth: int
+    nodes: np.ndarray
+    columns: np.ndarray
+    bins: np.ndarray
+    missing_left: np.ndarray
+
+    def __post_init__(self) -> None:
+        _step("Record", self.tree, self.depth)
+        for name, dtype in (("nodes", "int32"), ("columns", "int32"), ("bins", "int32"), ("missing_left", "uint8")):
+            require_array(f"Record.{name}", getattr(self, name), dtype=dtype, ndim=1)
+        count = len(self.nodes)
+        require(0 < count <= 2**self.depth, f"Record: {count} nodes at depth {self.depth}")
+        require(all(len(getattr(self, n)) == count for n in ("columns", "bins", "missing_left")),
+                "Record: fields of different lengths")
+        require(len(np.unique(self.nodes)) == count, "Record: a node twice")
+        require(bool(((self.nodes >= 2**self.depth - 1) & (self.nodes < 2 ** (self.depth + 1) - 1)).all()),
+                f"Record.nodes: a node id outside depth {self.depth}")
+        require(bool((self.columns >= 0).all() and (self.bins >= 0).all() and (self.missing_left <= 1).all()),
+                "Record: a negative column or bin, or a missing flag other than 0/1")
+
+
+@message(0x0D07)
+@dataclass(frozen=True)
+class Assigned(Message):
+    """The record id of each split of the :class:`Record` (same order), and per row 1 = goes left (0 elsewhere)."""
+
+    tree: int
+    depth: int
+    records: np.ndarray
+    left: np.ndarray
+
+    def __post_init__(self) -> None:
+        _step("Assigned", self.tree, self.depth)
+        require_array("Assigned.records", self.records, dtype="int32", ndim=1)
+        require(0 < len(self.records) <= 2**self.depth and int(self.records.min()) >= 0, "Assigned: bad records")
+        _rows("Assigned", "left", self.left, "uint8")
+        require(int(self.left.max()) <= 1, "Assigned.left: a flag other than 0/1")
+
+
+@message(0x0D08)
+@dataclass(frozen=True)
+class Finish(Message):
+    """Training is over after ``trees`` trees; the partner keeps its records."""
+
+    trees: int
+
+    def __post_init__(self) -> None:
+        require(0 < self.trees <= MAX_TREES, f"Finish.trees out of range: {self.trees}")
+
+
+@message(0x0D09)
+@dataclass(frozen=True)
+class Ask(Message):
+    """Prediction: evaluate every recorded split on the ``rows`` aligned rows."""
+
+    rows: int
+
+    def __post_init__(self) -> None:
+        require(0 < self.rows <= MAX_ROWS, f"Ask.rows out of range: {self.rows}")
+
+
+@message(0x0D0A)
+@dataclass(frozen=True)
+class Decisions(Message):
+    """One bit per (row, record): 1 = the row goes left at that recorded split."""
+
+    bits: np.ndarray
+
+    def __post_init__(self) -> None:
+        require_array("Decisions.bits", self.bits, dtype="uint8", ndim=2)
+        require(0 < len(self.bits) <= MAX_ROWS and (self.bits.size == 0 or int(self.bits.max()) <= 1),
+                "Decisions.bits: rows out of range or a bit other than 0/1")
