@@ -122,6 +122,7 @@ def prepare_vertical3(root: Path, *, rows: int = 1200, epochs: int = 3, batch: i
     extra = "baselines = false\n"
     bank = configs["bank"].read_text().replace('run_id = "chaos"\n', 'run_id = "chaos"\n' + extra)
     configs["bank"].write_text(bank)
+    make_init_seeds(configs)
     return Pilot("vertical3", root, "train", "chaos", list(columns), "bank", list(columns),
                  settings=('data.test_path=""',))  # training only: no scoring of test customers
 
@@ -133,8 +134,19 @@ def prepare_splitfed4(root: Path, *, rows: int = 120, epochs: int = 2, batch: in
     configs = prepare_horizontal(root, banks=4, run_id="chaos", rows=rows, federated=True,
                                  schedule={"kind": "splitfed_v1"}, train={"epochs": epochs, "batch_size": batch})
     parties = list(configs)
+    make_init_seeds(configs)
     return Pilot("splitfed4", root, "run", "chaos", parties, "server", [p for p in parties if p != "fedserver"],
                  drops=True)
+
+
+def make_init_seeds(configs: dict[str, Path]) -> None:
+    """Each party's secret init seed, made once in the pilot's template: every run (its copy) and the uninterrupted
+    reference then start from the same weights, as one organization's reruns do."""
+    from vsplit.config import load_config
+    from vsplit.models.secret import read_or_create, secret_path
+
+    for path in configs.values():
+        read_or_create(secret_path(load_config(path, check_files=False)))
 
 
 # -- one run ----------------------------------------------------------------------------------------------------------

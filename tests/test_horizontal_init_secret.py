@@ -26,6 +26,9 @@ from vsplit.node.horizontal import HorizontalNode
 from vsplit.party import ComputeParty, LabelParty
 from vsplit.pilot.horizontal import prepare_horizontal
 
+#: these tests are about the secrets themselves: real ones, not the suite's zeros (tests/conftest.py)
+pytestmark = pytest.mark.real_init_secrets
+
 BANKS = ("bank_1", "bank_2", "bank_3")
 
 

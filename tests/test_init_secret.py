@@ -26,6 +26,9 @@ from vsplit.pilot.configs import write_missing_configs
 from vsplit.pilot.prepare import export_tables
 from vsplit.transport.memory import memory_pair
 
+#: these tests are about the secrets themselves: real ones, not the suite's zeros (tests/conftest.py)
+pytestmark = pytest.mark.real_init_secrets
+
 #: a tiny model and one epoch: a run of a second
 FAST = ["train.epochs=1", "model.dropout=0.0", 'model.numeric_embedding="none"', "output.baselines=false",
         'data.test_path=""']

@@ -31,6 +31,7 @@ from vsplit.datasets import preset
 from vsplit.errors import AuthenticationError
 from vsplit.estimator import SplitClassifier
 from vsplit.evaluation import shared_test_views
+from vsplit.models.secret import read_or_create
 from vsplit.runtime.psi import align_in_process
 from vsplit.transport.identity import create_identity, load_certificate
 from vsplit.transport.pinning import identify_peer
@@ -104,8 +105,12 @@ def make_keys(parties: Path) -> dict[str, Any]:
         refusal = str(exc)
     print(f"pinned certificate accepted: {accepted == printed['partner']}")
     print(f"impostor refused: {refusal}")
+    # Each organization also draws its init seed beside its key (what `vsplit keys init-seed` does): its initial
+    # weights come from it, so no peer can rebuild them (docs/privacy.md). Only because this script plays both
+    # organizations can it hand the notebook run below the same seeds, so the notebook and the pilot train one model.
+    seeds = {party: read_or_create(parties / party / "keys" / f"{party}.init-seed") for party in ("bank", "partner")}
     return {"fingerprints": printed, "fingerprint_checked": matches, "pinned_accepted": accepted == printed["partner"],
-            "impostor_refused": refusal}
+            "impostor_refused": refusal, "init_seeds": seeds}
 
 
 # -- 3. private set intersection -----------------------------------------------------------------------------------
@@ -130,10 +135,11 @@ def run_psi(data: Any, expected: int) -> dict[str, Any]:
 
 
 # -- 4.-5. training and the two baselines --------------------------------------------------------------------------
-def train_and_compare(data: Any, *, epochs: int | None, seed: int) -> tuple[SplitClassifier, dict[str, Any]]:
+def train_and_compare(data: Any, *, epochs: int | None, seed: int,
+                      init_seeds: dict[str, int]) -> tuple[SplitClassifier, dict[str, Any]]:
     settings = {} if epochs is None else {"epochs": epochs}
     clf = SplitClassifier(label_party="bank", label=data.label, id_column=data.id_column,
-                          positive_label=data.positive_label, random_state=seed, **settings)
+                          positive_label=data.positive_label, random_state=seed, init_seeds=init_seeds, **settings)
     clf.fit(data.train)  # PSI on the training customers, then split training with early stopping
     test = shared_test_views(data.test, label_party="bank", id_column=data.id_column)
     bank_alone = clf.clone(mode="label_party_only").fit(data.train)
@@ -337,7 +343,8 @@ def main(argv: list[str] | None = None) -> int:
     figures["psi"] = {"test": run_psi(data, expected=facts["test"]["shared"])}
 
     section("4-5. Split training, the bank alone, and the pooled data")
-    clf, figures["metrics"] = train_and_compare(data, epochs=args.epochs, seed=args.seed)
+    seeds = figures["keys"].pop("init_seeds")  # secrets: not written to figures.json
+    clf, figures["metrics"] = train_and_compare(data, epochs=args.epochs, seed=args.seed, init_seeds=seeds)
     figures["psi"]["train"] = {**clf.psi_stats_, "expected": facts["train"]["shared"]}
     figures["training"] = {"epochs_run": len(clf.history_), "best_epoch": clf.best_epoch_,
                            "history": clf.history_, "n_aligned": clf.n_aligned_}

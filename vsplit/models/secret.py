@@ -61,12 +61,17 @@ def check_secret_file(path: Path) -> None:
                           f"it can rebuild this party's initial weights; run `chmod 600 {path}`")
 
 
+def fresh() -> int:
+    """A new init seed: 62 bits from the operating system's cryptographic source (:mod:`secrets`)."""
+    return secrets.randbits(BITS)
+
+
 def read_or_create(path: str | Path) -> int:
     """The init seed kept at ``path``, made (62 random bits, mode 0600) if there is none yet; refused if others may
     read it or it holds anything but the number this function wrote."""
     path = Path(path)
     if not path.exists():
-        _create(path, secrets.randbits(BITS))
+        _create(path, fresh())
     check_secret_file(path)
     text = path.read_text(encoding="ascii", errors="replace").strip()
     if not text.isdigit() or int(text) >= 2**BITS:
