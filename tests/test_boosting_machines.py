@@ -162,3 +162,23 @@ def test_prediction_refuses_decisions_of_the_wrong_shape():
         ask.receive("shop", Decisions(bits=np.zeros((3, 2), np.uint8)))
     ask.receive("shop", Decisions(bits=np.array([[1], [0], [1]], np.uint8)))
     assert ask.done and ask.result.round(3).tolist() == [0.269, 0.731, 0.269]
+
+
+def test_histograms_leaving_two_cells_of_a_column_to_derive_refused(keys):
+    label, _, _, histograms = _to_first_level(keys)
+    cells = histograms.cells.copy()
+    assert cells[4] == 0 and (cells[:5] == 2).sum() == 1  # no missing value in column 0; one cell left to derive
+    cells[4] = 2
+    with pytest.raises(ProtocolError, match="more than one cell of a column"):
+        label.receive("shop", Histograms(tree=0, depth=0, frame=histograms.frame, cells=cells))
+    with pytest.raises(ProtocolError, match="cell states"):
+        label.receive("shop", Histograms(tree=0, depth=0, frame=histograms.frame, cells=cells[:-1]))
+    (answer,) = label.receive("shop", histograms)  # still the genuine one is taken
+    assert isinstance(answer.message, (Record, Level))
+
+
+def test_goss_rates_checked_together():
+    with pytest.raises(ConfigError, match="goss_other_rate"):
+        BoostParams(goss_top_rate=0.2)
+    with pytest.raises(ConfigError, match="goss_other_rate"):
+        BoostParams(goss_top_rate=0.5, goss_other_rate=0.6)

@@ -69,7 +69,7 @@ def run():
     pooled = fit_pooled([codes[n] for n in ("bank", *PARTNERS)], labels,
                         widths=[bins[n].width for n in ("bank", *PARTNERS)], params=PARAMS)
     return {"labels": labels, "tables": tables, "bins": bins, "codes": codes, "results": results, "pooled": pooled,
-            "sent": sent}
+            "sent": sent, "keys": keys}
 
 
 def test_split_trees_equal_the_pooled_trees_in_memory(run):
@@ -144,3 +144,76 @@ def _pooled_decisions(pooled, codes):
         bits[s.party][:, s.record] = goes_left(codes[names[s.party]][:, s.column], bin=s.bin,
                                                missing_left=s.missing_left, width=pooled.widths[s.party])
     return bits
+
+
+def _same_trees(split, pooled):
+    for ours, theirs in zip(split.trees, pooled.trees, strict=True):
+        assert {n: s.key() for n, s in ours.splits.items()} == {n: s.key() for n, s in theirs.splits.items()}
+        assert ours.leaves.keys() == theirs.leaves.keys()
+        assert max(abs(ours.leaves[n] - theirs.leaves[n]) for n in ours.leaves) <= 1e-6
+
+
+def test_partners_send_only_the_sums_the_bank_cannot_derive(run):
+    """Of each level a partner sums only the smaller sibling of each pair (the bank subtracts it from the parent it
+    decrypted a level up) and, of those, only non-empty cells, leaving one cell a column to the node's total."""
+    from vsplit.boosting.messages import Histograms, Level
+
+    levels = [m for s, r, m, _ in run["sent"] if s == "bank" and r == "shop" and isinstance(m, Level)]
+    answers = [m for s, _, m, _ in run["sent"] if s == "shop" and isinstance(m, Histograms)]
+    assert len(levels) == len(answers) > PARAMS.trees
+    cols, width = run["codes"]["shop"].shape[1], run["bins"]["shop"].width
+    dense = sent = 0
+    for level, answer in zip(levels, answers, strict=True):
+        nodes = np.unique(level.nodes[level.nodes >= 0])
+        assert len(answer.cells) == (1 if level.depth == 0 else len(nodes) - len(nodes) // 2) * cols * width
+        assert ((answer.cells == 2).reshape(-1, cols, width).sum(axis=2) <= 1).all()
+        dense += len(nodes) * cols * width
+        sent += int((answer.cells == 1).sum())
+    assert 2 * sent < dense, (sent, dense)  # today: about a third
+
+
+def test_goss_split_trees_equal_the_pooled_goss_trees(run):
+    """GOSS (top 20 % of |g| kept, 30 % of the rows drawn among the rest, weighted): the split run encrypts and
+    sends only the sampled rows' gradients, and still grows exactly the pooled GOSS trees."""
+    from vsplit.boosting.messages import Gradients
+
+    params = BoostParams(trees=3, max_depth=3, min_child_weight=0.5, goss_top_rate=0.2, goss_other_rate=0.3, seed=5)
+    names = ("bank", *PARTNERS)
+    keys, codes, bins, labels = run["keys"], run["codes"], run["bins"], run["labels"]
+    sent = []
+    machines = {"bank": LabelBoost(codes["bank"], width=bins["bank"].width, labels=labels, partners=PARTNERS,
+                                   params=params, keys=keys)}
+    for name in PARTNERS:
+        machines[name] = PartnerBoost(codes[name], width=bins[name].width, min_key_bits=1024,
+                                      insecure_small_key_for_tests=True)
+    taps = [lambda sender, recipient, message, frame: sent.append(message)]
+    split = run_machines(connect(list(names), session=b"g" * 16, taps=taps), machines)["bank"]
+    pooled = fit_pooled([codes[n] for n in names], labels, widths=[bins[n].width for n in names], params=params)
+    _same_trees(split, pooled)
+    plain = fit_pooled([codes[n] for n in names], labels, widths=[bins[n].width for n in names],
+                       params=BoostParams(trees=3, max_depth=3, min_child_weight=0.5))
+    assert [t.leaves for t in plain.trees] != [t.leaves for t in pooled.trees], "GOSS changed nothing"
+    for message in (m for m in sent if isinstance(m, Gradients)):
+        assert int(message.sample.sum()) == int(0.2 * len(labels)) + int(0.3 * len(labels))
+        header = 19
+        assert len(message.frame) == header + int(message.sample.sum()) * keys.public.width
+
+
+def test_process_backend_grows_the_same_trees(run):
+    """The bank's encryption and the partners' sums spread over two worker processes: the same trees, the same
+    frames' sizes (the work is split on packed-ciphertext boundaries, so the layout is the serial one)."""
+    from vsplit.boosting.backend import ProcessBackend
+
+    params = BoostParams(trees=2, max_depth=3, min_child_weight=0.5)
+    names = ("bank", *PARTNERS)
+    keys, codes, bins, labels = run["keys"], run["codes"], run["bins"], run["labels"]
+    with ProcessBackend(workers=2, min_split=1) as backend:
+        machines = {"bank": LabelBoost(codes["bank"], width=bins["bank"].width, labels=labels, partners=PARTNERS,
+                                       params=params, keys=keys, backend=backend)}
+        for name in PARTNERS:
+            machines[name] = PartnerBoost(codes[name], width=bins[name].width, min_key_bits=1024,
+                                          insecure_small_key_for_tests=True, backend=backend)
+        split = run_machines(connect(list(names), session=b"w" * 16), machines)["bank"]
+        assert backend.spread > 2 * params.trees, "the work should have gone to the workers"
+    _same_trees(split, fit_pooled([codes[n] for n in names], labels, widths=[bins[n].width for n in names],
+                                  params=params))

@@ -25,7 +25,8 @@ modules by name.
 8. application: one party's session, PSI then training then scoring (``app``, ``horizontal.session``), the party's
    data and models (``party``), its config (``config``, which checks defense and schedule names) and its joint
    explanation (``explain``: the machine, reason codes, calibration; but not its process).
-9. front doors, where an application runs: the notebook estimator (``estimator``), the horizontal runner of
+9. front doors, where an application runs: the notebook estimators (``estimator``, and ``boosting_estimator``
+   for boosted trees, outside ``boosting`` so that package stays a plug-in), the horizontal runner of
    benchmarks, in one process or forked (``horizontal.run``) and one organization's process over mutual TLS for
    every topology (``node``: one node, its links, outputs and each topology family's program).
 10. tools, experiments that drive a front door: baseline comparisons (``evaluation``), the privacy studies
@@ -82,7 +83,7 @@ LAYERS: tuple[tuple[str, tuple[str, ...]], ...] = (
     ("application", ("vsplit.app", "vsplit.horizontal.session", "vsplit.party", "vsplit.config", "vsplit.tune",
                      "vsplit.explain")),
     ("front doors", (
-        "vsplit.estimator", "vsplit.bagging", "vsplit.horizontal.run", "vsplit.node",
+        "vsplit.estimator", "vsplit.bagging", "vsplit.horizontal.run", "vsplit.node", "vsplit.boosting_estimator",
     )),
     ("tools", ("vsplit.evaluation", "vsplit.baselines", "vsplit.privacy", "vsplit.pilot", "vsplit.serve",
                "vsplit.explain.process", "vsplit.monitor.process", "vsplit.tune.trial", "vsplit.tune.between")),

@@ -1,7 +1,8 @@
 """vsplit: split learning for finance: vertical, vanilla and U-shaped splits on one engine.
 
 The front doors: :class:`SplitClassifier` and :class:`SplitRegressor` for notebooks (scikit-learn estimators
-over a dict of per-party tables, all parties in one process; ``topology=`` picks the split), :class:`Topology`
+over a dict of per-party tables, all parties in one process; ``topology=`` picks the split) and
+:class:`SplitBoostClassifier` for boosted trees across the cut (:mod:`vsplit.boosting`), :class:`Topology`
 to describe a split of your own, ``vsplit`` on the command line for pilots (one process per organization over
 mutual TLS), :mod:`vsplit.datasets` for the bundled data and :mod:`vsplit.privacy` for attacks, defenses and audits.
 
@@ -35,6 +36,7 @@ _LAZY = {
     "FeatureParty": "vsplit.party:FeatureParty",
     "LabelParty": "vsplit.party:LabelParty",
     "ModelSettings": "vsplit.party:ModelSettings",
+    "SplitBoostClassifier": "vsplit.boosting_estimator:SplitBoostClassifier",
     "SplitClassifier": "vsplit.estimator:SplitClassifier",
     "SplitRegressor": "vsplit.estimator:SplitRegressor",
     "TrainingHooks": "vsplit.estimator:TrainingHooks",
@@ -43,6 +45,7 @@ _LAZY = {
 __getattr__, __dir__ = lazy_attributes(__name__, _LAZY)
 
 if TYPE_CHECKING:  # for type checkers and IDEs only
+    from vsplit.boosting_estimator import SplitBoostClassifier
     from vsplit.estimator import SplitClassifier, SplitRegressor, TrainingHooks
     from vsplit.party import ComputeParty, FeatureParty, LabelParty, ModelSettings
     from vsplit.topology.graph import Topology
@@ -59,6 +62,7 @@ __all__ = [
     "ModelSettings",
     "ProtocolError",
     "RemoteAbort",
+    "SplitBoostClassifier",
     "SplitClassifier",
     "SplitRegressor",
     "Topology",

@@ -44,12 +44,21 @@ class BoostParams:
     min_child_weight: float = 1.0
     #: fixed point of the gradients: ``round(g * scale)``; 2**16 keeps leaves within ~1e-5 of float boosting
     scale: int = 2**16
+    #: GOSS (SecureBoost+): per tree keep the rows of the largest ``goss_top_rate`` share of ``|g|``, sample
+    #: ``goss_other_rate`` of all rows among the rest, weight those by ``(1 - top) / other``; 0 and 0: every row
+    goss_top_rate: float = 0.0
+    goss_other_rate: float = 0.0
+    #: seeds the GOSS sample (the label party's; the pooled reference draws the same rows)
+    seed: int = 0
 
     def __post_init__(self) -> None:
         checks = {"trees": 1 <= self.trees <= 10_000, "max_depth": 1 <= self.max_depth <= 16,
                   "learning_rate": 0 < self.learning_rate <= 1, "reg_lambda": self.reg_lambda >= 0,
                   "gamma": self.gamma >= 0, "min_child_weight": self.min_child_weight >= 0,
-                  "scale": isinstance(self.scale, int) and 1 <= self.scale <= 2**30}
+                  "scale": isinstance(self.scale, int) and 1 <= self.scale <= 2**30,
+                  "goss_top_rate": 0 <= self.goss_top_rate < 1,
+                  "goss_other_rate": 0 <= self.goss_other_rate <= 1 - self.goss_top_rate
+                  and (self.goss_other_rate > 0) == (self.goss_top_rate > 0)}
         bad = [name for name, ok in checks.items() if not ok]
         if bad:
             raise ConfigError(f"boosting: {bad[0]} = {getattr(self, bad[0])!r} is out of range; see BoostParams")
@@ -65,6 +74,65 @@ def gradients(margin: np.ndarray, labels: np.ndarray) -> tuple[np.ndarray, np.nd
     """Logistic loss: ``g = p - y``, ``h = p (1 - p)`` with ``p = sigmoid(margin)``."""
     p = 1.0 / (1.0 + np.exp(-margin))
     return p - labels, p * (1.0 - p)
+
+
+def goss_weights(g: np.ndarray, params: BoostParams, *, tree: int) -> np.ndarray:
+    """Each row's weight in tree ``tree``: 1 for the top ``goss_top_rate`` rows by ``|g|`` (ties by row), the
+    amplification ``(1 - top) / other`` for ``goss_other_rate`` of all rows drawn among the rest, 0 elsewhere (all 1
+    without GOSS). Seeded by ``(params.seed, tree)``, so the label party and the pooled reference draw the same rows.
+
+    Example:
+        >>> import numpy as np
+        >>> w = goss_weights(np.arange(10.0), BoostParams(goss_top_rate=0.2, goss_other_rate=0.2), tree=0)
+        >>> w[8:].tolist(), int((w == 4).sum()), int((w == 0).sum())
+        ([1.0, 1.0], 2, 6)
+    """
+    rows = len(g)
+    if not params.goss_top_rate:
+        return np.ones(rows)
+    top = int(params.goss_top_rate * rows)
+    other = min(max(int(params.goss_other_rate * rows), 1), rows - top)
+    order = np.lexsort((np.arange(rows), -np.abs(g)))  # largest |g| first, ties by row
+    weights = np.zeros(rows)
+    weights[order[:top]] = 1.0
+    rng = np.random.default_rng([params.seed, tree])
+    weights[rng.choice(order[top:], size=other, replace=False)] = (1 - params.goss_top_rate) / params.goss_other_rate
+    return weights
+
+
+def goss_bound(params: BoostParams) -> float:
+    """The largest GOSS weight (1 without GOSS): it scales the bounds the encryption's fixed point is planned for."""
+    return max(1.0, (1 - params.goss_top_rate) / params.goss_other_rate) if params.goss_top_rate else 1.0
+
+
+def weighted_gradients(margin: np.ndarray, labels: np.ndarray, params: BoostParams, *,
+                       tree: int) -> tuple[np.ndarray, np.ndarray]:
+    """Tree ``tree``'s float gradient and hessian ``(rows, 2)``, GOSS weights applied, and the weights."""
+    g, h = gradients(margin, labels)
+    weights = goss_weights(g, params, tree=tree)
+    return np.stack([g * weights, h * weights], axis=1), weights
+
+
+def summed_directly(ids: np.ndarray, sizes: np.ndarray) -> np.ndarray:
+    """Which nodes of a level a partner sums (the rest the label party derives as ``parent - sibling``).
+
+    A node is derived when its sibling is at the level too and has fewer rows (``sizes``: the rows that carry a
+    gradient), the right child on a tie; the root and a node without sibling are summed. Both parties compute it from
+    what they both know.
+
+    Example:
+        >>> import numpy as np
+        >>> summed_directly(np.array([1, 2, 3, 5, 6]), np.array([5, 2, 4, 3, 3])).tolist()
+        [False, True, True, True, False]
+    """
+    size = dict(zip(ids.tolist(), sizes.tolist(), strict=True))
+    derived = [i > 0 and _sibling(i) in size and (size[i], i % 2 == 0) > (size[_sibling(i)], _sibling(i) % 2 == 0)
+               for i in ids.tolist()]
+    return ~np.array(derived, dtype=bool)
+
+
+def _sibling(node: int) -> int:
+    return node + 1 if node % 2 == 1 else node - 1
 
 
 def quantize(g: np.ndarray, h: np.ndarray, *, scale: int) -> np.ndarray:

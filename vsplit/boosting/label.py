@@ -1,9 +1,12 @@
 """The label party's machine: gradients encrypted once per tree, splits chosen over every party's histograms.
 
 Theory of operation: per tree the label party computes each row's gradient and hessian from the current margins,
-quantizes them (:func:`vsplit.boosting.gains.quantize`) and sends them encrypted, one ciphertext a row. Per level it
-sends each row's node (:class:`~vsplit.boosting.messages.Level`), sums its own columns in plaintext, decrypts every
-partner's packed sums, and ranks all candidates at once (:func:`vsplit.boosting.gains.best_splits`: label party
+quantizes them (:func:`vsplit.boosting.gains.quantize`) and sends them encrypted, one ciphertext a row (with GOSS,
+:func:`vsplit.boosting.gains.goss_weights`, only the sampled rows', weighted). Per level it sends each row's node
+(:class:`~vsplit.boosting.messages.Level`), sums its own columns in plaintext, decrypts every partner's packed sums
+and completes them in plaintext (a larger sibling is its parent minus the smaller one, a column's remaining cell the
+node's total minus the others: :class:`~vsplit.boosting.messages.Histograms`), and ranks all candidates at once
+(:func:`vsplit.boosting.gains.best_splits`: label party
 first, then partners in the order given). Its own winning splits it applies itself; a partner's it asks that partner
 to record (:class:`~vsplit.boosting.messages.Record`) and gets back the record ids and each row's left flag. When the
 trees reach ``max_depth`` or no node gains, it computes the leaves from its own sums. What it learns of a partner:
@@ -20,17 +23,21 @@ from collections.abc import Sequence
 
 import numpy as np
 
+from vsplit.boosting.backend import Backend, SerialBackend
 from vsplit.boosting.gains import (
     BOUNDS,
     BoostParams,
     base_margin,
     best_splits,
     goes_left,
-    gradients,
+    goss_bound,
     histograms,
     quantize,
+    summed_directly,
+    weighted_gradients,
 )
 from vsplit.boosting.messages import (
+    CIPHER_HEADER_BYTES,
     VERSION,
     Assigned,
     BoostHello,
@@ -49,8 +56,6 @@ from vsplit.he import (
     Packing,
     decode_ciphertexts,
     decrypt_sums,
-    encode_ciphertexts,
-    encrypt_rows,
     generate_keypair,
 )
 from vsplit.protocol.machine import Outgoing
@@ -67,11 +72,13 @@ class LabelBoost:
         partners: the partners' names; their splits rank in this order after the label party's.
         params: the boosting settings.
         keys: this run's key pair; made here (``scheme``, ``key_bits``) when not given.
+        backend: where the gradients are encrypted (:mod:`vsplit.boosting.backend`; default: this process).
     """
 
     def __init__(self, codes: np.ndarray, *, width: int, labels: np.ndarray, partners: Sequence[str],
                  params: BoostParams, keys: KeyPair | None = None, scheme: str = "ou", key_bits: int = 2048,
-                 insecure_small_key_for_tests: bool = False) -> None:
+                 insecure_small_key_for_tests: bool = False, backend: Backend | None = None) -> None:
+        self.backend: Backend = backend or SerialBackend()
         self.codes = np.asarray(codes, dtype=np.int64)
         self.labels = np.asarray(labels, dtype=np.float64)
         if self.codes.ndim != 2 or len(self.codes) != len(self.labels) or not len(self.labels):
@@ -79,8 +86,9 @@ class LabelBoost:
         self.width, self.partners, self.params = width, list(partners), params
         self.keys = keys or generate_keypair(scheme=scheme, key_bits=key_bits,
                                              insecure_small_key_for_tests=insecure_small_key_for_tests)
-        self.packing = Packing.plan(scale=params.scale, bounds=BOUNDS, max_rows=len(self.labels),
-                                    plaintext_bits=self.keys.public.plaintext_bits)
+        bound = goss_bound(params)  # GOSS weights scale the values each slot sums
+        self.packing = Packing.plan(scale=params.scale, bounds=tuple(b * bound for b in BOUNDS),
+                                    max_rows=len(self.labels), plaintext_bits=self.keys.public.plaintext_bits)
         self.base = base_margin(self.labels)
         self.margin = np.full(len(self.labels), self.base)
         self.shapes: dict[str, tuple[int, int]] = {}
@@ -119,13 +127,16 @@ class LabelBoost:
         return {"hello": self._start_tree, "histograms": self._choose, "assigned": self._next_level}[self._phase]()
 
     def _start_tree(self) -> list[Outgoing]:
-        self.gh = quantize(*gradients(self.margin, self.labels), scale=self.params.scale)
-        g, h = gradients(self.margin, self.labels)
-        column = encrypt_rows(self.keys.public, np.stack([g, h], axis=1), packing=self.packing)
-        frame = np.frombuffer(encode_ciphertexts(column), dtype=np.uint8)
+        values, weights = weighted_gradients(self.margin, self.labels, self.params, tree=len(self.trees))
+        self.gh = quantize(values[:, 0], values[:, 1], scale=self.params.scale)
+        self.sampled = weights > 0
+        frame = np.frombuffer(self.backend.encrypt(self.keys.public, values[self.sampled], packing=self.packing),
+                              dtype=np.uint8)
+        sample = self.sampled.astype(np.uint8) if not self.sampled.all() else np.zeros(0, np.uint8)
         self.tree_nodes = np.zeros(len(self.labels), dtype=np.int64)
         self.nodes, self.splits, self.depth = self.tree_nodes.copy(), {}, 0
-        out = [Outgoing(p, Gradients(tree=len(self.trees), frame=frame)) for p in self.partners]
+        self._last_hist: dict[str, np.ndarray] = {}
+        out = [Outgoing(p, Gradients(tree=len(self.trees), frame=frame, sample=sample)) for p in self.partners]
         return out + self._level()
 
     def _level(self) -> list[Outgoing]:
@@ -133,6 +144,10 @@ class LabelBoost:
         if self.depth >= self.params.max_depth or not len(self.ids):
             return self._finish_tree()
         self._partner_hist: dict[str, np.ndarray] = {}
+        inside = self.sampled & (self.nodes >= 0)
+        sizes = np.bincount(np.searchsorted(self.ids, self.nodes[inside]), minlength=len(self.ids))
+        self._direct = summed_directly(self.ids, sizes)
+        self._totals = node_totals(self.gh, self._slots(), n_nodes=len(self.ids))
         self._phase, self._waiting = "histograms", set(self.partners)
         level = Level(tree=len(self.trees), depth=self.depth, nodes=self.nodes.astype(np.int32))
         return [Outgoing(p, level) for p in self.partners]
@@ -141,11 +156,35 @@ class LabelBoost:
         if msg.tree != len(self.trees) or msg.depth != self.depth:
             raise ProtocolError(f"boosting: histograms of {msg.tree}/{msg.depth} out of step")
         cols, width = self.shapes[sender]
-        count = len(self.ids) * cols * width
+        direct = self.ids[self._direct]
+        cells = msg.cells if len(msg.cells) else np.ones(len(direct) * cols * width, dtype=np.uint8)  # all sent
+        if len(cells) != len(direct) * cols * width:
+            raise ProtocolError(f"boosting: {sender!r} sent {len(cells)} cell states for {len(direct)} nodes of "
+                                f"{cols} columns of {width} codes")
+        count = int((cells == 1).sum())
         per = self.packing.sums_per_plaintext if count > 1 and self.packing.sums_per_plaintext > 1 else 1
-        sums = decode_ciphertexts(msg.frame.tobytes(), public=self.keys.public, expected_count=-(-count // per))
+        expected = -(-count // per)  # capped at the bytes that many take, then counted
+        sums = decode_ciphertexts(msg.frame.tobytes(), public=self.keys.public,
+                                  max_bytes=CIPHER_HEADER_BYTES + expected * self.keys.public.width)
+        if len(sums) != expected:
+            raise ProtocolError(f"ciphertext message: {len(sums)} ciphertexts, the protocol expects {expected}")
         ints = decrypt_sums(self.keys, sums, packing=self.packing, count=count, sums_per_plaintext=per)
-        return ints.reshape(len(self.ids), cols, width, 2)
+        summed = np.zeros((len(cells), 2), dtype=np.int64)
+        summed[cells == 1] = ints
+        summed = summed.reshape(len(direct), cols, width, 2)
+        rest = (cells == 2).reshape(len(direct), cols, width)
+        if (rest.sum(axis=2) > 1).any():
+            raise ProtocolError(f"boosting: {sender!r} left more than one cell of a column to derive")
+        missing = self._totals[self._direct][:, None, :] - summed.sum(axis=2)  # (nodes, cols, 2)
+        summed += rest[..., None] * missing[:, :, None, :]
+        hist = np.empty((len(self.ids), cols, width, 2), dtype=np.int64)
+        hist[self._direct] = summed
+        if not self._direct.all():  # a derived node: its parent's sums (last level) minus its sibling's
+            derived = self.ids[~self._direct]
+            siblings = np.where(derived % 2 == 1, derived + 1, derived - 1)
+            parents = np.searchsorted(self._last_ids, (derived - 1) // 2)
+            hist[~self._direct] = self._last_hist[sender][parents] - hist[np.searchsorted(self.ids, siblings)]
+        return hist
 
     def _slots(self) -> np.ndarray:
         slots = np.full(len(self.nodes), -1)
@@ -157,7 +196,8 @@ class LabelBoost:
         slots = self._slots()
         own = histograms(self.codes, self.gh, slots, n_nodes=len(self.ids), width=self.width)
         hists = [own] + [self._partner_hist[p] for p in self.partners]
-        totals = node_totals(self.gh, slots, n_nodes=len(self.ids))
+        totals = self._totals
+        self._last_hist, self._last_ids = self._partner_hist, self.ids
         self.chosen: dict[int, np.ndarray] = {}
         asks: dict[int, list[tuple[int, int, int, bool]]] = {}
         for node, choice in zip(self.ids.tolist(), best_splits(hists, totals, self.params), strict=True):

@@ -25,20 +25,21 @@ Example:
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 
 import numpy as np
 
 from vsplit.he import MAX_MESSAGE_BYTES
 from vsplit.protocol.message import Message, message, require, require_array
 
-VERSION = 1
+VERSION = 2
 #: the most rows one run takes (a ciphertext message of 2**24 OU-2048 rows is already 4 GiB)
 MAX_ROWS = 1 << 24
 #: deepest tree: node ids stay below 2**(MAX_DEPTH + 1)
 MAX_DEPTH = 16
 MAX_TREES = 10_000
-_CIPHER_HEADER = 19  # b"VHC1", fingerprint, scheme, count, width (vsplit.he.wire)
+#: the header of a ciphertext message: b"VHC1", fingerprint, scheme, count, width (vsplit.he.wire)
+CIPHER_HEADER_BYTES = _CIPHER_HEADER = 19
 
 
 def _frame(owner: str, frame: np.ndarray) -> None:
@@ -90,14 +91,19 @@ class BoostReady(Message):
 @message(0x0D03)
 @dataclass(frozen=True)
 class Gradients(Message):
-    """Tree ``tree``'s packed gradient and hessian of every row, one ciphertext a row."""
+    """Tree ``tree``'s packed gradient and hessian, one ciphertext a row; with GOSS ``sample`` is 1 for the rows
+    that carry one (in row order) and 0 for the others, which take no part in the tree's sums (empty: every row)."""
 
     tree: int
     frame: np.ndarray
+    sample: np.ndarray = field(default_factory=lambda: np.zeros(0, np.uint8))
 
     def __post_init__(self) -> None:
         _step("Gradients", self.tree)
         _frame("Gradients", self.frame)
+        require_array("Gradients.sample", self.sample, dtype="uint8", ndim=1)
+        require(len(self.sample) <= MAX_ROWS and (not len(self.sample) or int(self.sample.max()) == 1),
+                "Gradients.sample: more rows than a run takes, or no row sampled, or a flag other than 0/1")
 
 
 @message(0x0D04)
@@ -120,15 +126,21 @@ class Level(Message):
 @message(0x0D05)
 @dataclass(frozen=True)
 class Histograms(Message):
-    """Packed sums per (node, column, code), nodes in increasing id order, of the level just asked."""
+    """Packed sums of the level just asked, of the nodes the partner sums (:func:`vsplit.boosting.gains.
+    summed_directly`) in increasing id order: per (node, column, code) ``cells`` says 0 (no row: a zero sum),
+    1 (its sum is in ``frame``, in cell order) or 2 (the rest of the node: its total minus the column's other
+    cells, which the label party knows). Empty ``cells``: every cell is in ``frame``."""
 
     tree: int
     depth: int
     frame: np.ndarray
+    cells: np.ndarray = field(default_factory=lambda: np.zeros(0, np.uint8))
 
     def __post_init__(self) -> None:
         _step("Histograms", self.tree, self.depth)
         _frame("Histograms", self.frame)
+        require_array("Histograms.cells", self.cells, dtype="uint8", ndim=1)
+        require(not len(self.cells) or int(self.cells.max()) <= 2, "Histograms.cells: a state other than 0, 1, 2")
 
 
 @message(0x0D06)

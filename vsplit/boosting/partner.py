@@ -2,12 +2,15 @@
 
 Theory of operation: the partner holds its rows' bin codes (:mod:`vsplit.boosting.bins`), never a label. It reads
 the label party's key, refusing a scheme or size it does not accept, then per tree the ciphertexts of every row's
-gradient and hessian. Per level it sums them per (node, column, code): a root directly; of two siblings only the one
-with fewer rows, the other as ``parent - sibling`` (histogram subtraction, :func:`vsplit.he.subtract`'s idea done on
-the whole level at once). It packs the sums (:func:`vsplit.he.pack_sums`) and sends them. Asked to record a split, it
+gradient and hessian (with GOSS, of the sampled rows only). Per level it sums them per (node, column, code), but only
+what the label party cannot compute itself: of two siblings the one with fewer rows (the label party derives the
+other as ``parent - sibling`` in plaintext, from the parent it decrypted a level up), of those nodes only the
+non-empty cells, and of each column not the cell of most rows (the node's total minus the others). It packs the sums
+(:func:`vsplit.he.pack_sums`) and sends them with each cell's state. Asked to record a split, it
 keeps column, threshold code and missing direction under a record id, and answers with the record ids and each row's
 left flag: the label party learns which rows go left, never the threshold's value. What the partner learns: each
-node's rows (from :class:`~vsplit.boosting.messages.Level`) and which of its own splits won.
+node's rows (from :class:`~vsplit.boosting.messages.Level`), which of its own splits won, and with GOSS which rows
+were sampled in each tree (the rows of largest gradient among them).
 
 Example:
     >>> import numpy as np
@@ -19,12 +22,13 @@ Example:
 
 from __future__ import annotations
 
+import dataclasses
 from dataclasses import dataclass
-from typing import Any
 
 import numpy as np
 
-from vsplit.boosting.gains import BOUNDS, goes_left
+from vsplit.boosting.backend import Backend, SerialBackend
+from vsplit.boosting.gains import BOUNDS, goes_left, summed_directly
 from vsplit.boosting.messages import (
     VERSION,
     Assigned,
@@ -43,9 +47,6 @@ from vsplit.he import (
     Packing,
     PublicKey,
     decode_ciphertexts,
-    encode_ciphertexts,
-    heu_bytes,
-    pack_sums,
 )
 from vsplit.protocol.machine import Outgoing
 from vsplit.protocol.message import Message
@@ -78,11 +79,13 @@ class PartnerBoost:
         schemes, min_key_bits, insecure_small_key_for_tests: which keys it accepts (see
             :meth:`vsplit.he.PublicKey.from_bytes`).
         min_node_rows: refuse to sum a node of fewer rows (a node of one row tells its gradient).
+        backend: where the sums are made and packed (:mod:`vsplit.boosting.backend`; default: this process).
     """
 
     def __init__(self, codes: np.ndarray, *, width: int, label: str = "bank", schemes: tuple[str, ...] = ("ou",),
                  min_key_bits: int = MIN_KEY_BITS, insecure_small_key_for_tests: bool = False,
-                 min_node_rows: int = 1) -> None:
+                 min_node_rows: int = 1, backend: Backend | None = None) -> None:
+        self.backend: Backend = backend or SerialBackend()
         self.codes = np.asarray(codes, dtype=np.int64)
         if self.codes.ndim != 2 or not self.codes.size or self.codes.min() < 0 or self.codes.max() >= width:
             raise ProtocolError(f"boosting partner: codes must be (rows, columns) in 0..{width - 1}", local=True)
@@ -93,10 +96,12 @@ class PartnerBoost:
         self._public: PublicKey | None = None
         self._packing: Packing | None = None
         self._column: Ciphertexts | None = None
+        self._frame = b""
         self._tree, self._depth = -1, -1
         self._nodes = np.empty(0, dtype=np.int64)
         self._ids = np.empty(0, dtype=np.int64)
-        self._hist: Any = None  # this level's unpacked sums (sf-heu array), in (node, column, code) order
+        self._sampled = np.ones(len(self.codes), dtype=bool)  # the rows that carry a gradient this tree
+        self._cipher = np.arange(len(self.codes))  # each row's ciphertext, -1: none
         self._records: list[tuple[int, int, int]] = []
         self.done = False
         self.result: PartnerModel | None = None
@@ -124,19 +129,29 @@ class PartnerBoost:
             raise ProtocolError(f"boosting: the label party has {msg.rows} aligned rows, this party "
                                 f"{len(self.codes)}; align both on the same rows first")
         self._public = PublicKey.from_bytes(msg.key.tobytes(), **self._accept)
-        self._packing = Packing.plan(scale=msg.scale, bounds=BOUNDS, max_rows=msg.rows,
-                                     plaintext_bits=self._public.plaintext_bits)
-        if self._packing.slot_bits != msg.slot_bits:
-            raise ProtocolError(f"boosting: {msg.slot_bits}-bit slots announced, {self._packing.slot_bits} planned")
+        planned = Packing.plan(scale=msg.scale, bounds=BOUNDS, max_rows=msg.rows,
+                               plaintext_bits=self._public.plaintext_bits)
+        wide = planned.slots * msg.slot_bits > planned.plaintext_bits
+        if wide or not planned.slot_bits <= msg.slot_bits <= planned.slot_bits + 8:
+            raise ProtocolError(f"boosting: {msg.slot_bits}-bit slots announced, {planned.slot_bits} planned "
+                                "(up to 8 more bits for GOSS weights)")
+        self._packing = dataclasses.replace(planned, slot_bits=msg.slot_bits)
         self._expect = (Gradients, Finish)
         return [Outgoing(self.label, BoostReady(columns=self.codes.shape[1], width=self.width))]
 
     def _gradients(self, msg: Gradients) -> list[Outgoing]:
         if msg.tree != self._tree + 1:
             raise ProtocolError(f"boosting: gradients of tree {msg.tree}, expected tree {self._tree + 1}")
+        if len(msg.sample) not in (0, len(self.codes)):
+            raise ProtocolError(f"boosting: a sample of {len(msg.sample)} rows, this party has {len(self.codes)}")
         assert self._public is not None
-        self._column = decode_ciphertexts(msg.frame.tobytes(), public=self._public, expected_count=len(self.codes))
-        self._tree, self._depth, self._hist = msg.tree, -1, None
+        sampled = msg.sample.astype(bool) if len(msg.sample) else np.ones(len(self.codes), dtype=bool)
+        count = int(sampled.sum())
+        self._frame = msg.frame.tobytes()
+        self._column = decode_ciphertexts(self._frame, public=self._public, expected_count=count)
+        self._sampled = sampled
+        self._cipher = np.where(sampled, np.cumsum(sampled) - 1, -1)  # each row's ciphertext, -1: none
+        self._tree, self._depth = msg.tree, -1
         self._expect = (Level,)
         return []
 
@@ -150,55 +165,48 @@ class PartnerBoost:
                                 f"{self.min_node_rows}")
         if msg.depth and not np.isin((ids - 1) // 2, self._ids).all():
             raise ProtocolError("boosting: a node whose parent was not at the last level")
-        self._hist = self._level_sums(nodes, ids, counts)
+        packed, cells = self._level_sums(nodes, ids, counts)
         self._nodes, self._ids, self._depth = nodes, ids, msg.depth
         self._expect = (Record, Level, Gradients, Finish)
-        assert self._packing is not None and self._public is not None
-        packed = pack_sums(Ciphertexts(public=self._public, array=self._hist), packing=self._packing)
-        frame = np.frombuffer(encode_ciphertexts(packed), dtype=np.uint8)
-        return [Outgoing(self.label, Histograms(tree=self._tree, depth=msg.depth, frame=frame))]
+        frame = np.frombuffer(packed, dtype=np.uint8)
+        return [Outgoing(self.label, Histograms(tree=self._tree, depth=msg.depth, frame=frame, cells=cells))]
 
-    def _level_sums(self, nodes: np.ndarray, ids: np.ndarray, counts: np.ndarray) -> Any:
-        """Sums per (node, column, code) of the nodes ``ids``: the smaller sibling directly, the other subtracted."""
-        assert self._column is not None and self._public is not None
+    def _level_sums(self, nodes: np.ndarray, ids: np.ndarray, counts: np.ndarray) -> tuple[bytes, np.ndarray]:
+        """The packed sums (a ciphertext message) of the cells the label party cannot derive, and each cell's state
+        (see ``Histograms.cells``).
+
+        Only the nodes :func:`summed_directly` names are summed (their siblings the label party derives); of those,
+        only the non-empty (node, column, code) cells, and of each column the cell of most rows not at all (the
+        label party has the node's total). So the sums cost about ``rows x columns`` additions over the smaller
+        halves only, and the label party decrypts what it cannot compute.
+        """
+        assert self._column is not None and self._packing is not None
         cols, width = self.codes.shape[1], self.width
         per = cols * width
-        size = dict(zip(ids.tolist(), counts.tolist(), strict=True))
-        derived = [i for i in ids.tolist() if self._hist is not None and _sibling(i) in size
-                   and (size[i], i % 2 == 1) > (size[_sibling(i)], _sibling(i) % 2 == 1)]
-        direct = np.setdiff1d(ids, derived)
+        sampled_nodes = np.where(self._sampled, nodes, -1)
+        sizes = np.bincount(np.searchsorted(ids, sampled_nodes[sampled_nodes >= 0]), minlength=len(ids))
+        direct = ids[summed_directly(ids, sizes)]
         slot = np.full(int(ids.max()) + 1, -1)
         slot[direct] = np.arange(len(direct))
-        inside = nodes >= 0
-        row_slot = np.full(len(nodes), -1)
-        row_slot[inside] = slot[nodes[inside]]
+        row_slot = np.where(sampled_nodes >= 0, slot[np.maximum(sampled_nodes, 0)], -1)
         rows = np.nonzero(row_slot >= 0)[0]
         keys = ((row_slot[rows, None] * cols + np.arange(cols)) * width + self.codes[rows]).ravel()
+        n_cells = len(direct) * per
+        filled = np.bincount(keys, minlength=n_cells)
+        cells = (filled > 0).astype(np.uint8)
+        by_column = filled.reshape(-1, width)
+        largest = np.argmax(by_column, axis=1) + np.arange(len(by_column)) * width
+        cells[largest[by_column.max(axis=1) > 0]] = 2
+        if not (cells == 1).any():  # a message carries at least one ciphertext
+            cells[np.argmax(cells == 2)] = 1
+        keep = cells[keys] == 1
+        keys, row_of = keys[keep], np.repeat(self._cipher[rows], cols)[keep]
         order = np.argsort(keys, kind="stable")
-        row_of = np.repeat(rows, cols)[order]
-        bounds = np.searchsorted(keys[order], np.arange(len(direct) * per + 1))
-        groups = [row_of[bounds[g] : bounds[g + 1]].tolist() for g in range(len(direct) * per)]  # per group
-        evaluator = self._public.kit.evaluator()
-        parts = [evaluator.batch_select_sum(self._column.array, groups)]
-        order_ids = direct.tolist()
-        if derived:
-            within = np.arange(per)
-            parents = np.searchsorted(self._ids, (np.array(derived) - 1) // 2)
-            siblings = slot[[_sibling(i) for i in derived]]
-            from_parent = (parents[:, None] * per + within).ravel().tolist()
-            from_sibling = (siblings[:, None] * per + within).ravel().tolist()
-            parts.append(evaluator.sub(self._hist[from_parent], parts[0][from_sibling]))
-            order_ids += derived
-        if len(parts) == 1:
-            return parts[0]
-        matrix = np.concatenate([heu_bytes.ciphertexts_to_matrix(p.serialize(), width=self._public.width)
-                                 for p in parts])
-        position = np.argsort(order_ids)  # back to increasing node ids
-        matrix = matrix.reshape(len(order_ids), per, -1)[position].reshape(len(order_ids) * per, -1)
-        from vsplit.he._lib import heu_modules
-
-        _, hnp = heu_modules()
-        return hnp.CiphertextArray.load_from(heu_bytes.matrix_to_ciphertexts(matrix, scheme=self._public.scheme))
+        sent = np.nonzero(cells == 1)[0]
+        bounds = np.searchsorted(keys[order], np.concatenate([sent, [n_cells]]))
+        row_of = row_of[order]
+        groups = [row_of[bounds[g] : bounds[g + 1]].tolist() for g in range(len(sent))]  # a loop over cells
+        return self.backend.sums(self._column, self._frame, groups, packing=self._packing), cells
 
     def _record(self, msg: Record) -> list[Outgoing]:
         if msg.tree != self._tree or msg.depth != self._depth:
@@ -226,9 +234,5 @@ class PartnerBoost:
         self.result = PartnerModel(columns=kept[:, 0], bins=kept[:, 1], missing_left=kept[:, 2].astype(np.uint8),
                                    width=self.width)
         self.done = True
-        self._column = self._hist = None
+        self._column = None
         return []
-
-
-def _sibling(node: int) -> int:
-    return node + 1 if node % 2 == 1 else node - 1

@@ -24,10 +24,10 @@ from vsplit.boosting.gains import (
     base_margin,
     best_splits,
     goes_left,
-    gradients,
     histograms,
     leaf_values,
     quantize,
+    weighted_gradients,
 )
 from vsplit.boosting.trees import BoostModel, Split, Tree
 
@@ -63,8 +63,9 @@ def fit_pooled(codes: Sequence[np.ndarray], labels: np.ndarray, *, widths: Seque
     base = base_margin(labels)
     margin = np.full(len(labels), base)
     trees, records = [], [0] * len(codes)  # a partner numbers its records in this order: tree, level, node
-    for _ in range(params.trees):
-        gh = quantize(*gradients(margin, labels), scale=params.scale)
+    for tree in range(params.trees):
+        values, _weights = weighted_gradients(margin, labels, params, tree=tree)  # GOSS weights, if any
+        gh = quantize(values[:, 0], values[:, 1], scale=params.scale)
         tree_nodes = np.zeros(len(labels), dtype=np.int64)  # each row's node; it ends as the row's leaf
         nodes, splits = tree_nodes.copy(), {}
         for _depth in range(params.max_depth):

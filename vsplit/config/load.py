@@ -197,6 +197,9 @@ def _cross_checks(config: PartyConfig, folder: Path, *, check_files: bool) -> li
     named = [("party.name", party.name), ("output.run_id", config.output.run_id),
              *((f"network.peers.{peer}", peer) for peer in net.peers)]
     errors += [problem for key, value in named if (problem := name_problem(key, value))]
+    from vsplit.config.boosting import boosting_checks
+
+    errors += boosting_checks(config)
     if kind == "horizontal":
         from vsplit.config.horizontal import horizontal_checks
 

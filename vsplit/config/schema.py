@@ -117,6 +117,8 @@ class DataSection:
 
 @dataclass(frozen=True)
 class ModelSection:
+    #: "network" (split neural networks) or "boosting" (vertical gradient-boosted trees, ``[boosting]``)
+    kind: str = "network"
     embedding_width: int = 16
     #: the defaults are the default recipe's (vsplit.models.recipe: RECIPE; PLAIN is the network before it)
     bottom_hidden: tuple[int, ...] = RECIPE["bottom_hidden"]
@@ -375,6 +377,34 @@ class TuneSection:
 
 
 @dataclass(frozen=True)
+class BoostingSection:
+    """``[model] kind = "boosting"``: vertical gradient-boosted trees across the cut (docs/boosting.md)."""
+
+    trees: int = 100
+    max_depth: int = 5
+    learning_rate: float = 0.3
+    reg_lambda: float = 1.0
+    gamma: float = 0.0
+    min_child_weight: float = 1.0
+    #: value bins per column, fitted by each party on its own aligned rows (a missing value has a code of its own)
+    max_bins: int = 32
+    #: partner: refuse to sum a node of fewer rows (a node of one row tells that row's gradient)
+    min_node_rows: int = 1
+    #: label party: the homomorphic scheme, "ou" (default) or "paillier"
+    scheme: str = "ou"
+    #: label party: the size of the key it makes per session; partner: the smallest key it accepts
+    key_bits: int = 2048
+    #: label party: stop after this many trees without a better log loss on its held-out rows
+    #: (``train.validation_fraction`` of the aligned rows), keeping the best trees; 0: train every tree
+    early_stopping_rounds: int = 0
+    #: label party: gradient-based one-side sampling (SecureBoost+): per tree the rows of the largest ``goss_top_rate``
+    #: share of |gradient| and ``goss_other_rate`` of all rows drawn among the rest (reweighted); 0 and 0: every row.
+    #: Fewer rows to encrypt and sum; a partner then learns which rows were drawn (docs/boosting.md)
+    goss_top_rate: float = 0.0
+    goss_other_rate: float = 0.0
+
+
+@dataclass(frozen=True)
 class PartyConfig:
     party: PartySection
     network: NetworkSection
@@ -389,5 +419,6 @@ class PartyConfig:
     serve: ServeSection = field(default_factory=ServeSection)
     explain: ExplainSection = field(default_factory=ExplainSection)
     tune: TuneSection = field(default_factory=TuneSection)
+    boosting: BoostingSection = field(default_factory=BoostingSection)
     #: the file the config came from (for resolving relative paths and error messages)
     source: str = ""

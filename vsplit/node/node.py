@@ -61,7 +61,7 @@ class PartyNode:
 
     def __new__(cls, config: PartyConfig, *args: Any, **kwargs: Any) -> PartyNode:
         if cls is PartyNode:  # the program of the config's topology (vsplit.node imports every program)
-            kind = config.topology.kind
+            kind = config.topology.kind if config.model.kind == "network" else config.model.kind  # e.g. "boosting"
             if kind not in PartyNode.programs:
                 raise ConfigError(f"topology.kind: no party program runs {kind!r}; choose one of "
                                   f"{', '.join(sorted(PartyNode.programs))}")

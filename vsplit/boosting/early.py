@@ -1,0 +1,180 @@
+"""Early stopping on the label party's validation rows, around the training machines.
+
+Theory of operation: the label party holds out some aligned rows (every party is told which, and trains on the
+others). When a tree is finished, :class:`StoppingLabel` holds back what the training machine says next and asks each
+partner once (:class:`~vsplit.boosting.messages.Ask`) for its decisions on the held-out rows at every split it has
+recorded so far (:class:`~vsplit.boosting.messages.Decisions`, answered by :class:`StoppingPartner`). With them it
+scores every prefix of the trees on the held-out rows (log loss) and stops at the first count of trees that is
+``rounds`` past the best one, keeping the best prefix (as XGBoost's ``best_iteration``); otherwise the training goes
+on. Because every prefix is scored again each time, a resumed run stops where an uninterrupted one does. Stopping,
+it tells each partner how many of its records the kept trees use (:class:`Keep`, a prefix, as records are numbered in
+order), then :class:`~vsplit.boosting.messages.Finish`.
+
+Example:
+    >>> first_stop([0.5, 0.4, 0.45, 0.41, 0.42], rounds=2)
+    (4, 2)
+    >>> first_stop([0.5, 0.4], rounds=2) is None
+    True
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from dataclasses import dataclass
+from typing import Any
+
+import numpy as np
+
+from vsplit.boosting.messages import MAX_TREES, Ask, Decisions, Finish
+from vsplit.boosting.partner import PartnerModel
+from vsplit.boosting.trees import BoostModel
+from vsplit.errors import ProtocolError
+from vsplit.protocol.machine import Outgoing
+from vsplit.protocol.message import Message, message, require
+
+
+@message(0x0D42)
+@dataclass(frozen=True)
+class Keep(Message):
+    """Training stopped early: the kept trees use this partner's first ``records`` records."""
+
+    records: int
+
+    def __post_init__(self) -> None:
+        require(0 <= self.records <= MAX_TREES * 2**16, f"Keep.records out of range: {self.records}")
+
+
+def first_stop(losses: Sequence[float], *, rounds: int) -> tuple[int, int] | None:
+    """``(trees when it stops, trees kept)``: the first count ``rounds`` past the best so far, or ``None``."""
+    best = 0
+    for k in range(1, len(losses) + 1):
+        if losses[k - 1] < losses[best - 1] or best == 0:
+            best = k
+        if k - best >= rounds:
+            return k, best
+    return None
+
+
+def log_loss(labels: np.ndarray, margins: np.ndarray) -> float:
+    """Mean logistic loss of ``margins`` (log-odds)."""
+    return float(np.mean(np.logaddexp(0.0, margins) - labels * margins))
+
+
+class StoppingLabel:
+    """The label party's training machine ``machine`` (:class:`~vsplit.boosting.LabelBoost`), stopped early on the
+    held-out rows (``own_codes``, ``labels``) after ``rounds`` trees without a better log loss."""
+
+    def __init__(self, machine: Any, *, own_codes: np.ndarray, labels: np.ndarray, rounds: int) -> None:
+        if not len(labels) or rounds < 1:
+            raise ProtocolError("early stopping needs held-out rows and rounds >= 1", local=True)
+        self.machine, self.own_codes, self.labels, self.rounds = machine, np.asarray(own_codes), labels, rounds
+        self.losses: list[float] = []
+        self._held: list[Outgoing] = []
+        self._bits: dict[int, np.ndarray] = {}
+        self._waiting: set[str] = set()
+        self._scored = len(machine.trees)
+        self.done = False
+        self.result: BoostModel | None = None
+
+    @property
+    def trees(self) -> list[Any]:
+        """The trees finished so far."""
+        return self.machine.trees
+
+    def expects(self, peer: str) -> bool:
+        """Whether a message from ``peer`` is awaited (decisions, or the training machine's)."""
+        return not self.done and (peer in self._waiting or bool(self.machine.expects(peer)))
+
+    def start(self) -> list[Outgoing]:
+        """The training machine's start."""
+        return self.machine.start()
+
+    def receive(self, sender: str, msg: Message) -> list[Outgoing]:
+        """Decisions on the held-out rows, or the training machine's messages."""
+        if isinstance(msg, Decisions):
+            return self._decisions(sender, msg)
+        if self._waiting:
+            raise ProtocolError(f"early stopping: {type(msg).__name__} from {sender!r} while decisions are awaited")
+        out = self.machine.receive(sender, msg)
+        if len(self.machine.trees) == self._scored:
+            return out
+        self._scored, self._held = len(self.machine.trees), out
+        self._waiting = set(self.machine.partners)
+        return [Outgoing(p, Ask(rows=len(self.labels))) for p in self.machine.partners]
+
+    def _decisions(self, sender: str, msg: Decisions) -> list[Outgoing]:
+        if sender not in self._waiting:
+            raise ProtocolError(f"early stopping: unexpected Decisions from {sender!r}")
+        party = self.machine.partners.index(sender) + 1
+        records = 1 + max((s.record for t in self.machine.trees for s in t.splits.values() if s.party == party),
+                          default=-1)
+        if msg.bits.shape[0] != len(self.labels) or msg.bits.shape[1] < records:
+            raise ProtocolError(f"early stopping: {sender!r} sent bits of shape {msg.bits.shape}")
+        self._bits[party] = msg.bits
+        self._waiting.discard(sender)
+        if self._waiting:
+            return []
+        m = self.machine
+        widths = (m.width, *(m.shapes[p][1] for p in m.partners))
+        self.losses = [log_loss(self.labels, BoostModel(trees=tuple(m.trees[:k]), base=m.base, widths=widths)
+                                .margins(own_codes=self.own_codes, decisions=self._bits))
+                       for k in range(1, len(m.trees) + 1)]
+        stop = first_stop(self.losses, rounds=self.rounds)
+        if stop is None and not m.done:
+            held, self._held = self._held, []
+            return held
+        kept = stop[1] if stop is not None else int(np.argmin(self.losses)) + 1
+        trees = tuple(m.trees[:kept])
+        self.result = BoostModel(trees=trees, base=m.base, widths=widths)
+        self.done = True
+        out = []
+        for k, p in enumerate(m.partners, start=1):
+            used = 1 + max((s.record for t in trees for s in t.splits.values() if s.party == k), default=-1)
+            out += [Outgoing(p, Keep(records=used)), Outgoing(p, Finish(trees=len(m.trees)))]
+        return out
+
+
+class StoppingPartner:
+    """A partner's training machine ``machine`` (:class:`~vsplit.boosting.PartnerBoost`) that also answers the
+    label party's questions about the held-out rows (``codes``: this party's codes of them)."""
+
+    def __init__(self, machine: Any, *, codes: np.ndarray) -> None:
+        self.machine, self.codes = machine, np.asarray(codes)
+        self._keep: int | None = None
+
+    @property
+    def done(self) -> bool:
+        return bool(self.machine.done)
+
+    @property
+    def result(self) -> PartnerModel | None:
+        model = self.machine.result
+        if model is None or self._keep is None:
+            return model
+        k = self._keep
+        return PartnerModel(columns=model.columns[:k], bins=model.bins[:k], missing_left=model.missing_left[:k],
+                            width=model.width)
+
+    def expects(self, peer: str) -> bool:
+        return bool(self.machine.expects(peer))
+
+    def start(self) -> list[Outgoing]:
+        return self.machine.start()
+
+    def receive(self, sender: str, msg: Message) -> list[Outgoing]:
+        """Answer an :class:`Ask` about the held-out rows, note a :class:`Keep`, pass the rest on."""
+        m = self.machine
+        if isinstance(msg, Ask) and sender == m.label:
+            if msg.rows != len(self.codes):
+                raise ProtocolError(f"early stopping: asked about {msg.rows} rows, this party holds out "
+                                    f"{len(self.codes)}")
+            kept = np.array(m._records, dtype=np.int64).reshape(-1, 3)
+            model = PartnerModel(columns=kept[:, 0], bins=kept[:, 1], missing_left=kept[:, 2].astype(np.uint8),
+                                 width=m.width)
+            return [Outgoing(m.label, Decisions(bits=model.decisions(self.codes)))]
+        if isinstance(msg, Keep) and sender == m.label:
+            if msg.records > len(m._records):
+                raise ProtocolError(f"early stopping: keep {msg.records} records, this party has {len(m._records)}")
+            self._keep = msg.records
+            return []
+        return m.receive(sender, msg)

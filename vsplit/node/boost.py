@@ -1,0 +1,412 @@
+"""A party of a vertical split that trains gradient-boosted trees (``[model] kind = "boosting"``).
+
+Theory of operation. :class:`BoostNode` is the node of :mod:`vsplit.node.aligned` with trees instead of networks:
+it reads the party's own table, aligns the customers with the peers by the same PSI (its settings, backend and
+resumable progress are :class:`~vsplit.node.aligned.AlignedNode`'s), then bins its own columns on the aligned rows
+(the edges never leave it, :mod:`vsplit.boosting.bins`) and runs the machines of :mod:`vsplit.boosting` over the
+same pump: first the agreement on where to start (:mod:`vsplit.boosting.resume`), then the trees. Every finished
+tree is a checkpoint (the label party: its trees and margins; a partner: its records), so ``--resume`` continues
+from the newest tree every party finished and grows the same trees an uninterrupted run grows. The label party makes
+a new key pair per session and keeps no secret key at rest; a resumed session re-encrypts the gradients under its new
+key. ``model.npz``: the label party's trees as arrays with the party owning each split; a partner's records and its
+bins (never sent). Scoring (the test table after training, ``vsplit predict``): PSI, then one round per partner.
+
+What it keeps, as arrays: :mod:`vsplit.node.boost_state`.
+"""
+
+from __future__ import annotations
+
+import logging
+import time
+from collections.abc import Iterable, Mapping
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+import pandas as pd
+
+from vsplit.config import PartyConfig, resolve
+from vsplit.config.boosting import boost_params, small_keys_allowed
+from vsplit.config.topology import topology_of
+from vsplit.errors import CheckpointError, ConfigError
+from vsplit.node.aligned import AlignedNode, NodeResult, Scored, psi_summary
+from vsplit.node.boost_state import Encoder, bins_state, holdout_mask, trees_from, trees_state
+from vsplit.node.node import PartyNode
+from vsplit.node.outputs import Scores
+from vsplit.runtime.checkpoint import interpreting, load_checkpoint, save_checkpoint
+from vsplit.transport.channel import Channel
+
+log = logging.getLogger(__name__)
+
+
+@dataclass
+class BoostResult(NodeResult):
+    """What one party learned from a boosting run: trees trained, and where this session started."""
+
+    trees: int = 0
+    resumed_from: int = 0
+    #: label party: the trees the model keeps (early stopping keeps the best prefix), and the held-out log loss
+    #: of every prefix of the trees trained
+    kept_trees: int | None = None
+    validation_losses: list[float] = field(default_factory=list)
+
+
+class BoostNode(PartyNode, kinds=("boosting",)):
+    """Runs one party of a vertical split with boosted trees, as configured by ``config``."""
+
+    psi_settings = AlignedNode.psi_settings
+    open_psi_backend = AlignedNode.open_psi_backend
+    forget_psi_progress = AlignedNode.forget_psi_progress
+    _test_table = AlignedNode._test_table
+
+    def __init__(self, config: PartyConfig, *, resume: bool = False, progress: bool = True) -> None:
+        super().__init__(config, resume=resume, progress=progress)
+        from vsplit.data.sources import read_table
+
+        d = config.data
+        self.table = read_table(resolve(config, d.path), id_column=d.id_column, features=d.features, label=d.label)
+        self.topology = topology_of(config)
+        self.params = boost_params(config)
+        self._psi_backend: Any = None
+        self.encoder: Encoder | None = None
+        self.bins: Any = None
+        self.model: Any = None  # BoostModel (label party) or PartnerModel
+        self.partners: list[str] = list(config.network.peers) if self.role == "label" else []
+        self._resumed_from = 0
+        self._held = 0
+        self.trees_done = 0
+        self.losses: list[float] = []
+
+    # -- what the program supplies -----------------------------------------------------------------------------------
+    @property
+    def feature_columns(self) -> list[str] | None:
+        label = self.config.data.label
+        return [str(c) for c in self.table.columns if c not in (self.config.data.id_column, label)]
+
+    @property
+    def hub(self) -> str:
+        """The label party's name (a partner's one peer)."""
+        return self.name if self.role == "label" else next(iter(self.config.network.peers))
+
+    def before_connect(self) -> None:
+        from vsplit.he._lib import _HINT, heu_available
+
+        if not heu_available():
+            raise ConfigError(f"model.kind = \"boosting\": {_HINT}")
+        self._held = self._newest_tree()  # a bad --resume fails before any peer is reached
+
+    def session(self) -> Any:
+        """PSI, the agreement on where to start, the trees, and (if configured) the test table's PSI and scoring;
+        its outcome is ``(alignment, scored test table or None)``."""
+        from vsplit.app.session import psi_machine
+        from vsplit.boosting import fit_bins
+        from vsplit.psi.alignment import canonical_rows
+
+        self._psi_backend = self.open_psi_backend()
+        try:
+            ids = self.table[self.config.data.id_column]
+            alignment = yield "psi", psi_machine(self.name, self.topology, ids, self.psi_settings())
+            rows = canonical_rows(alignment)
+            self.encoder = Encoder.fit(self.table[self.feature_columns], categorical=self.config.data.categorical)
+            values = self.encoder.transform(self.table.iloc[rows][self.feature_columns])
+            self.bins = fit_bins(values, categorical=self.encoder.categorical, max_bins=self.config.boosting.max_bins)
+            codes = self.bins.transform(values)
+            start, over, holdout = yield "resume", self._resume_machine(len(rows))
+            self._resumed_from = start
+            saved = self._restore(start)
+            self.trees_done = start
+            if over:
+                self.model = self._model_from(saved)
+            else:
+                training = self._train_machine(codes, rows, saved, holdout=holdout)
+                self.model = yield "train", training
+                self.trees_done = training.trees
+                self.losses = list(getattr(training.machine, "losses", []))
+            self.save_model()
+            test = self._test_table()
+            scored = None
+            if test is not None:
+                source = resolve(self.config, self.config.data.test_path or "")
+                scored = yield from self.score_session(test, source=source, psi_stage="test psi")
+            return alignment, scored
+        finally:
+            if self._psi_backend is not None:
+                self._psi_backend.close()
+                self._psi_backend = None
+
+    # -- training ----------------------------------------------------------------------------------------------------
+    def _resume_machine(self, rows: int) -> Any:
+        from vsplit.boosting.resume import LabelResume, PartnerResume
+
+        if self.role == "label":
+            holdout = holdout_mask(rows, fraction=self.config.train.validation_fraction, seed=self.config.train.seed) \
+                if self.config.boosting.early_stopping_rounds else None
+            return LabelResume(held=self._held, partners=self.partners, trees=self.params.trees, holdout=holdout)
+        return PartnerResume(held=self._held, label=self.hub)
+
+    def _key_options(self) -> dict[str, Any]:
+        b = self.config.boosting
+        return {"insecure_small_key_for_tests": small_keys_allowed()} | (
+            {"scheme": b.scheme, "key_bits": b.key_bits} if self.role == "label"
+            else {"schemes": ("ou", "paillier"), "min_key_bits": b.key_bits})
+
+    def _train_machine(self, codes: np.ndarray, rows: np.ndarray, saved: Mapping[str, Any] | None, *,
+                       holdout: np.ndarray) -> Any:
+        """The training machine over the rows not held out (``holdout``: 1 per held-out aligned row, or empty),
+        restored from ``saved``, stopped early on the held-out rows if any, checkpointed per tree."""
+        from vsplit.boosting import LabelBoost, PartnerBoost
+        from vsplit.boosting.early import StoppingLabel, StoppingPartner
+
+        held = np.asarray(holdout, dtype=bool) if len(holdout) else np.zeros(len(rows), dtype=bool)
+        if len(held) != len(rows):
+            raise ConfigError(f"{self.name}: the label party holds out rows of {len(held)} aligned customers, this "
+                              f"party has {len(rows)}")
+        if self.role == "label":
+            labels = self._labels(self.table.iloc[rows])
+            machine = LabelBoost(codes[~held], width=self.bins.width, labels=labels[~held], partners=self.partners,
+                                 params=self.params, **self._key_options())
+            if saved is not None:  # the trees every party finished, and the margins they left
+                machine.trees = list(trees_from(saved))
+                machine.margin = np.asarray(saved["margin"], dtype=np.float64)
+            outer: Any = StoppingLabel(machine, own_codes=codes[held], labels=labels[held],
+                                       rounds=self.config.boosting.early_stopping_rounds) if held.any() else machine
+            return TreeCheckpoints(outer, count=lambda m: len(m.trees), save=self._save_label, inner=machine)
+        machine = PartnerBoost(codes[~held], width=self.bins.width, label=self.hub,
+                               min_node_rows=self.config.boosting.min_node_rows, **self._key_options())
+        if saved is not None:  # the partner machine counts trees from -1 and numbers records in order
+            machine._tree = int(saved["trees"]) - 1
+            machine._records = [tuple(int(v) for v in r) for r in np.asarray(saved["records"]).reshape(-1, 3)]
+        outer = StoppingPartner(machine, codes=codes[held]) if held.any() else machine
+        return TreeCheckpoints(outer, count=_partner_trees, save=self._save_partner, inner=machine)
+
+    def _labels(self, table: pd.DataFrame) -> np.ndarray:
+        d = self.config.data
+        y = table[d.label]
+        if d.positive_label is not None:
+            return (y.astype(str) == str(d.positive_label)).to_numpy(dtype=np.float64)
+        values = pd.to_numeric(y, errors="coerce").to_numpy(dtype=np.float64)
+        if not np.isin(values, (0.0, 1.0)).all():
+            raise ConfigError(f"data.label: column {d.label!r} must hold 0/1, or set data.positive_label")
+        return values
+
+    def _save_label(self, machine: Any) -> None:
+        widths = [machine.width, *(machine.shapes[p][1] for p in self.partners)]
+        self._checkpoint(len(machine.trees), {"trees": len(machine.trees), "margin": machine.margin,
+                                              "base": machine.base, "widths": widths, **trees_state(machine.trees)})
+
+    def _save_partner(self, machine: Any) -> None:
+        trees = _partner_trees(machine)
+        records = np.array(machine._records, dtype=np.int64).reshape(-1, 3)
+        self._checkpoint(trees, {"trees": trees, "records": records})
+
+    def _checkpoint(self, trees: int, state: dict[str, Any]) -> None:
+        state = {**state, "bins": bins_state(self.bins)}
+        save_checkpoint(self.checkpoint_path("tree", trees), state, run_id=self.config.output.run_id, party=self.name)
+        # the last three: a partner learns a tree is finished one message after the label party does
+        for old in sorted((self.folder / "checkpoints").glob("tree-*.npz"))[:-3]:
+            old.unlink()
+
+    def _newest_tree(self) -> int:
+        def restore(trees: int) -> dict[str, Any]:
+            return load_checkpoint(self.checkpoint_path("tree", trees), run_id=self.config.output.run_id,
+                                   party=self.name)
+
+        return max(self.newest_checkpoint("tree", restore, required=False), 0)  # none: this party holds 0 trees
+
+    def _restore(self, trees: int) -> dict[str, Any] | None:
+        """The checkpoint of ``trees`` finished trees (``None`` for 0), checked to have the bins of these rows."""
+        if trees == 0:
+            return None
+        path = self.checkpoint_path("tree", trees)
+        if not path.is_file():
+            raise CheckpointError(f"{self.name}: --resume needs {path.name}, which is gone; start every party "
+                                  "without --resume")
+        saved = load_checkpoint(path, run_id=self.config.output.run_id, party=self.name)
+        with interpreting(path):
+            same = bins_state(self.bins)
+            if saved["bins"]["max_bins"] != same["max_bins"] or any(
+                    not np.array_equal(a, b) for a, b in zip(saved["bins"]["cuts"], same["cuts"], strict=True)):
+                raise CheckpointError(f"{path}: binned on other rows or settings than this run; start every party "
+                                      "without --resume")
+        return saved
+
+    def _model_from(self, saved: Mapping[str, Any] | None) -> Any:
+        """The model of a run whose every tree was finished before this session."""
+        from vsplit.boosting import BoostModel, PartnerModel
+
+        assert saved is not None
+        if self.role == "label":
+            return BoostModel(trees=tuple(trees_from(saved)), base=float(saved["base"]),
+                              widths=tuple(int(w) for w in saved["widths"]))
+        records = np.asarray(saved["records"], dtype=np.int64).reshape(-1, 3)
+        return PartnerModel(columns=records[:, 0], bins=records[:, 1], missing_left=records[:, 2].astype(np.uint8),
+                            width=self.bins.width)
+
+    # -- the model file ----------------------------------------------------------------------------------------------
+    def save_model(self) -> Path:
+        """``model.npz``: the label party's trees as arrays (with the party owning each split) or a partner's
+        records; both with this party's encoder and bins, nothing of a peer's."""
+        assert self.encoder is not None
+        state: dict[str, Any] = {"party": self.name, "role": self.role, "kind": "boosting",
+                                 "encoder": self.encoder.state(), "bins": bins_state(self.bins)}
+        if self.role == "label":
+            state.update(partners=self.partners, base=self.model.base, widths=list(self.model.widths),
+                         **trees_state(self.model.trees))
+        else:
+            m = self.model
+            state["records"] = np.stack([m.columns, m.bins, m.missing_left.astype(np.int64)], axis=1).astype(np.int64)
+        path = self.folder / "model.npz"
+        save_checkpoint(path, state, run_id=self.config.output.run_id, party=self.name)
+        return path
+
+    def load_model(self) -> None:
+        """This party's ``model.npz`` (trees or records, encoder, bins)."""
+        from vsplit.boosting import Bins, BoostModel, PartnerModel
+
+        path = self.folder / "model.npz"
+        if not path.is_file():
+            raise CheckpointError(f"{self.name}: no trained model at {path}; train first (vsplit train --config ...)")
+        state = load_checkpoint(path, run_id=self.config.output.run_id, party=self.name)
+        if state.get("kind") != "boosting" or state.get("role") != self.role:
+            raise CheckpointError(f"{path} is not a {self.role} party's boosting model; predict with the config it "
+                                  "was trained with")
+        with interpreting(path):
+            self.encoder = Encoder.from_state(state["encoder"])
+            b = state["bins"]
+            self.bins = Bins(kinds=tuple(b["kinds"]), cuts=tuple(np.asarray(c, dtype=np.float64) for c in b["cuts"]),
+                             max_bins=int(b["max_bins"]))
+            if self.role == "label":
+                self.partners = list(state["partners"])
+                self.model = BoostModel(trees=tuple(trees_from(state)), base=float(state["base"]),
+                                        widths=tuple(int(w) for w in state["widths"]))
+            else:
+                r = np.asarray(state["records"], dtype=np.int64).reshape(-1, 3)
+                self.model = PartnerModel(columns=r[:, 0], bins=r[:, 1], missing_left=r[:, 2].astype(np.uint8),
+                                          width=self.bins.width)
+
+    # -- scoring -----------------------------------------------------------------------------------------------------
+    def score_session(self, table: pd.DataFrame, *, psi_state: Path | None = None, source: Path | None = None,
+                      psi_stage: str = "psi") -> Any:
+        """Align ``table``'s customers by PSI, then one round: each partner's decisions for every recorded split; the
+        label party gets the probabilities of the shared customers."""
+        from vsplit.app.session import psi_machine
+        from vsplit.boosting import LabelPredict, PartnerPredict
+        from vsplit.data.sources import about_file
+        from vsplit.psi.alignment import canonical_rows
+
+        assert self.encoder is not None
+        d = self.config.data
+        with about_file(source):
+            values = self.encoder.transform(table)
+        alignment = yield psi_stage, psi_machine(self.name, self.topology, table[d.id_column],
+                                                 self.psi_settings("test", state_dir=psi_state))
+        rows = canonical_rows(alignment)
+        codes = self.bins.transform(values[rows])
+        if self.role == "label":
+            machine: Any = LabelPredict(self.model, own_codes=codes, partners=self.partners)
+        else:
+            machine = PartnerPredict(self.model, codes=codes, label=self.hub)
+        proba = yield "score", machine
+        ids = table[d.id_column].to_numpy()
+        return Scored(table=table, ids=ids, rows=rows, proba=proba if self.role == "label" else None,
+                      psi=psi_summary(alignment))
+
+    def score_table(self, table: pd.DataFrame | None, *, channels: Mapping[str, Channel] | None = None,
+                    peers: list[str] | None = None, psi_state: Path | None = None,
+                    source: Path | None = None) -> Scores:
+        """Score ``table``'s customers with the saved trees (``vsplit predict``); the label party gets the scores."""
+        assert table is not None
+        started = time.perf_counter()
+        scored, communication = self.exchange(self.score_session(table, psi_state=psi_state, source=source),
+                                              channels=channels, peers=peers)
+        out = Scores(seconds={"predict": round(time.perf_counter() - started, 3)}, communication=communication,
+                     summary={"psi": scored.psi, "model": "boosting"})
+        if self.role == "label":
+            out.ids = [str(v) for v in scored.ids]
+            out.by_id = dict(zip([out.ids[r] for r in scored.rows], np.asarray(scored.proba).tolist(), strict=True))
+        return out
+
+    # -- outputs -----------------------------------------------------------------------------------------------------
+    def finish(self, outcome: Any, comm: dict[str, Any], seconds: Mapping[str, float], *,
+               lost: Iterable[str] = ()) -> BoostResult:
+        """This party's result (the label party: the test AUC on the shared test rows), result.json and report."""
+        alignment, scored = outcome
+        seconds = dict(seconds)
+        if "score" in seconds or "test psi" in seconds:
+            seconds["score"] = seconds.pop("test psi", 0.0) + seconds.pop("score", 0.0)
+        result = BoostResult(party=self.name, role=self.role, psi={"train": psi_summary(alignment)}, comm=comm,
+                             trees=self.trees_done, validation_losses=[round(v, 6) for v in self.losses],
+                             kept_trees=len(self.model.trees) if self.role == "label" else None,
+                             resumed_from=self._resumed_from,
+                             seconds={k: round(v, 3) for k, v in seconds.items()})
+        if scored is not None:
+            result.psi["test"] = scored.psi
+            if self.role == "label":
+                from sklearn.metrics import roc_auc_score
+
+                y = self._labels(scored.table.iloc[scored.rows])
+                result.test = {"auc": float(roc_auc_score(y, scored.proba)) if len(set(y)) == 2 else None,
+                               "n_scored": len(scored.rows)}
+        self.write_json("result.json", result.__dict__)
+        self._write_report(result)
+        self.forget_psi_progress()
+        return result
+
+    def _write_report(self, result: BoostResult) -> Path:
+        from vsplit.atomic import write_atomic
+
+        lines = [f"# vsplit run `{self.config.output.run_id}`: report of {self.name} (boosted trees)", "",
+                 f"{result.trees} trees, depth up to {self.params.max_depth}, learning rate "
+                 f"{self.params.learning_rate}; this session started after tree {result.resumed_from}.", ""]
+        if result.test:
+            lines += ["| test metric | value |", "| --- | ---: |",
+                      *(f"| {k} | {v:.4f} |" for k, v in result.test.items() if isinstance(v, float)), ""]
+        lines += ["| phase | seconds |", "| --- | ---: |", *(f"| {k} | {v:.2f} |" for k, v in result.seconds.items())]
+        path = self.folder / "report.md"
+        write_atomic(path, ("\n".join(lines) + "\n").encode(), within=self.folder)
+        return path
+
+
+class TreeCheckpoints:
+    """A training machine that calls ``save(inner)`` whenever ``count(inner)``, its finished trees, grows
+    (``inner``: the training machine inside ``machine``, default ``machine`` itself)."""
+
+    def __init__(self, machine: Any, *, count: Any, save: Any, inner: Any = None) -> None:
+        self.machine, self._count, self._save = machine, count, save
+        self.inner = inner if inner is not None else machine
+        self._seen = count(self.inner)
+
+    @property
+    def trees(self) -> int:
+        """Trees finished so far."""
+        return self._seen
+
+    @property
+    def done(self) -> bool:
+        return bool(self.machine.done)
+
+    @property
+    def result(self) -> Any:
+        return self.machine.result
+
+    def expects(self, peer: str) -> bool:
+        return bool(self.machine.expects(peer))
+
+    def start(self) -> list[Any]:
+        return self._after(self.machine.start())
+
+    def receive(self, sender: str, msg: Any) -> list[Any]:
+        return self._after(self.machine.receive(sender, msg))
+
+    def _after(self, out: list[Any]) -> list[Any]:
+        now = self._count(self.inner)
+        if now > self._seen:
+            self._seen = now
+            self._save(self.inner)
+        return out
+
+
+def _partner_trees(machine: Any) -> int:
+    """Trees a partner machine has finished: those before the one whose gradients it holds (all, once done)."""
+    return machine._tree + 1 if machine.done else max(machine._tree, 0)
