@@ -174,7 +174,6 @@ class Front(HttpToolsProtocol):
             return
         if self._phase == CLOSED:
             return
-        self._unset_keepalive_if_required()
         head = self._head
         if head:  # a head that came in pieces: gathered (a bytearray grows in place, linear)
             start = max(0, len(head) - 3)
@@ -187,6 +186,7 @@ class Front(HttpToolsProtocol):
             if len(buffer) - self._fed > self.limits.max_head:
                 self._too_large()
                 return
+            self._unset_keepalive_if_required()  # a head in pieces: the keep-alive wait ends with its first one
             if not head:
                 self._head = bytearray(data)
             if self._timer is None:
