@@ -60,10 +60,8 @@ from vsplit.errors import ConfigError, DataError, ProtocolError
 from vsplit.explain.explanation import Explanation
 from vsplit.he import SCHEMES
 from vsplit.protocol.message import Message
-from vsplit.psi import PsiConfig
-from vsplit.psi.alignment import canonical_rows, plain_join
 from vsplit.runtime.inprocess import connect, run_machines
-from vsplit.runtime.psi import align_in_process
+from vsplit.runtime.psi import align_estimator_rows
 
 __all__ = ["PathExplanation", "SplitBoostClassifier"]
 METRICS = ("logloss", "auc")
@@ -445,16 +443,11 @@ class SplitBoostClassifier(ClassifierMixin, BaseEstimator):
     def _align(self, ids: dict[str, np.ndarray], *, store: bool = True) -> dict[str, np.ndarray]:
         """Each party's rows of the customers all share, in sorted-ID order: PSI (default) or a plain join, as
         :class:`~vsplit.estimator.SplitClassifier` aligns."""
-        if self.alignment == "join":
-            return plain_join(ids)
-        out = align_in_process({n: list(v) for n, v in ids.items()}, label_party=self.label_party,
-                               config=PsiConfig(context=f"vsplit-estimator-{self.random_state}"))
-        if store:
-            stats = out[self.label_party].stats
-            self.psi_stats_ = {"sizes": {self.label_party: stats.size, **stats.peer_sizes},
-                               "intersection": stats.intersection, "seconds": stats.seconds,
-                               "bytes_sent": {n: a.stats.bytes_sent for n, a in out.items()}}
-        return {n: canonical_rows(a) for n, a in out.items()}
+        rows, psi_stats = align_estimator_rows(ids, label_party=self.label_party, alignment=self.alignment,
+                                               random_state=self.random_state)
+        if store and psi_stats is not None:
+            self.psi_stats_ = psi_stats
+        return rows
 
     def _session(self, what: str) -> bytes:
         return hashlib.sha256(f"vsplit-boost-{what}-{self.random_state}".encode()).digest()[:16]

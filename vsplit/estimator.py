@@ -61,10 +61,8 @@ from vsplit.models.seeds import derive_seed
 from vsplit.party import ComputeParty, FeatureParty, LabelParty, ModelSettings
 from vsplit.protocol.training.compression import get_codec
 from vsplit.protocol.training.hooks import TrainingHooks
-from vsplit.psi import PsiConfig
-from vsplit.psi.alignment import canonical_rows, plain_join
 from vsplit.runtime.progress import TqdmProgress
-from vsplit.runtime.psi import align_in_process
+from vsplit.runtime.psi import align_estimator_rows
 from vsplit.topology.graph import Topology
 
 MODES = ("split", "label_party_only", "centralized")
@@ -475,16 +473,11 @@ class _SplitEstimator(BaseEstimator):
         if len(ids) == 1:
             ((name, own),) = ids.items()
             return {name: np.argsort(own, kind="stable")}
-        if self.alignment == "join":
-            return plain_join(ids)
-        out = align_in_process({n: list(v) for n, v in ids.items()}, label_party=self.label_party,
-                               config=PsiConfig(context=f"vsplit-estimator-{self.random_state}"))
-        if store:
-            stats = out[self.label_party].stats
-            self.psi_stats_ = {"sizes": {self.label_party: stats.size, **stats.peer_sizes},
-                               "intersection": stats.intersection, "seconds": stats.seconds,
-                               "bytes_sent": {n: a.stats.bytes_sent for n, a in out.items()}}
-        return {n: canonical_rows(a) for n, a in out.items()}
+        rows, psi_stats = align_estimator_rows(ids, label_party=self.label_party, alignment=self.alignment,
+                                               random_state=self.random_state)
+        if store and psi_stats is not None:
+            self.psi_stats_ = psi_stats
+        return rows
 
     def _session(self, what: str) -> bytes:
         return hashlib.sha256(f"vsplit-{what}-{self.random_state}".encode()).digest()[:16]

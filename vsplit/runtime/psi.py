@@ -71,6 +71,23 @@ def align_in_process(
     return {name: _with_io(m.result, seconds, pumps[name]) for name, m in machines.items()}
 
 
+def align_estimator_rows(ids: Mapping[str, np.ndarray], *, label_party: str, alignment: str,
+                         random_state: int) -> tuple[dict[str, np.ndarray], dict | None]:
+    """Each party's rows of the customers all parties share, in sorted-ID order, as the notebook estimators align
+    them: by PSI in this process (``alignment="psi"``) or a plain join (``"join"``); with the PSI statistics the
+    estimators keep as ``psi_stats_`` (``None`` for a join)."""
+    from vsplit.psi.alignment import canonical_rows, plain_join
+
+    if alignment == "join":
+        return plain_join(ids), None
+    out = align_in_process({n: list(v) for n, v in ids.items()}, label_party=label_party,
+                           config=PsiConfig(context=f"vsplit-estimator-{random_state}"))
+    stats = out[label_party].stats
+    psi_stats = {"sizes": {label_party: stats.size, **stats.peer_sizes}, "intersection": stats.intersection,
+                 "seconds": stats.seconds, "bytes_sent": {n: a.stats.bytes_sent for n, a in out.items()}}
+    return {n: canonical_rows(a) for n, a in out.items()}, psi_stats
+
+
 def run_party(pump: Pump, machine: Machine) -> Alignment:
     """Run one party's PSI machine to completion over ``pump`` (blocking); return its :class:`Alignment`."""
     began = time.perf_counter()
