@@ -369,3 +369,22 @@ def test_heads_in_one_byte_pieces_and_pipelined_requests_are_answered_like_whole
     finally:
         server.should_exit = True
         thread.join(timeout=10)
+
+
+def test_a_scoring_error_answers_its_type_and_keeps_its_text_for_the_log(caplog):
+    import asyncio
+    from types import SimpleNamespace
+
+    from vsplit.errors import ConfigError
+    from vsplit.serve.http import Scoring
+
+    async def failing(rows):
+        raise ConfigError("cannot read /srv/bank/runs/v7/bank/model.npz (a secret path)")
+
+    service = SimpleNamespace(scorer=SimpleNamespace(model=SimpleNamespace(columns={"age": "numeric"})),
+                              config=SimpleNamespace(data=SimpleNamespace(missing="error")), max_batch=8,
+                              metrics=SimpleNamespace(count=lambda *a, **k: None), submit=failing)
+    scoring = Scoring(service, max_bytes=4096, wait_s=1.0)
+    status, body, _, _ = asyncio.run(scoring.answer("/v1/score", b'{"id": "c1", "features": {"age": 40}}'))
+    assert status == 500 and b"scoring_failed" in body and b"ConfigError" in body
+    assert b"/srv" not in body and "/srv/bank/runs/v7" in caplog.text

@@ -187,8 +187,9 @@ class Scoring:
             return _refusal(503, "partner_down", str(exc), party=exc.party)
         except asyncio.TimeoutError:
             return _refusal(504, "timeout", f"no answer within {self.wait_s:g} s")
-        except VsplitError as exc:
-            return _refusal(500, "scoring_failed", f"{type(exc).__name__}: {exc}")
+        except VsplitError as exc:  # its text may name files or a partner's words: the log has it, not the client
+            logging.getLogger(__name__).error("%s failed: %s: %s", path, type(exc).__name__, exc)
+            return _refusal(500, "scoring_failed", f"{type(exc).__name__} (see the service's log)")
         except Exception as exc:  # a bug: logged here, the client gets no traceback
             logging.getLogger(__name__).error("%s failed: %s", path, type(exc).__name__, exc_info=exc)
             return _refusal(500, "internal", "internal error (see the service's log)")
