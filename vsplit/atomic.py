@@ -114,6 +114,44 @@ def create_private(path: str | Path, *, mode: int = PRIVATE) -> None:
         os.close(folder)
 
 
+def create_once(path: str | Path, data: bytes, *, mode: int = PRIVATE) -> bool:
+    """Create ``path`` holding ``data`` unless it exists: written whole to a temporary file, then linked to ``path``,
+    which never replaces a file, so of two processes making the same secret the first one's is kept; ``True`` if
+    this call made it. The folder is created ``0700`` if missing.
+
+    Example:
+        >>> import tempfile, pathlib
+        >>> key = pathlib.Path(tempfile.mkdtemp()) / "keys" / "k"
+        >>> create_once(key, b"first"), create_once(key, b"second"), key.read_bytes()
+        (True, False, b'first')
+    """
+    path = Path(path)
+    path.parent.mkdir(parents=True, exist_ok=True, mode=0o700)
+    tmp = path.with_name(f".{path.name}.{secrets.token_hex(6)}.tmp")
+    fd = os.open(tmp, _CREATE, mode)
+    try:
+        with os.fdopen(fd, "wb") as handle:
+            handle.write(data)
+            handle.flush()
+            os.fsync(handle.fileno())
+        try:
+            os.link(tmp, path)
+        except FileExistsError:
+            return False
+        return True
+    finally:
+        tmp.unlink(missing_ok=True)
+
+
+def refuse_shared(path: str | Path, mode: int, *, what: str, why: str = "") -> None:
+    """Refuse (:class:`ConfigError`) the secret ``what`` at ``path`` if its ``mode`` lets group or others read it
+    (POSIX): a private key, a token, a seed. ``why``: what an account that reads it could do."""
+    if os.name == "posix" and mode & 0o077:
+        reason = f"; {why}" if why else ""
+        raise ConfigError(f"{what} {path} is readable by other users (mode {oct(mode & 0o777)}){reason}: run "
+                          f"`chmod 600 {path}`")
+
+
 def _open_folder(path: Path, within: str | Path | None) -> int:
     """A descriptor of ``path``'s folder, made if missing; with ``within``, reached from it one real folder at a
     time."""

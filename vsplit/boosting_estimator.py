@@ -55,6 +55,7 @@ from vsplit.boosting.label import LabelBoost
 from vsplit.boosting.partner import PartnerBoost, PartnerModel
 from vsplit.boosting.predict import LabelPredict, PartnerPredict
 from vsplit.boosting.trees import BoostModel
+from vsplit.data.labels import positive_class
 from vsplit.data.tables import normalise_ids
 from vsplit.errors import ConfigError, DataError, ProtocolError
 from vsplit.explain.explanation import Explanation
@@ -454,14 +455,10 @@ class SplitBoostClassifier(ClassifierMixin, BaseEstimator):
 
 
 def _positive(values: Sequence[object], label: str) -> object:
-    """The positive class of two label values: the rule of :func:`vsplit.models.tasks.detect_positive` (1, True,
-    "yes", "1"), without importing PyTorch."""
+    """The positive class of two label values (:func:`vsplit.data.labels.positive_class`)."""
     if len(set(values)) != 2:
         raise DataError(f"label {label!r} has {len(set(values))} distinct values; boosting here is binary (two)")
-    for candidates in ({0, 1}, {False, True}, {"no", "yes"}, {"0", "1"}):
-        if set(values) <= candidates:
-            return "yes" if candidates == {"no", "yes"} else max(candidates)
-    raise DataError(f"label {label!r} has values {sorted(map(str, values))}; set positive_label to the positive one")
+    return positive_class(set(values), label)
 
 
 def _numbers(table: pd.DataFrame, encoders: Mapping[str, Sequence[str]]) -> np.ndarray:

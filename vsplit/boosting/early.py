@@ -4,9 +4,10 @@ Theory of operation: the label party holds out some aligned rows (every party is
 others). When a tree is finished, :class:`StoppingLabel` holds back what the training machine says next and asks each
 partner once (:class:`~vsplit.boosting.messages.Ask`) for its decisions on the held-out rows at every split it has
 recorded so far (:class:`~vsplit.boosting.messages.Decisions`, answered by :class:`StoppingPartner`). With them it
-scores every prefix of the trees on the held-out rows (log loss) and stops at the first count of trees that is
-``rounds`` past the best one, keeping the best prefix (as XGBoost's ``best_iteration``); otherwise the training goes
-on. Because every prefix is scored again each time, a resumed run stops where an uninterrupted one does. Stopping,
+adds each new tree's part to the held-out rows' margins, scores every prefix of the trees (log loss) and stops at the
+first count of trees that is ``rounds`` past the best one, keeping the best prefix (as XGBoost's ``best_iteration``);
+otherwise the training goes on. A resumed run scores every tree it holds at its first stop, so it stops where an
+uninterrupted one does. Stopping,
 it tells each partner how many of its records the kept trees use (:class:`Keep`, a prefix, as records are numbered in
 order), then :class:`~vsplit.boosting.messages.Finish`.
 
@@ -69,6 +70,7 @@ class StoppingLabel:
             raise ProtocolError("early stopping needs held-out rows and rounds >= 1", local=True)
         self.machine, self.own_codes, self.labels, self.rounds = machine, np.asarray(own_codes), labels, rounds
         self.losses: list[float] = []
+        self._margin: np.ndarray | None = None  # the held-out rows' margins after len(self.losses) trees
         self._held: list[Outgoing] = []
         self._bits: dict[int, np.ndarray] = {}
         self._waiting: set[str] = set()
@@ -116,9 +118,12 @@ class StoppingLabel:
             return []
         m = self.machine
         widths = (m.width, *(m.shapes[p][1] for p in m.partners))
-        self.losses = [log_loss(self.labels, BoostModel(trees=tuple(m.trees[:k]), base=m.base, widths=widths)
-                                .margins(own_codes=self.own_codes, decisions=self._bits))
-                       for k in range(1, len(m.trees) + 1)]
+        if self._margin is None:
+            self._margin = np.full(len(self.labels), float(m.base))
+        for tree in m.trees[len(self.losses):]:  # each tree's part of the held-out margins, computed once
+            self._margin = self._margin + BoostModel(trees=(tree,), base=0.0, widths=widths).margins(
+                own_codes=self.own_codes, decisions=self._bits)
+            self.losses.append(log_loss(self.labels, self._margin))
         stop = first_stop(self.losses, rounds=self.rounds)
         if stop is None and not m.done:
             held, self._held = self._held, []

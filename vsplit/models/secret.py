@@ -20,13 +20,12 @@ Example:
 
 from __future__ import annotations
 
-import contextlib
 import logging
-import os
 import secrets
 from pathlib import Path
 from typing import Any
 
+from vsplit.atomic import create_once, refuse_shared
 from vsplit.errors import ConfigError
 
 log = logging.getLogger(__name__)
@@ -55,10 +54,8 @@ def secret_path(config: Any) -> Path:
 def check_secret_file(path: Path) -> None:
     """Refuse an init seed that others may read (on POSIX), as :func:`vsplit.transport.identity.check_key_file`
     refuses a key."""
-    mode = path.stat().st_mode
-    if os.name == "posix" and mode & 0o077:
-        raise ConfigError(f"init seed {path} is readable by other users (mode {oct(mode & 0o777)}): a peer who learns "
-                          f"it can rebuild this party's initial weights; run `chmod 600 {path}`")
+    refuse_shared(path, path.stat().st_mode, what="init seed",
+                  why="a peer who learns it can rebuild this party's initial weights")
 
 
 def fresh() -> int:
@@ -95,18 +92,7 @@ def write_secret(path: str | Path, seed: int) -> Path:
 def _create(path: Path, seed: int) -> None:
     """Create ``path`` holding ``seed``, owner-only from the start; a file made meanwhile by another process of the
     same party (a bag, a search) wins and is kept."""
-    path.parent.mkdir(parents=True, exist_ok=True, mode=0o700)
-    tmp = path.with_name(f".{path.name}.{secrets.token_hex(6)}.tmp")
-    fd = os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_EXCL | getattr(os, "O_NOFOLLOW", 0), 0o600)
-    try:
-        with os.fdopen(fd, "w", encoding="ascii") as handle:
-            handle.write(f"{seed}\n")
-            handle.flush()
-            os.fsync(handle.fileno())
-        with contextlib.suppress(FileExistsError):
-            os.link(tmp, path)  # never replaces: the first seed made is the party's seed
-    finally:
-        tmp.unlink(missing_ok=True)
+    create_once(path, f"{seed}\n".encode("ascii"))
 
 
 def init_seed(config: Any) -> int:

@@ -31,6 +31,7 @@ import pandas as pd
 import torch
 import torch.nn.functional as F
 
+from vsplit.data.labels import positive_class
 from vsplit.errors import ConfigError, DataError
 from vsplit.metrics import binary_metrics
 from vsplit.models.registry import Registry
@@ -96,14 +97,11 @@ def detect_positive(labels: pd.Series, name: str) -> object:
         'yes'
     """
     values = set(labels.dropna().unique().tolist())
-    for candidates in ({0, 1}, {False, True}, {"no", "yes"}, {"0", "1"}):
-        if values <= candidates and len(values) == 2:
-            return max(candidates) if candidates != {"no", "yes"} else "yes"
     if len(values) != 2:
         raise DataError(
             f"label {name!r} has {len(values)} distinct values; a binary task needs two (use task='multiclass')"
         )
-    raise DataError(f"label {name!r} has values {sorted(map(str, values))}; set positive_label to the positive one")
+    return positive_class(values, name)
 
 
 def binarise(labels: pd.Series, positive: object, name: str) -> torch.Tensor:

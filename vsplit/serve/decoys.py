@@ -40,6 +40,7 @@ from pathlib import Path
 
 import numpy as np
 
+from vsplit.atomic import create_once, refuse_shared
 from vsplit.errors import ConfigError
 from vsplit.serve.messages import KEY_BYTES
 
@@ -50,16 +51,8 @@ KEY_SIZE = 32
 def decoy_secret(folder: Path) -> bytes:
     """The bank's decoy secret of the run in ``folder``: made on first use (0600, never overwritten), then read."""
     path = Path(folder) / KEY_FILE
-    try:
-        fd = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_EXCL | os.O_NOFOLLOW, 0o600)
-    except FileExistsError:
-        pass
-    else:
-        try:
-            os.write(fd, secrets.token_bytes(KEY_SIZE))
-            os.fsync(fd)
-        finally:
-            os.close(fd)
+    if not path.exists():
+        create_once(path, secrets.token_bytes(KEY_SIZE))
     try:
         fd = os.open(path, os.O_RDONLY | os.O_NOFOLLOW)
         try:
@@ -70,9 +63,7 @@ def decoy_secret(folder: Path) -> bytes:
     except OSError as exc:
         raise ConfigError(f"{path}: cannot read the decoy secret ({exc.strerror}); delete it to make a new one") \
             from None
-    if mode & 0o077:
-        raise ConfigError(f"{path}: the decoy secret is readable by others (mode {mode & 0o777:o}); "
-                          f"run `chmod 600 {path}`")
+    refuse_shared(path, mode, what="the decoy secret")
     if len(key) != KEY_SIZE:
         raise ConfigError(f"{path}: not a decoy secret ({len(key)} bytes, {KEY_SIZE} expected); delete it to make a "
                           "new one")

@@ -8,12 +8,12 @@ links. A partner daemon dials the bank and serves it until stopped.
 from __future__ import annotations
 
 import logging
-import os
 import signal
 import sys
 import threading
 from typing import Any
 
+from vsplit.atomic import refuse_shared
 from vsplit.config import PartyConfig, resolve
 from vsplit.errors import ConfigError
 
@@ -62,10 +62,8 @@ def read_token(config: PartyConfig, key: str) -> str | None:
         return None
     path = resolve(config, name)
     try:
-        mode = path.stat().st_mode
-        if os.name == "posix" and mode & 0o077:
-            raise ConfigError(f"serve.{key}: {path} is readable by other users (mode {oct(mode & 0o777)}); a token "
-                              f"is a secret like a private key: run `chmod 600 {path}`")
+        refuse_shared(path, path.stat().st_mode, what=f"serve.{key}:",
+                      why="a token is a secret like a private key")
         if path.stat().st_size > MAX_TOKEN_FILE:
             raise ConfigError(f"serve.{key}: {path} holds {path.stat().st_size} bytes; a token file holds one "
                               "line, the token")

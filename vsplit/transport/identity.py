@@ -35,6 +35,7 @@ from cryptography.hazmat.primitives import hashes, serialization
 from cryptography.hazmat.primitives.asymmetric import ec
 from cryptography.x509.oid import ExtendedKeyUsageOID, NameOID
 
+from vsplit.atomic import refuse_shared
 from vsplit.errors import AuthenticationError, ConfigError
 
 #: Certificate lifetime when none is given: two years.
@@ -205,10 +206,7 @@ def check_key_file(path: str | Path) -> Path:
         mode = path.stat().st_mode
     except FileNotFoundError:
         raise ConfigError(f"private key not found at {path}; create it with `vsplit keys new --party NAME`") from None
-    if os.name == "posix" and mode & 0o077:
-        raise ConfigError(
-            f"private key {path} is readable by other users (mode {oct(mode & 0o777)}); run `chmod 600 {path}`"
-        )
+    refuse_shared(path, mode, what="private key")
     return path
 
 
