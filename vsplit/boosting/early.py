@@ -173,13 +173,13 @@ class StoppingPartner:
             if msg.rows != len(self.codes):
                 raise ProtocolError(f"early stopping: asked about {msg.rows} rows, this party holds out "
                                     f"{len(self.codes)}")
-            kept = np.array(m._records, dtype=np.int64).reshape(-1, 3)
+            kept = m.records
             model = PartnerModel(columns=kept[:, 0], bins=kept[:, 1], missing_left=kept[:, 2].astype(np.uint8),
                                  width=m.width)
             return [Outgoing(m.label, Decisions(bits=model.decisions(self.codes)))]
         if isinstance(msg, Keep) and sender == m.label:
-            if msg.records > len(m._records):
-                raise ProtocolError(f"early stopping: keep {msg.records} records, this party has {len(m._records)}")
+            if msg.records > len(m.records):
+                raise ProtocolError(f"early stopping: keep {msg.records} records, this party has {len(m.records)}")
             self._keep = msg.records
             return []
         return m.receive(sender, msg)

@@ -106,6 +106,21 @@ class PartnerBoost:
         self.done = False
         self.result: PartnerModel | None = None
 
+    @property
+    def records(self) -> np.ndarray:
+        """The splits this party recorded so far, by record id: ``(records, 3)`` column, threshold bin, missing left."""
+        return np.array(self._records, dtype=np.int64).reshape(-1, 3)
+
+    @property
+    def trees_done(self) -> int:
+        """Trees finished: those before the one whose gradients it holds (all of them, once done)."""
+        return self._tree + 1 if self.done else max(self._tree, 0)
+
+    def restore(self, *, trees: int, records: np.ndarray) -> None:
+        """Go on after ``trees`` finished trees and the ``records`` they made (a checkpoint's), before :meth:`start`."""
+        self._tree = int(trees) - 1
+        self._records = [(int(c), int(b), int(m)) for c, b, m in np.asarray(records, dtype=np.int64).reshape(-1, 3)]
+
     def expects(self, peer: str) -> bool:
         """The partner waits for the label party until :class:`Finish`."""
         return peer == self.label and not self.done

@@ -174,11 +174,10 @@ class BoostNode(PartyNode, kinds=("boosting",)):
             return TreeCheckpoints(outer, count=lambda m: len(m.trees), save=self._save_label, inner=machine)
         machine = PartnerBoost(codes[~held], width=self.bins.width, label=self.hub,
                                min_node_rows=self.config.boosting.min_node_rows, **self._key_options())
-        if saved is not None:  # the partner machine counts trees from -1 and numbers records in order
-            machine._tree = int(saved["trees"]) - 1
-            machine._records = [tuple(int(v) for v in r) for r in np.asarray(saved["records"]).reshape(-1, 3)]
+        if saved is not None:  # the trees every party finished, and the splits this party recorded in them
+            machine.restore(trees=int(saved["trees"]), records=saved["records"])
         outer = StoppingPartner(machine, codes=codes[held]) if held.any() else machine
-        return TreeCheckpoints(outer, count=_partner_trees, save=self._save_partner, inner=machine)
+        return TreeCheckpoints(outer, count=lambda m: m.trees_done, save=self._save_partner, inner=machine)
 
     def _labels(self, table: pd.DataFrame) -> np.ndarray:
         d = self.config.data
@@ -196,9 +195,8 @@ class BoostNode(PartyNode, kinds=("boosting",)):
                                               "base": machine.base, "widths": widths, **trees_state(machine.trees)})
 
     def _save_partner(self, machine: Any) -> None:
-        trees = _partner_trees(machine)
-        records = np.array(machine._records, dtype=np.int64).reshape(-1, 3)
-        self._checkpoint(trees, {"trees": trees, "records": records})
+        trees = machine.trees_done
+        self._checkpoint(trees, {"trees": trees, "records": machine.records})
 
     def _checkpoint(self, trees: int, state: dict[str, Any]) -> None:
         state = {**state, "bins": bins_state(self.bins)}
@@ -405,8 +403,3 @@ class TreeCheckpoints:
             self._seen = now
             self._save(self.inner)
         return out
-
-
-def _partner_trees(machine: Any) -> int:
-    """Trees a partner machine has finished: those before the one whose gradients it holds (all, once done)."""
-    return machine._tree + 1 if machine.done else max(machine._tree, 0)
