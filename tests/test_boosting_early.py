@@ -11,7 +11,16 @@ import pytest
 
 pytest.importorskip("heu")
 
-from vsplit.boosting import BoostParams, LabelBoost, LabelPredict, PartnerBoost, PartnerPredict, fit_bins, fit_pooled
+from vsplit.boosting import (
+    BoostParams,
+    LabelBoost,
+    LabelPredict,
+    PartnerBoost,
+    PartnerModel,
+    PartnerPredict,
+    fit_bins,
+    fit_pooled,
+)
 from vsplit.boosting.early import StoppingLabel, StoppingPartner, first_stop, log_loss
 from vsplit.boosting.gains import goes_left
 from vsplit.he import generate_keypair
@@ -66,3 +75,47 @@ def _margins(pooled, trees, codes, rows):
     for s in splits:
         bits[:, s.record] = goes_left(codes["shop"][rows][:, s.column], bin=s.bin, missing_left=s.missing_left, width=9)
     return model.margins(own_codes=codes["bank"][rows], decisions={1: bits})
+
+
+def test_each_question_asks_for_the_new_trees_records_only_and_the_margins_equal_a_full_rescoring():
+    """After every tree the partner sends the held-out bits of the records that tree added, no more; the margins
+    the bank adds up from them equal the margins of every tree scored afresh with all the partner's decisions."""
+    from vsplit.boosting import BoostModel
+    from vsplit.boosting.messages import Ask, Decisions
+
+    rng = np.random.default_rng(2)
+    bank, shop = rng.normal(size=(260, 2)), rng.normal(size=(260, 3))
+    labels = (rng.random(260) < 1 / (1 + np.exp(-shop[:, 0] - 0.5 * bank[:, 1]))).astype(float)
+    codes = {n: fit_bins(t, max_bins=8).transform(t) for n, t in (("bank", bank), ("shop", shop))}
+    train, held = np.arange(260) >= 60, np.arange(260) < 60
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore", UserWarning)
+        keys = generate_keypair(scheme="ou", key_bits=1024, insecure_small_key_for_tests=True)
+    params = BoostParams(trees=6, max_depth=3, learning_rate=0.3, min_child_weight=0.5)
+    label = StoppingLabel(LabelBoost(codes["bank"][train], width=9, labels=labels[train], partners=["shop"],
+                                     params=params, keys=keys),
+                          own_codes=codes["bank"][held], labels=labels[held], rounds=100)
+    partner = StoppingPartner(PartnerBoost(codes["shop"][train], width=9, min_key_bits=1024,
+                                           insecure_small_key_for_tests=True), codes=codes["shop"][held])
+    asked: list[int] = []
+    sent: list[int] = []
+
+    def tap(sender, recipient, message, frame):
+        if isinstance(message, Ask):
+            asked.append(message.first)
+        elif isinstance(message, Decisions):
+            sent.append(message.bits.shape[1])
+
+    run_machines(connect(["bank", "shop"], session=b"n" * 16, taps=[tap]), {"bank": label, "shop": partner})
+    records = partner.machine.records
+    per_tree = [sum(s.party == 1 for s in t.splits.values()) for t in label.trees]
+    assert len(asked) == len(sent) == params.trees and sum(per_tree) == len(records) > params.trees
+    assert sent == per_tree and asked == np.cumsum([0, *per_tree[:-1]]).tolist()
+
+    everything = PartnerModel(columns=records[:, 0], bins=records[:, 1], missing_left=records[:, 2].astype(np.uint8),
+                              width=9).decisions(codes["shop"][held])
+    m = label.machine
+    full = [BoostModel(trees=tuple(m.trees[:k]), base=m.base, widths=(9, 9)).margins(
+        own_codes=codes["bank"][held], decisions={1: everything}) for k in range(1, params.trees + 1)]
+    np.testing.assert_allclose(label._margin, full[-1], rtol=0, atol=1e-12)
+    np.testing.assert_allclose(label.losses, [log_loss(labels[held], f) for f in full], rtol=0, atol=1e-12)

@@ -217,3 +217,37 @@ def test_process_backend_grows_the_same_trees(run):
         assert backend.spread > 2 * params.trees, "the work should have gone to the workers"
     _same_trees(split, fit_pooled([codes[n] for n in names], labels, widths=[bins[n].width for n in names],
                                   params=params))
+
+
+def test_serial_backend_in_short_calls_grows_the_same_trees(run, monkeypatch):
+    """A long encryption or sum is split into short sf-heu calls (the heartbeat thread runs between them): with
+    calls of a few rows, the same trees as the pooled reference, and frames of the one-call layout."""
+    import vsplit.boosting.backend as backend
+
+    monkeypatch.setattr(backend, "ENCRYPT_CHUNK", 7)
+    monkeypatch.setattr(backend, "SUM_CHUNK", 5)
+    calls = {"encrypt": 0, "sums": 0}
+    encrypt_rows, sums = backend.encrypt_rows, backend.SerialBackend._sums
+
+    def counting_encrypt(*args, **kwargs):
+        calls["encrypt"] += 1
+        return encrypt_rows(*args, **kwargs)
+
+    def counting_sums(*args, **kwargs):
+        calls["sums"] += 1
+        return sums(*args, **kwargs)
+
+    monkeypatch.setattr(backend, "encrypt_rows", counting_encrypt)
+    monkeypatch.setattr(backend.SerialBackend, "_sums", staticmethod(counting_sums))
+    params = BoostParams(trees=2, max_depth=3, min_child_weight=0.5)
+    names = ("bank", *PARTNERS)
+    keys, codes, bins, labels = run["keys"], run["codes"], run["bins"], run["labels"]
+    machines = {"bank": LabelBoost(codes["bank"], width=bins["bank"].width, labels=labels, partners=PARTNERS,
+                                   params=params, keys=keys)}
+    for name in PARTNERS:
+        machines[name] = PartnerBoost(codes[name], width=bins[name].width, min_key_bits=1024,
+                                      insecure_small_key_for_tests=True)
+    split = run_machines(connect(list(names), session=b"c" * 16), machines)["bank"]
+    assert calls["encrypt"] >= params.trees * len(labels) // 7 and calls["sums"] > 4 * params.trees * len(PARTNERS)
+    _same_trees(split, fit_pooled([codes[n] for n in names], labels, widths=[bins[n].width for n in names],
+                                  params=params))

@@ -39,7 +39,6 @@ import hashlib
 import time
 import warnings
 from collections.abc import Mapping, Sequence
-from dataclasses import dataclass
 from typing import Any
 
 import numpy as np
@@ -49,65 +48,22 @@ from sklearn.metrics import accuracy_score
 from sklearn.utils.validation import check_is_fitted
 
 from vsplit.boosting.bins import fit_bins
-from vsplit.boosting.explain import contributions, node_values
+from vsplit.boosting.explain import ExplainPredict, kept_values
 from vsplit.boosting.gains import BoostParams
 from vsplit.boosting.label import LabelBoost
 from vsplit.boosting.partner import PartnerBoost, PartnerModel
-from vsplit.boosting.predict import LabelPredict, PartnerPredict
+from vsplit.boosting.predict import PartnerPredict
 from vsplit.boosting.trees import BoostModel
 from vsplit.data.labels import positive_class
 from vsplit.data.tables import normalise_ids
-from vsplit.errors import ConfigError, DataError, ProtocolError
-from vsplit.explain.explanation import Explanation
+from vsplit.errors import ConfigError, DataError
+from vsplit.explain.path import PathExplanation, explain_trees
 from vsplit.he import SCHEMES
-from vsplit.protocol.message import Message
 from vsplit.runtime.inprocess import connect, run_machines
 from vsplit.runtime.psi import align_estimator_rows
 
 __all__ = ["PathExplanation", "SplitBoostClassifier"]
 METRICS = ("logloss", "auc")
-
-
-@dataclass
-class PathExplanation(Explanation):
-    """An :class:`~vsplit.explain.explanation.Explanation` of a boosted model by path attribution: ``score`` is each
-    row's margin (log-odds), ``baseline_score`` the margin every row starts from, ``features`` the credits of the
-    label party's own columns and ``groups`` each partner's; they add up to the margin up to float64 rounding."""
-
-    method: str = "path"
-
-    def method_text(self) -> str:
-        """How the attributions were made, in a sentence for a report or a model card."""
-        return ("path attribution (Saabas): each split's change of the node value credited to the party owning the "
-                "split, exact up to float64 rounding")
-
-    def parties(self) -> pd.DataFrame:
-        """Per row (index: ID): ``baseline``, the label party's total, each partner's, and ``margin``."""
-        out = pd.DataFrame({"baseline": self.baseline_score, self.label_party: self.features.to_numpy().sum(axis=1)},
-                           index=self.ids)
-        out[list(self.groups.columns)] = self.groups.to_numpy()
-        out["margin"] = self.score
-        return out
-
-    def by_party(self) -> Explanation:
-        """The same attributions with the label party's columns summed into one, for reason codes by party:
-        ``vsplit.explain.reasons.reason_codes(e.by_party())`` names the parties costing each declined row most."""
-        own = pd.DataFrame({self.label_party: self.features.to_numpy().sum(axis=1)}, index=self.ids)
-        return PathExplanation(label_party=self.label_party, ids=self.ids, score=self.score,
-                               baseline_score=self.baseline_score, features=own, groups=self.groups)
-
-
-class _KeepBits(LabelPredict):
-    """The label party's prediction machine, keeping each partner's bits (for explanations and early stopping)."""
-
-    def __init__(self, model: BoostModel, *, own_codes: np.ndarray, partners: Sequence[str]) -> None:
-        super().__init__(model, own_codes=own_codes, partners=partners)
-        self.bits: dict[int, np.ndarray] = {}
-
-    def receive(self, sender: str, msg: Message) -> list[Any]:
-        out = super().receive(sender, msg)  # checked there: the sender, the message type and the shape
-        self.bits[self.partners.index(sender) + 1] = np.asarray(msg.bits)  # type: ignore[attr-defined]
-        return out
 
 
 class SplitBoostClassifier(ClassifierMixin, BaseEstimator):
@@ -122,6 +78,9 @@ class SplitBoostClassifier(ClassifierMixin, BaseEstimator):
         label_party, label, id_column, positive_label: as for :class:`~vsplit.estimator.SplitClassifier`.
         n_estimators, max_depth, learning_rate, reg_lambda, gamma, min_child_weight: XGBoost's meanings
             (:class:`~vsplit.boosting.gains.BoostParams`).
+        goss_top_rate, goss_other_rate: GOSS (SecureBoost+): per tree the rows of the largest ``goss_top_rate``
+            share of gradients and a ``goss_other_rate`` sample of the rest (seeded by ``random_state``); 0 and 0:
+            every row (:class:`~vsplit.boosting.gains.BoostParams`).
         max_bins: value bins per column, each party binning its own columns on its own training rows.
         categorical: categorical columns per party (default: the columns of text or category dtype).
         early_stopping_rounds: keep the trees up to the best score on held-out rows, stopping after this many trees
@@ -156,6 +115,8 @@ class SplitBoostClassifier(ClassifierMixin, BaseEstimator):
         reg_lambda: float = 1.0,
         gamma: float = 0.0,
         min_child_weight: float = 1.0,
+        goss_top_rate: float = 0.0,
+        goss_other_rate: float = 0.0,
         max_bins: int = 32,
         categorical: Mapping[str, Sequence[str]] | None = None,
         early_stopping_rounds: int | None = None,
@@ -178,6 +139,8 @@ class SplitBoostClassifier(ClassifierMixin, BaseEstimator):
         self.reg_lambda = reg_lambda
         self.gamma = gamma
         self.min_child_weight = min_child_weight
+        self.goss_top_rate = goss_top_rate
+        self.goss_other_rate = goss_other_rate
         self.max_bins = max_bins
         self.categorical = categorical
         self.early_stopping_rounds = early_stopping_rounds
@@ -237,8 +200,7 @@ class SplitBoostClassifier(ClassifierMixin, BaseEstimator):
             model, partner_models = self._stop_early(model, partner_models, codes[label][valid_at],
                                                      {k: b[valid_at] for k, b in bits.items()}, labels[valid_at])
         self.model_, self.partner_models_ = model, partner_models
-        self.node_values_ = node_values(model, own_codes=codes[label][fit_at], labels=labels[fit_at], params=params,
-                                        decisions={k: b[fit_at] for k, b in bits.items()})
+        self.node_values_ = kept_values(model, params)  # from the sums training kept: no replay
         self.n_aligned_ = len(labels)
         self.fit_seconds_ = time.perf_counter() - started
         return self
@@ -264,7 +226,7 @@ class SplitBoostClassifier(ClassifierMixin, BaseEstimator):
                    codes: Mapping[str, np.ndarray]) -> tuple[np.ndarray, dict[int, np.ndarray]]:
         """One prediction round on aligned rows: the probabilities, and each partner's bits (by partner index)."""
         label = self.label_party
-        bank = _KeepBits(model, own_codes=codes[label], partners=self.partners_)
+        bank = ExplainPredict(model, own_codes=codes[label], partners=self.partners_)
         machines: dict[str, Any] = {label: bank}
         for name in self.partners_:
             machines[name] = PartnerPredict(partner_models[name], codes=codes[name], label=label)
@@ -338,18 +300,9 @@ class SplitBoostClassifier(ClassifierMixin, BaseEstimator):
         """
         _, _, codes, bits, ids = self._score(views)
         label = self.label_party
-        bias, own, parties = contributions(self.model_, self.node_values_, own_codes=codes[label], decisions=bits,
-                                           partners=len(self.partners_))
-        margin = self.model_.margins(own_codes=codes[label], decisions=bits)
-        out = PathExplanation(
-            label_party=label, ids=list(ids), score=margin, baseline_score=np.full(len(margin), bias),
-            features=pd.DataFrame(own, columns=self.party_feature_names_in_[label], index=list(ids)),
-            groups=pd.DataFrame(parties[:, 1:], columns=self.partners_, index=list(ids)),
-        )
-        worst = float(out.completeness_error().max(initial=0.0))
-        if worst > 1e-9:
-            raise ProtocolError(f"boosting explanations: contributions miss the margin by {worst:.3g}", local=True)
-        return out
+        return explain_trees(self.model_, self.node_values_, own_codes=codes[label], decisions=bits, ids=list(ids),
+                             own_columns=self.party_feature_names_in_[label], partners=self.partners_,
+                             label_party=label)
 
     def _targets(self, views: Mapping[str, pd.DataFrame]) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
         p, known, *_ = self._score(views)
@@ -396,7 +349,9 @@ class SplitBoostClassifier(ClassifierMixin, BaseEstimator):
             raise ConfigError("early stopping needs early_stopping_rounds >= 1 and validation_fraction in (0, 1), "
                               f"got {self.early_stopping_rounds} and {self.validation_fraction}")
         return BoostParams(trees=self.n_estimators, max_depth=self.max_depth, learning_rate=self.learning_rate,
-                           reg_lambda=self.reg_lambda, gamma=self.gamma, min_child_weight=self.min_child_weight)
+                           reg_lambda=self.reg_lambda, gamma=self.gamma, min_child_weight=self.min_child_weight,
+                           goss_top_rate=self.goss_top_rate, goss_other_rate=self.goss_other_rate,
+                           seed=self.random_state)
 
     def _features(self, party: str, table: pd.DataFrame) -> pd.DataFrame:
         """A party's feature columns: every column but the ID (and the label, at the label party)."""

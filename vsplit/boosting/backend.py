@@ -46,13 +46,36 @@ class Backend(Protocol):
         """The ciphertext message of the packed sums of ``column`` (read from ``frame``) over each group of rows."""
 
 
+#: the most rows one sf-heu call encrypts, and the most rows one call sums: sf-heu holds the GIL while it computes,
+#: so between two calls the channel's heartbeat thread gets its turn (a call of seconds on a loaded machine must stay
+#: well under the peer's 30 s idle timeout)
+ENCRYPT_CHUNK = 1 << 15
+SUM_CHUNK = 1 << 18
+
+
 class SerialBackend:
-    """Computes in the calling process."""
+    """Computes in the calling process, in calls of at most :data:`ENCRYPT_CHUNK` rows encrypted or
+    :data:`SUM_CHUNK` rows summed (the frames are the same as one call's)."""
 
     def encrypt(self, public: PublicKey, values: np.ndarray, *, packing: Packing) -> bytes:
-        return encode_ciphertexts(encrypt_rows(public, values, packing=packing))
+        frames = [encode_ciphertexts(encrypt_rows(public, values[i : i + ENCRYPT_CHUNK], packing=packing))
+                  for i in range(0, len(values), ENCRYPT_CHUNK)]  # a loop over chunks of rows
+        return frames[0] if len(frames) == 1 else _join(public, frames)
 
     def sums(self, column: Ciphertexts, frame: bytes, groups: list[list[int]], *, packing: Packing) -> bytes:
+        per = max(packing.sums_per_plaintext, 1)
+        if not groups:
+            return self._sums(column, groups, packing=packing)
+        frames, start, rows = [], 0, 0
+        for end in range(per, len(groups) + per, per):  # whole packed ciphertexts, up to SUM_CHUNK rows a call
+            rows += sum(map(len, groups[end - per : end]))
+            if rows >= SUM_CHUNK or end >= len(groups):
+                frames.append(self._sums(column, groups[start:end], packing=packing))
+                start, rows = end, 0
+        return frames[0] if len(frames) == 1 else _join(column.public, frames)
+
+    @staticmethod
+    def _sums(column: Ciphertexts, groups: list[list[int]], *, packing: Packing) -> bytes:
         array = column.public.kit.evaluator().batch_select_sum(column.array, groups)
         return encode_ciphertexts(pack_sums(Ciphertexts(public=column.public, array=array), packing=packing))
 

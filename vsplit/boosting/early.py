@@ -2,9 +2,11 @@
 
 Theory of operation: the label party holds out some aligned rows (every party is told which, and trains on the
 others). When a tree is finished, :class:`StoppingLabel` holds back what the training machine says next and asks each
-partner once (:class:`~vsplit.boosting.messages.Ask`) for its decisions on the held-out rows at every split it has
-recorded so far (:class:`~vsplit.boosting.messages.Decisions`, answered by :class:`StoppingPartner`). With them it
-adds each new tree's part to the held-out rows' margins, scores every prefix of the trees (log loss) and stops at the
+partner once (:class:`~vsplit.boosting.messages.Ask`) for its decisions on the held-out rows at the splits it
+recorded since the last question (``Ask.first``: the first record not yet asked about; records are numbered in
+order, so these are the new tree's; :class:`~vsplit.boosting.messages.Decisions`, answered by
+:class:`StoppingPartner`). It keeps the bits it got, adds each new tree's part to the held-out rows' margins, scores
+every prefix of the trees (log loss) and stops at the
 first count of trees that is ``rounds`` past the best one, keeping the best prefix (as XGBoost's ``best_iteration``);
 otherwise the training goes on. A resumed run scores every tree it holds at its first stop, so it stops where an
 uninterrupted one does. Stopping,
@@ -72,7 +74,7 @@ class StoppingLabel:
         self.losses: list[float] = []
         self._margin: np.ndarray | None = None  # the held-out rows' margins after len(self.losses) trees
         self._held: list[Outgoing] = []
-        self._bits: dict[int, np.ndarray] = {}
+        self._bits: dict[int, np.ndarray] = {}  # per partner: the held-out rows' bits of its records asked so far
         self._waiting: set[str] = set()
         self._scored = len(machine.trees)
         self.done = False
@@ -102,7 +104,12 @@ class StoppingLabel:
             return out
         self._scored, self._held = len(self.machine.trees), out
         self._waiting = set(self.machine.partners)
-        return [Outgoing(p, Ask(rows=len(self.labels))) for p in self.machine.partners]
+        return [Outgoing(p, Ask(rows=len(self.labels), first=self._asked(k)))
+                for k, p in enumerate(self.machine.partners, start=1)]
+
+    def _asked(self, party: int) -> int:
+        """The records of partner ``party`` (1, 2, ...) whose held-out bits are here."""
+        return self._bits[party].shape[1] if party in self._bits else 0
 
     def _decisions(self, sender: str, msg: Decisions) -> list[Outgoing]:
         if sender not in self._waiting:
@@ -110,9 +117,11 @@ class StoppingLabel:
         party = self.machine.partners.index(sender) + 1
         records = 1 + max((s.record for t in self.machine.trees for s in t.splits.values() if s.party == party),
                           default=-1)
-        if msg.bits.shape[0] != len(self.labels) or msg.bits.shape[1] < records:
-            raise ProtocolError(f"early stopping: {sender!r} sent bits of shape {msg.bits.shape}")
-        self._bits[party] = msg.bits
+        first = self._asked(party)
+        if msg.bits.shape[0] != len(self.labels) or first + msg.bits.shape[1] < records:
+            raise ProtocolError(f"early stopping: {sender!r} sent bits of shape {msg.bits.shape} from record {first}")
+        bits = np.hstack([self._bits[party], msg.bits]) if first else msg.bits
+        self._bits[party] = bits[:, :records]  # the records the trees use: the next question starts after them
         self._waiting.discard(sender)
         if self._waiting:
             return []
@@ -173,8 +182,11 @@ class StoppingPartner:
             if msg.rows != len(self.codes):
                 raise ProtocolError(f"early stopping: asked about {msg.rows} rows, this party holds out "
                                     f"{len(self.codes)}")
-            kept = m.records
-            model = PartnerModel(columns=kept[:, 0], bins=kept[:, 1], missing_left=kept[:, 2].astype(np.uint8),
+            if msg.first > len(m.records):
+                raise ProtocolError(f"early stopping: asked from record {msg.first}, this party has "
+                                    f"{len(m.records)}")
+            new = m.records[msg.first :]
+            model = PartnerModel(columns=new[:, 0], bins=new[:, 1], missing_left=new[:, 2].astype(np.uint8),
                                  width=m.width)
             return [Outgoing(m.label, Decisions(bits=model.decisions(self.codes)))]
         if isinstance(msg, Keep) and sender == m.label:

@@ -6,11 +6,12 @@ formula as the leaves: :func:`vsplit.boosting.gains.leaf_values`). A row walks f
 on its way moves the value from the node's to the child's, and that change is credited to the party that owns the
 split (and, for the label party's own splits, to its column). Over a tree the changes telescope to ``leaf - root``,
 so ``base + sum of the roots + every credit`` is the row's margin, up to float64 rounding. The label party knows the
-owner of every split and, from the one prediction round, the partners' bits. The node values it computes by
-replaying training (:func:`node_values`): the training rows' gradients, summed per node; only the bits of the rows
-that reached a node count, which it learned while training (a partner's ``Assigned``). The notebook estimator takes
-them from one prediction round on the training rows, in its one process; keeping each leaf's integer sums in the
-model would give the same values with no replay.
+owner of every split and, from the one prediction round, the partners' bits. The node values come from what
+training kept (:func:`kept_values`): each leaf's integer gradient and hessian sums
+(:attr:`~vsplit.boosting.trees.Tree.sums`, in ``model.npz``), a split node's being its leaves'; ``bias``, the margin
+every row starts from, is the trees' expected value. :func:`node_values` computes the same values by replaying
+training on the training rows (a check, and a way to explain a model saved without the sums).
+:class:`ExplainPredict` is the prediction round keeping the partners' bits: no message beyond ``vsplit predict``'s.
 
 Example:
     >>> import numpy as np
@@ -33,8 +34,11 @@ from collections.abc import Mapping, Sequence
 import numpy as np
 
 from vsplit.boosting.gains import BoostParams, goes_left, gradients, leaf_values, quantize
+from vsplit.boosting.predict import LabelPredict
 from vsplit.boosting.trees import BoostModel, Tree
 from vsplit.errors import DataError
+from vsplit.protocol.machine import Outgoing
+from vsplit.protocol.message import Message
 
 
 def walk(tree: Tree, *, own_codes: np.ndarray, decisions: Mapping[int, np.ndarray], width: int) -> np.ndarray:
@@ -62,9 +66,54 @@ def walk(tree: Tree, *, own_codes: np.ndarray, decisions: Mapping[int, np.ndarra
     return np.stack(path, axis=1)
 
 
+def kept_values(model: BoostModel, params: BoostParams) -> list[dict[int, float]]:
+    """Every node's value in every tree from the integer sums training kept (the leaves' values are the model's).
+
+    Raises:
+        DataError: a tree without its sums (a model saved before they were kept): retrain, or replay with
+            :func:`node_values`.
+
+    Example:
+        >>> tree = Tree(leaves={1: -0.15, 2: 0.075}, sums={1: (2 * 2**16, 3 * 2**16), 2: (-2**16, 3 * 2**16)})
+        >>> model = BoostModel(trees=(tree,), base=0.0, widths=(3,))
+        >>> {n: round(v, 6) for n, v in kept_values(model, BoostParams())[0].items()}
+        {0: -0.042857, 1: -0.15, 2: 0.075}
+    """
+    out = []
+    for k, tree in enumerate(model.trees):  # a loop over trees
+        if tree.sums.keys() != tree.leaves.keys():
+            raise DataError(f"boosting explanations: tree {k} keeps no gradient sums (a model saved before "
+                            "explanations were supported); train the run again to explain it")
+        sums = tree.node_sums()
+        nodes = sorted(sums)
+        values = dict(zip(nodes, leaf_values(np.array([sums[n] for n in nodes], dtype=np.int64).reshape(-1, 2),
+                                             params).tolist(), strict=True))
+        if any(not np.isclose(values[n], v, rtol=0, atol=1e-12) for n, v in tree.leaves.items()):
+            raise DataError(f"boosting explanations: tree {k}'s kept sums give other leaves than its own; the "
+                            "model file was changed or the settings differ from training ([boosting])")
+        out.append(values)
+    return out
+
+
+class ExplainPredict(LabelPredict):
+    """The label party's prediction round keeping each partner's bits (``bits``: partner index -> uint8
+    ``(rows, records)``), for explanations and early stopping; the messages are :class:`LabelPredict`'s."""
+
+    def __init__(self, model: BoostModel, *, own_codes: np.ndarray, partners: Sequence[str]) -> None:
+        super().__init__(model, own_codes=own_codes, partners=partners)
+        self.bits: dict[int, np.ndarray] = {}
+
+    def receive(self, sender: str, msg: Message) -> list[Outgoing]:
+        """Take one partner's bits (checked by :class:`LabelPredict`) and keep them."""
+        out = super().receive(sender, msg)
+        self.bits[self.partners.index(sender) + 1] = np.asarray(msg.bits)  # type: ignore[attr-defined]
+        return out
+
+
 def node_values(model: BoostModel, *, own_codes: np.ndarray, decisions: Mapping[int, np.ndarray],
                 labels: np.ndarray, params: BoostParams) -> list[dict[int, float]]:
-    """Every node's value in every tree, replaying training on its rows (the rows the model was trained on).
+    """Every node's value in every tree, replaying training on its rows (the rows the model was trained on, every row
+    unweighted: a model trained with GOSS needs :func:`kept_values`).
 
     Raises:
         DataError: a replayed leaf differs from the model's: these are not the rows and labels it was trained on.

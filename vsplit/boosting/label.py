@@ -19,6 +19,8 @@ The run's key pair is made here (2048-bit OU by default) unless one is passed; t
 
 from __future__ import annotations
 
+import time
+from collections import Counter
 from collections.abc import Sequence
 
 import numpy as np
@@ -48,7 +50,7 @@ from vsplit.boosting.messages import (
     Level,
     Record,
 )
-from vsplit.boosting.pooled import grow_level, leaves_of, node_totals
+from vsplit.boosting.pooled import grow_level, leaf_sums, leaves_of, node_totals
 from vsplit.boosting.trees import BoostModel, Split, Tree
 from vsplit.errors import ProtocolError
 from vsplit.he import (
@@ -93,6 +95,10 @@ class LabelBoost:
         self.margin = np.full(len(self.labels), self.base)
         self.shapes: dict[str, tuple[int, int]] = {}
         self.trees: list[Tree] = []
+        #: seconds of this party's work so far: ``encryption`` (the gradients, packed, encrypted and encoded),
+        #: ``decryption`` (a partner's sums read, decrypted and completed), ``histograms`` (its own plaintext sums
+        #: and the choice of splits)
+        self.seconds: Counter[str] = Counter()
         self._waiting: set[str] = set()
         self._phase = "hello"
         self.done = False
@@ -118,7 +124,9 @@ class LabelBoost:
         if isinstance(msg, BoostReady):
             self.shapes[sender] = (msg.columns, msg.width)
         elif isinstance(msg, Histograms):
+            began = time.perf_counter()
             self._partner_hist[sender] = self._read(sender, msg)
+            self.seconds["decryption"] += time.perf_counter() - began
         else:
             self._assigned(sender, msg)
         self._waiting.discard(sender)  # only once the message was read: a refused one leaves the state as it was
@@ -130,8 +138,10 @@ class LabelBoost:
         values, weights = weighted_gradients(self.margin, self.labels, self.params, tree=len(self.trees))
         self.gh = quantize(values[:, 0], values[:, 1], scale=self.params.scale)
         self.sampled = weights > 0
+        began = time.perf_counter()
         frame = np.frombuffer(self.backend.encrypt(self.keys.public, values[self.sampled], packing=self.packing),
                               dtype=np.uint8)
+        self.seconds["encryption"] += time.perf_counter() - began
         sample = self.sampled.astype(np.uint8) if not self.sampled.all() else np.zeros(0, np.uint8)
         self.tree_nodes = np.zeros(len(self.labels), dtype=np.int64)
         self.nodes, self.splits, self.depth = self.tree_nodes.copy(), {}, 0
@@ -193,6 +203,7 @@ class LabelBoost:
         return slots
 
     def _choose(self) -> list[Outgoing]:
+        began = time.perf_counter()
         slots = self._slots()
         own = histograms(self.codes, self.gh, slots, n_nodes=len(self.ids), width=self.width)
         hists = [own] + [self._partner_hist[p] for p in self.partners]
@@ -217,6 +228,7 @@ class LabelBoost:
             out.append(Outgoing(self.partners[party - 1], Record(
                 tree=len(self.trees), depth=self.depth, nodes=nodes.astype(np.int32),
                 columns=columns.astype(np.int32), bins=bins.astype(np.int32), missing_left=missing.astype(np.uint8))))
+        self.seconds["histograms"] += time.perf_counter() - began
         if not out:
             return self._next_level()
         self._phase, self._waiting = "assigned", {o.to for o in out}
@@ -242,7 +254,7 @@ class LabelBoost:
     def _finish_tree(self) -> list[Outgoing]:
         leaves, values = leaves_of(self.tree_nodes, self.gh, self.params)
         self.margin = self.margin + values
-        self.trees.append(Tree(splits=self.splits, leaves=leaves))
+        self.trees.append(Tree(splits=self.splits, leaves=leaves, sums=leaf_sums(self.tree_nodes, self.gh)))
         if len(self.trees) < self.params.trees:
             return self._start_tree()
         self.result = BoostModel(trees=tuple(self.trees), base=self.base,

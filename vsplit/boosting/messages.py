@@ -7,8 +7,8 @@ Training: the label party sends :class:`BoostHello` (its public key and the fixe
 the partner answers :class:`Histograms` (packed ciphertext sums per node, column and bin). Where a partner's
 candidate wins, the label party sends :class:`Record` (node, column, threshold bin, missing direction: positions in
 the partner's own binning) and the partner answers :class:`Assigned` (its record ids and the left flag of each row of
-those nodes). :class:`Finish` ends the run. Prediction: :class:`Ask` (how many rows), :class:`Decisions` (one bit per
-row and record).
+those nodes). :class:`Finish` ends the run. Prediction: :class:`Ask` (how many rows, from which record),
+:class:`Decisions` (one bit per row and record asked).
 
 A ciphertext field holds a :mod:`vsplit.he.wire` message as bytes; here it is checked for size and magic, and the
 machine then reads it with the run's key and the count the protocol expects (:func:`vsplit.he.decode_ciphertexts`).
@@ -202,18 +202,21 @@ class Finish(Message):
 @message(0x0D09)
 @dataclass(frozen=True)
 class Ask(Message):
-    """Prediction: evaluate every recorded split on the ``rows`` aligned rows."""
+    """Prediction: evaluate every recorded split from record ``first`` on, on the ``rows`` aligned rows (early
+    stopping asks after each tree for the records that tree added only; prediction asks from 0)."""
 
     rows: int
+    first: int = 0
 
     def __post_init__(self) -> None:
         require(0 < self.rows <= MAX_ROWS, f"Ask.rows out of range: {self.rows}")
+        require(0 <= self.first <= MAX_TREES * 2**MAX_DEPTH, f"Ask.first out of range: {self.first}")
 
 
 @message(0x0D0A)
 @dataclass(frozen=True)
 class Decisions(Message):
-    """One bit per (row, record): 1 = the row goes left at that recorded split."""
+    """One bit per (row, record), from the record the :class:`Ask` named: 1 = the row goes left at that split."""
 
     bits: np.ndarray
 

@@ -23,6 +23,8 @@ Example:
 from __future__ import annotations
 
 import dataclasses
+import time
+from collections import Counter
 from dataclasses import dataclass
 
 import numpy as np
@@ -103,6 +105,8 @@ class PartnerBoost:
         self._sampled = np.ones(len(self.codes), dtype=bool)  # the rows that carry a gradient this tree
         self._cipher = np.arange(len(self.codes))  # each row's ciphertext, -1: none
         self._records: list[tuple[int, int, int]] = []
+        #: seconds of this party's work so far: ``histograms`` (the level's ciphertext sums, packed and encoded)
+        self.seconds: Counter[str] = Counter()
         self.done = False
         self.result: PartnerModel | None = None
 
@@ -180,7 +184,9 @@ class PartnerBoost:
                                 f"{self.min_node_rows}")
         if msg.depth and not np.isin((ids - 1) // 2, self._ids).all():
             raise ProtocolError("boosting: a node whose parent was not at the last level")
+        began = time.perf_counter()
         packed, cells = self._level_sums(nodes, ids, counts)
+        self.seconds["histograms"] += time.perf_counter() - began
         self._nodes, self._ids, self._depth = nodes, ids, msg.depth
         self._expect = (Record, Level, Gradients, Finish)
         frame = np.frombuffer(packed, dtype=np.uint8)

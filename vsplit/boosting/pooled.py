@@ -41,12 +41,24 @@ def grow_level(nodes: np.ndarray, chosen: dict[int, np.ndarray]) -> np.ndarray:
     return after
 
 
-def leaves_of(tree_nodes: np.ndarray, gh: np.ndarray, params: BoostParams) -> tuple[dict[int, float], np.ndarray]:
-    """Leaf values by node id, and each row's leaf value, from each row's final node."""
+def _summed(tree_nodes: np.ndarray, gh: np.ndarray) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+    """The leaf ids, each row's slot among them and each leaf's integer sums ``(leaves, 2)``."""
     ids, slot = np.unique(tree_nodes, return_inverse=True)
     sums = np.stack([np.bincount(slot, weights=gh[:, j].astype(np.float64)) for j in range(2)], axis=1)
-    values = leaf_values(np.rint(sums).astype(np.int64), params)
+    return ids, slot, np.rint(sums).astype(np.int64)
+
+
+def leaves_of(tree_nodes: np.ndarray, gh: np.ndarray, params: BoostParams) -> tuple[dict[int, float], np.ndarray]:
+    """Leaf values by node id, and each row's leaf value, from each row's final node."""
+    ids, slot, sums = _summed(tree_nodes, gh)
+    values = leaf_values(sums, params)
     return {int(i): float(v) for i, v in zip(ids, values, strict=True)}, values[slot]
+
+
+def leaf_sums(tree_nodes: np.ndarray, gh: np.ndarray) -> dict[int, tuple[int, int]]:
+    """Each leaf's integer gradient and hessian sums by node id (:attr:`vsplit.boosting.trees.Tree.sums`)."""
+    ids, _, sums = _summed(tree_nodes, gh)
+    return {int(i): (int(g), int(h)) for i, (g, h) in zip(ids, sums.tolist(), strict=True)}
 
 
 def fit_pooled(codes: Sequence[np.ndarray], labels: np.ndarray, *, widths: Sequence[int],
@@ -90,7 +102,7 @@ def fit_pooled(codes: Sequence[np.ndarray], labels: np.ndarray, *, widths: Seque
             tree_nodes = np.where(nodes >= 0, nodes, tree_nodes)
         leaves, values = leaves_of(tree_nodes, gh, params)
         margin = margin + values
-        trees.append(Tree(splits=splits, leaves=leaves))
+        trees.append(Tree(splits=splits, leaves=leaves, sums=leaf_sums(tree_nodes, gh)))
     return BoostModel(trees=tuple(trees), base=base, widths=tuple(widths))
 
 

@@ -41,10 +41,31 @@ class Split:
 
 @dataclass(frozen=True)
 class Tree:
-    """One tree: its splits and its leaf values (learning rate included), by node id."""
+    """One tree: its splits and its leaf values (learning rate included), by node id; ``sums``: each leaf's integer
+    gradient and hessian sums over its training rows (the fixed point of :func:`vsplit.boosting.gains.quantize`),
+    which explanations need (empty in a model trained before they were kept)."""
 
     splits: dict[int, Split] = field(default_factory=dict)
     leaves: dict[int, float] = field(default_factory=dict)
+    sums: dict[int, tuple[int, int]] = field(default_factory=dict)
+
+    def node_sums(self) -> dict[int, tuple[int, int]]:
+        """Every node's integer sums, a split node's being its leaves' (empty without ``sums``).
+
+        Example:
+            >>> Tree(leaves={1: -0.1, 2: 0.1}, sums={1: (5, 8), 2: (-3, 4)}).node_sums()
+            {1: (5, 8), 0: (2, 12), 2: (-3, 4)}
+        """
+        out: dict[int, tuple[int, int]] = {}
+        for leaf, (g, h) in self.sums.items():  # a loop over leaves and their ancestors
+            node = leaf
+            while True:
+                before = out.get(node, (0, 0))
+                out[node] = (before[0] + int(g), before[1] + int(h))
+                if node == 0:
+                    break
+                node = (node - 1) // 2
+        return out
 
     @property
     def depth(self) -> int:

@@ -23,7 +23,7 @@ from vsplit.config.schema import PartyConfig
 
 #: set to "1" only by tests: lets ``boosting.key_bits`` go down to 1024 (OU) / 512 (Paillier), with a warning
 SMALL_KEYS_ENV = "VSPLIT_INSECURE_SMALL_HE_KEYS_FOR_TESTS"
-MODEL_KINDS = ("network", "boosting")
+MODEL_KINDS = ("network", "boosting", "scorecard")
 
 
 def small_keys_allowed(environ: Mapping[str, str] | None = None) -> bool:

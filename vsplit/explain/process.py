@@ -81,6 +81,8 @@ def explain_party(config: PartyConfig, input_path: Path | None, *, job: str | No
         raise ConfigError(f"--job {job!r}: use 1 to 64 letters, digits, '.', '_' or '-'")
     began = time.perf_counter()
     node = PartyNode(config, progress=False)
+    if config.model.kind == "boosting":
+        return _explain_trees(config, node, input_path, job=job, channels=channels, began=began)
     if not isinstance(node, AlignedNode):
         raise ConfigError(f"{config.source}: vsplit explain explains vertical, vanilla and U-shaped splits, not "
                           f"{config.topology.kind!r}")
@@ -111,6 +113,7 @@ def explain_party(config: PartyConfig, input_path: Path | None, *, job: str | No
         summary["rows"] = len(ids)
         if isinstance(node.party, LabelParty):
             summary.update(_label_outputs(config, explanation_of(node.name, ids, result), folder))
+            summary.update(_bank_only_outputs(config, node, table, rows, folder))
         elif result.columns:
             local = pd.DataFrame(result.values, columns=result.columns)
             local.insert(0, config.data.id_column, ids)
@@ -123,10 +126,67 @@ def explain_party(config: PartyConfig, input_path: Path | None, *, job: str | No
     return path
 
 
+def _explain_trees(config: PartyConfig, node: Any, input_path: Path | None, *, job: str,
+                   channels: Mapping[str, Channel] | None, began: float) -> Path:
+    """``vsplit explain`` of a boosted-trees run (:class:`~vsplit.node.boost.BoostNode`): PSI, then the prediction
+    round of ``vsplit predict`` (each partner answers its decision bits, nothing more); the label party credits each
+    split's change of the node value to the party owning it (:mod:`vsplit.explain.path`) and writes the files a
+    network's explanation has. A partner learns nothing beyond what prediction shows it and writes no attributions:
+    it does not know the trees' values."""
+    from vsplit.boosting.explain import kept_values
+    from vsplit.explain.path import explain_trees
+
+    node.load_model()
+    values = kept_values(node.model, node.params) if node.role == "label" else None  # fails before any peer is dialed
+    table, _ = node.read_input(input_path, None)
+    folder = node.folder / FOLDER / job
+    folder.mkdir(parents=True, exist_ok=True)
+    session = _trees_session(node, table, psi=node.psi_settings("explain", state_dir=folder / "psi-state"),
+                             source=input_path)
+    channels = dict(channels) if channels is not None else node.open_channels()
+    pump = node.pump(channels, purpose=":explain")
+    rows, codes, bits = node.drive(session, channels, pump)
+    ids = [str(v) for v in table[config.data.id_column].to_numpy()[rows]]
+    summary: dict[str, Any] = {"run_id": config.output.run_id, "party": node.name, "job": job,
+                               "communication": pump.stats.as_dict(), "rows": len(ids)}
+    if node.role == "label":
+        explanation = explain_trees(node.model, values or [], own_codes=codes, decisions=bits, ids=ids,
+                                    own_columns=list(node.encoder.columns), partners=node.partners,
+                                    label_party=node.name)
+        summary.update(_label_outputs(config, explanation, folder))
+    else:
+        summary["attributions"] = "none: this party answered its decision bits; the bank attributes the splits"
+        summary["shared_top_k"] = 0  # [explain] share_top_k: a boosting run names no partner column
+    summary["seconds"] = round(time.perf_counter() - began, 3)
+    path = folder / "explain.json"
+    write_atomic(path, (json.dumps(summary, indent=2, default=_plain) + "\n").encode(), within=node.folder)
+    return path
+
+
+def _trees_session(node: Any, table: pd.DataFrame, *, psi: Any, source: Path | None) -> Any:
+    """PSI of ``table``'s customers, then one prediction round keeping the partners' bits at the label party; the
+    outcome is ``(aligned rows, this party's codes of them, the bits by partner index or None)``."""
+    from vsplit.app.session import psi_machine
+    from vsplit.boosting.explain import ExplainPredict
+    from vsplit.boosting.predict import PartnerPredict
+    from vsplit.psi.alignment import canonical_rows
+
+    with about_file(source):
+        values = node.encoder.transform(table)
+    alignment = yield "psi", psi_machine(node.name, node.topology, table[node.config.data.id_column], psi)
+    rows = canonical_rows(alignment)
+    codes = node.bins.transform(values[rows])
+    machine: Any = ExplainPredict(node.model, own_codes=codes, partners=node.partners) if node.role == "label" \
+        else PartnerPredict(node.model, codes=codes, label=node.hub)
+    yield "explain", machine
+    return rows, codes, getattr(machine, "bits", None)
+
+
 def _label_outputs(config: PartyConfig, explanation: Explanation, folder: Path) -> dict[str, Any]:
     ex = config.explain
-    write_atomic(folder / "explanations.csv", explanation.table().to_csv(index=False).encode(),
-                 within=folder.parent.parent)
+    binary = config.topology.task == "binary"  # probabilities beside the log-odds, the scale of predictions
+    table = explanation.table(id_column=config.data.id_column, probabilities=binary)
+    write_atomic(folder / "explanations.csv", table.to_csv(index=False).encode(), within=folder.parent.parent)
     reasons = reason_codes(explanation, n=ex.reasons, texts=ex.texts, decline_when=ex.decline_when,
                            threshold=ex.threshold)
     write_reasons(reasons, folder, within=folder.parent.parent)
@@ -144,6 +204,33 @@ def _label_outputs(config: PartyConfig, explanation: Explanation, folder: Path) 
         "partners_sharing_top_k": sorted(explanation.top),
         "files": ["explanations.csv", "reasons.csv", "reasons.json"],
     }
+
+
+def _bank_only_outputs(config: PartyConfig, node: Any, table: pd.DataFrame, rows: np.ndarray,
+                       folder: Path) -> dict[str, Any]:
+    """The rows no partner knows, which the bank-only fallback scores: its explanation and reason codes, in
+    ``bank_only/`` (:func:`vsplit.app.fallback.explain_bank_only`); nothing without such rows or a fallback model."""
+    from vsplit.app.fallback import FILE, explain_bank_only, load_bank_only
+
+    unknown = np.setdiff1d(np.arange(len(table)), rows)
+    saved = node.folder / FILE
+    if not len(unknown) or not saved.is_file() or node.table is None:
+        return {}
+    alone = load_bank_only(saved, lambda trained: node._build_party(node.table, trained=trained),
+                           run_id=config.output.run_id, party=node.name)
+    if alone is None:
+        return {}
+    ex = config.explain
+    explanation = explain_bank_only(alone, table, rows=unknown, steps=ex.steps, method=ex.method)
+    out = folder / "bank_only"
+    out.mkdir(exist_ok=True)
+    frame = explanation.table(id_column=config.data.id_column, probabilities=config.topology.task == "binary")
+    write_atomic(out / "explanations.csv", frame.to_csv(index=False).encode(), within=folder.parent.parent)
+    reasons = reason_codes(explanation, n=ex.reasons, texts=ex.texts, decline_when=ex.decline_when,
+                           threshold=ex.threshold)
+    write_reasons(reasons, out, within=folder.parent.parent)
+    return {"bank_only": {"rows": len(unknown), "model": alone.chosen, "declined": len(reasons),
+                          "files": ["bank_only/explanations.csv", "bank_only/reasons.csv", "bank_only/reasons.json"]}}
 
 
 def _add_to_card(run_folder: Path, explanation: Explanation) -> None:

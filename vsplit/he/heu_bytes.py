@@ -126,14 +126,23 @@ def ciphertexts_to_matrix(data: bytes, *, width: int) -> np.ndarray:
     rows, _cols, ndim, count = reader.uint(), reader.uint(), reader.uint(), reader.array()
     if ndim != 1 or count != rows:
         raise ValueError("only 1-D ciphertext arrays are sent")
-    starts, lengths = np.empty(count, dtype=np.int64), np.empty(count, dtype=np.int64)
+    starts, lengths = [0] * count, [0] * count
     pos = reader.pos
-    for i in range(count):  # a loop over headers only
-        pos, size = _raw_at(data, pos)  # the element: msgpack [integer] + 8-byte schema
+    for i in range(count):  # a loop over headers only, the usual header inline (a call costs as much as the rest)
+        tag = data[pos]
+        if tag in _RAW16:  # the element: msgpack [integer] + 8-byte schema, 256 to 65535 bytes
+            pos, size = pos + 3, (data[pos + 1] << 8) | data[pos + 2]
+        else:
+            pos, size = _raw_at(data, pos)
         if data[pos] != 0x91:
             raise ValueError("not a ciphertext")
-        starts[i], lengths[i] = _raw_at(data, pos + 1)
+        tag = data[pos + 1]
+        if tag in _RAW16:
+            starts[i], lengths[i] = pos + 4, (data[pos + 2] << 8) | data[pos + 3]
+        else:
+            starts[i], lengths[i] = _raw_at(data, pos + 1)
         pos += size
+    starts, lengths = np.array(starts, dtype=np.int64), np.array(lengths, dtype=np.int64)
     if count and (lengths.max() > width + 1 or lengths.min() < 1):
         raise ValueError("a ciphertext wider than the key")
     buffer = np.frombuffer(data, dtype=np.uint8)
@@ -147,6 +156,9 @@ def ciphertexts_to_matrix(data: bytes, *, width: int) -> np.ndarray:
     out = np.zeros((count, width), dtype=np.uint8)
     out[:, width - min(span, width) :] = little[:, : min(span, width)][:, ::-1]
     return out
+
+
+_RAW16 = frozenset((0xDA, 0xC5))  # msgpack str 16 and bin 16: a two-byte length follows
 
 
 def _raw_at(data: bytes, pos: int) -> tuple[int, int]:

@@ -50,6 +50,10 @@ class BoostResult(NodeResult):
     #: of every prefix of the trees trained
     kept_trees: int | None = None
     validation_losses: list[float] = field(default_factory=list)
+    #: seconds of this party's own work during training (``encryption``, ``decryption``, ``histograms``: see the
+    #: machines' ``seconds``; ``checkpoints``: writing a checkpoint per tree; ``cpu``: this process's CPU time, all
+    #: its threads, while it trained)
+    work_seconds: dict[str, float] = field(default_factory=dict)
 
 
 class BoostNode(PartyNode, kinds=("boosting",)):
@@ -59,6 +63,7 @@ class BoostNode(PartyNode, kinds=("boosting",)):
     open_psi_backend = AlignedNode.open_psi_backend
     forget_psi_progress = AlignedNode.forget_psi_progress
     _test_table = AlignedNode._test_table
+    _record_for_serving = AlignedNode._record_for_serving
 
     def __init__(self, config: PartyConfig, *, resume: bool = False, progress: bool = True) -> None:
         super().__init__(config, resume=resume, progress=progress)
@@ -77,6 +82,7 @@ class BoostNode(PartyNode, kinds=("boosting",)):
         self._held = 0
         self.trees_done = 0
         self.losses: list[float] = []
+        self.work_seconds: dict[str, float] = {}
 
     # -- what the program supplies -----------------------------------------------------------------------------------
     @property
@@ -120,9 +126,12 @@ class BoostNode(PartyNode, kinds=("boosting",)):
                 self.model = self._model_from(saved)
             else:
                 training = self._train_machine(codes, rows, saved, holdout=holdout)
+                cpu = time.process_time()
                 self.model = yield "train", training
+                cpu = time.process_time() - cpu
                 self.trees_done = training.trees
                 self.losses = list(getattr(training.machine, "losses", []))
+                self.work_seconds = {**training.inner.seconds, "checkpoints": training.seconds, "cpu": cpu}
             self.save_model()
             test = self._test_table()
             scored = None
@@ -171,13 +180,23 @@ class BoostNode(PartyNode, kinds=("boosting",)):
                 machine.margin = np.asarray(saved["margin"], dtype=np.float64)
             outer: Any = StoppingLabel(machine, own_codes=codes[held], labels=labels[held],
                                        rounds=self.config.boosting.early_stopping_rounds) if held.any() else machine
-            return TreeCheckpoints(outer, count=lambda m: len(m.trees), save=self._save_label, inner=machine)
+            return self._watched(TreeCheckpoints(outer, count=lambda m: len(m.trees), save=self._save_label,
+                                                 inner=machine))
         machine = PartnerBoost(codes[~held], width=self.bins.width, label=self.hub,
                                min_node_rows=self.config.boosting.min_node_rows, **self._key_options())
         if saved is not None:  # the trees every party finished, and the splits this party recorded in them
             machine.restore(trees=int(saved["trees"]), records=saved["records"])
         outer = StoppingPartner(machine, codes=codes[held]) if held.any() else machine
-        return TreeCheckpoints(outer, count=lambda m: m.trees_done, save=self._save_partner, inner=machine)
+        return self._watched(TreeCheckpoints(outer, count=lambda m: m.trees_done, save=self._save_partner,
+                                             inner=machine))
+
+    def _watched(self, training: TreeCheckpoints) -> TreeCheckpoints:
+        """``training``, handed to the console if one watches this run: it reads the trees done and (label party,
+        rows held out) the held-out log loss per tree when it samples; nothing is added per message."""
+        if self.console is not None:
+            trees = self.params.trees
+            self.console.watch_progress(lambda: training.progress(total=trees))
+        return training
 
     def _labels(self, table: pd.DataFrame) -> np.ndarray:
         d = self.config.data
@@ -337,7 +356,8 @@ class BoostNode(PartyNode, kinds=("boosting",)):
                              trees=self.trees_done, validation_losses=[round(v, 6) for v in self.losses],
                              kept_trees=len(self.model.trees) if self.role == "label" else None,
                              resumed_from=self._resumed_from,
-                             seconds={k: round(v, 3) for k, v in seconds.items()})
+                             seconds={k: round(v, 3) for k, v in seconds.items()},
+                             work_seconds={k: round(v, 3) for k, v in sorted(self.work_seconds.items())})
         if scored is not None:
             result.psi["test"] = scored.psi
             if self.role == "label":
@@ -347,9 +367,19 @@ class BoostNode(PartyNode, kinds=("boosting",)):
                 result.test = {"auc": float(roc_auc_score(y, scored.proba)) if len(set(y)) == 2 else None,
                                "n_scored": len(scored.rows)}
         self.write_json("result.json", result.__dict__)
+        self._record_for_serving(alignment)  # peers.json, and the label party's training intersection
         self._write_report(result)
+        if self.role == "label":  # model_card.md, .html and .json: the trees, each party's splits, what leaks
+            self._write_card(result, scored)
         self.forget_psi_progress()
         return result
+
+    def _write_card(self, result: BoostResult, scored: Any) -> None:
+        from vsplit.explain.boost_card import boost_card
+        from vsplit.report.card import write_model_card
+
+        y = self._labels(scored.table.iloc[scored.rows]) if scored is not None else None
+        write_model_card(self.folder, boost_card(self, result, scored, y))
 
     def _write_report(self, result: BoostResult) -> Path:
         from vsplit.atomic import write_atomic
@@ -374,6 +404,7 @@ class TreeCheckpoints:
         self.machine, self._count, self._save = machine, count, save
         self.inner = inner if inner is not None else machine
         self._seen = count(self.inner)
+        self.seconds = 0.0  # spent in save
 
     @property
     def trees(self) -> int:
@@ -391,6 +422,13 @@ class TreeCheckpoints:
     def expects(self, peer: str) -> bool:
         return bool(self.machine.expects(peer))
 
+    def progress(self, *, total: int) -> dict[str, Any]:
+        """What a console shows of this run (read from another thread: reads only): trees done of ``total`` and,
+        where the machine stops early on held-out rows, the held-out log loss after each tree."""
+        losses = list(getattr(self.machine, "losses", ()))
+        return {"unit": "trees", "done": self._seen, "total": total, "loss_name": "held-out log loss",
+                "loss": [[k, round(float(v), 6)] for k, v in enumerate(losses, start=1)]}
+
     def start(self) -> list[Any]:
         return self._after(self.machine.start())
 
@@ -401,5 +439,7 @@ class TreeCheckpoints:
         now = self._count(self.inner)
         if now > self._seen:
             self._seen = now
+            began = time.perf_counter()
             self._save(self.inner)
+            self.seconds += time.perf_counter() - began
         return out

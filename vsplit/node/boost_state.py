@@ -80,13 +80,17 @@ def holdout_mask(rows: int, *, fraction: float, seed: int) -> np.ndarray:
 
 
 def trees_state(trees: Sequence[Any]) -> dict[str, np.ndarray]:
-    """Trees as arrays: one row per split (tree, node, party, column, bin, missing_left, record), per leaf."""
+    """Trees as arrays: one row per split (tree, node, party, column, bin, missing_left, record), per leaf (with its
+    integer gradient and hessian sums, ``leaf_sums``, where every tree keeps them)."""
     splits = [(t, n, s.party, s.column, s.bin, int(s.missing_left), s.record)
               for t, tree in enumerate(trees) for n, s in sorted(tree.splits.items())]
     leaves = [(t, n, v) for t, tree in enumerate(trees) for n, v in sorted(tree.leaves.items())]
+    kept = all(tree.sums.keys() == tree.leaves.keys() for tree in trees)
+    sums = [trees[t].sums[n] for t, n, _ in leaves] if kept else []
     return {"splits": np.array(splits, dtype=np.int64).reshape(-1, 7),
             "leaf_nodes": np.array([(t, n) for t, n, _ in leaves], dtype=np.int64).reshape(-1, 2),
-            "leaf_values": np.array([v for _, _, v in leaves], dtype=np.float64), "n_trees": len(trees)}
+            "leaf_values": np.array([v for _, _, v in leaves], dtype=np.float64), "n_trees": len(trees),
+            "leaf_sums": np.array(sums, dtype=np.int64).reshape(-1, 2)}
 
 
 def trees_from(state: Mapping[str, Any]) -> list[Any]:
@@ -97,10 +101,15 @@ def trees_from(state: Mapping[str, Any]) -> list[Any]:
     leaves: list[dict[int, float]] = [{} for _ in range(n)]
     for t, node, party, column, bin_, missing, record in np.asarray(state["splits"]).reshape(-1, 7).tolist():
         splits[t][node] = Split(party=party, column=column, bin=bin_, missing_left=bool(missing), record=record)
-    for (t, node), value in zip(np.asarray(state["leaf_nodes"]).reshape(-1, 2).tolist(),
-                                np.asarray(state["leaf_values"]).tolist(), strict=True):
+    nodes = np.asarray(state["leaf_nodes"]).reshape(-1, 2).tolist()
+    for (t, node), value in zip(nodes, np.asarray(state["leaf_values"]).tolist(), strict=True):
         leaves[t][node] = float(value)
-    return [Tree(splits=s, leaves=v) for s, v in zip(splits, leaves, strict=True)]
+    sums: list[dict[int, tuple[int, int]]] = [{} for _ in range(n)]
+    kept = np.asarray(state.get("leaf_sums", np.zeros((0, 2))), dtype=np.int64).reshape(-1, 2).tolist()
+    if len(kept) == len(nodes):  # absent from a model saved before the sums were kept
+        for (t, node), (g, h) in zip(nodes, kept, strict=True):
+            sums[t][node] = (g, h)
+    return [Tree(splits=s, leaves=v, sums=k) for s, v, k in zip(splits, leaves, sums, strict=True)]
 
 
 def bins_state(bins: Any) -> dict[str, Any]:

@@ -81,8 +81,9 @@ def record_run(node: Any, alignment: Any) -> None:
         return
     from vsplit.psi.ids import IdPolicy, normalise_id
 
-    ids, source = alignment.ids, node.party.ids
+    ids = alignment.ids
     if ids is None:  # a streamed table: its ID source reads the aligned rows back
+        source = node.party.ids
         ids = source.values_at(alignment.rows) if hasattr(source, "values_at") else \
             [source[r] for r in alignment.rows.tolist()]
     if ids is None:

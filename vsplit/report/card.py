@@ -3,7 +3,8 @@
 The card is plain data (a dict, built from a run's own records by :mod:`vsplit.explain.card`): data (row counts per
 party, the intersection, the date range where given), topology and cut, training recipe and seeds, metrics with
 bootstrap intervals, calibration, global importances (own columns and each partner as one group), fairness slices,
-privacy defenses and their measured leakage, and known limits. :func:`write_model_card` writes ``model_card.md``,
+privacy defenses and their measured leakage, and known limits; a boosted-trees card also its trees (kept, depth, each
+party's splits, the held-out loss after each tree). :func:`write_model_card` writes ``model_card.md``,
 its pictures (``card_importance.png``, ``card_reliability.png``) and ``model_card.html`` into a folder.
 
 Example:
@@ -24,6 +25,7 @@ from vsplit.atomic import write_atomic
 
 MARKDOWN, HTML, RECORD = "model_card.md", "model_card.html", "model_card.json"
 IMPORTANCE, RELIABILITY = "card_importance.png", "card_reliability.png"
+VALIDATION = "card_validation.png"
 
 
 def _num(value: Any, digits: int = 3) -> str:
@@ -59,6 +61,7 @@ def card_markdown(card: Mapping[str, Any], *, pictures: Mapping[str, str] | None
     recipe = card.get("recipe", {})
     if recipe:
         out += ["## Training recipe and seeds", "", *_table(["setting", "value"], sorted(recipe.items()))]
+    out += _trees_markdown(card.get("trees"), pictures)
     metrics = card.get("metrics", {})
     if metrics:
         level = round(100 * metrics.get("level", 0.95))
@@ -72,7 +75,8 @@ def card_markdown(card: Mapping[str, Any], *, pictures: Mapping[str, str] | None
         out += ["## Calibration", "", f"![reliability]({pictures['reliability']})", ""]
     importance = card.get("importance", {})
     if importance:
-        out += ["## What drives the score", "", "Mean absolute attribution (integrated gradients, log-odds); a "
+        method = "path attribution over the trees" if card.get("trees") else "integrated gradients"
+        out += ["## What drives the score", "", f"Mean absolute attribution ({method}, log-odds); a "
                 "partner counts as one group.", ""]
         out += _table(["input", "mean |attribution|"], [(k, _num(float(v), 4)) for k, v in importance.items()])
         if "importance" in pictures:
@@ -93,6 +97,26 @@ def card_markdown(card: Mapping[str, Any], *, pictures: Mapping[str, str] | None
     return "\n".join(out).rstrip() + "\n"
 
 
+def _trees_markdown(trees: Mapping[str, Any] | None, pictures: Mapping[str, str]) -> list[str]:
+    """A boosted-trees card's trees: kept and trained, depth, leaves, each party's splits, the held-out loss."""
+    if not trees:
+        return []
+    out = ["## Trees", "", f"- kept: {trees.get('kept')} of {trees.get('trained')} trained (early stopping keeps the "
+           "best prefix on the held-out rows)",
+           f"- deepest: {trees.get('depth')} levels; leaves: {trees.get('leaves')}", ""]
+    share = trees.get("share", {})
+    out += _table(["party", "splits", "share of splits"],
+                  [(p, n, f"{100 * share.get(p, 0.0):.1f} %") for p, n in trees.get("splits", {}).items()])
+    losses = trees.get("validation_loss") or []
+    if losses:
+        best = min(range(len(losses)), key=losses.__getitem__)
+        out += [f"Held-out log loss after each tree: from {_num(losses[0], 4)} after the first to "
+                f"{_num(losses[best], 4)} after tree {best + 1} (the best), {_num(losses[-1], 4)} after the last.", ""]
+        if "validation" in pictures:
+            out += [f"![validation]({pictures['validation']})", ""]
+    return out
+
+
 def _pictures(folder: Path, card: Mapping[str, Any]) -> dict[str, str]:
     import matplotlib
 
@@ -110,6 +134,14 @@ def _pictures(folder: Path, card: Mapping[str, Any]) -> dict[str, str]:
         ax.set_xlabel("mean |attribution| (log-odds)")
         _save(fig, folder / IMPORTANCE)
         drawn["importance"] = IMPORTANCE
+    losses = (card.get("trees") or {}).get("validation_loss")
+    if losses:
+        fig, ax = plt.subplots(figsize=(5, 3.5))
+        ax.plot(range(1, len(losses) + 1), losses, marker=".")
+        ax.set_xlabel("trees")
+        ax.set_ylabel("held-out log loss")
+        _save(fig, folder / VALIDATION)
+        drawn["validation"] = VALIDATION
     curve = card.get("metrics", {}).get("curve")
     if curve and curve.get("mean_predicted"):
         fig, ax = plt.subplots(figsize=(4.5, 4.5))

@@ -9,6 +9,8 @@ it scores in) or refuses a version it does not hold (``ok=False`` and a code, no
 - ``cached``: the partner sends :class:`Snapshot` (every customer's keyed ID and embedding, signed with its TLS key),
   then a delta :class:`Snapshot` (``full=False``) each time its table changes; the bank acknowledges with
   :class:`SnapshotAck`, which carries no ID. Nothing about who is scored crosses.
+- reason codes (live only, when a request asks for them): :class:`ExplainOpen` (the keyed IDs to explain), then the
+  explanation exchange of ``vsplit explain``, each of its messages wrapped in an :class:`ExplainStep`.
 
 A new model version is loaded beside the old one with :class:`LoadVersion` / :class:`VersionLoaded`.
 IDs cross as 16-byte keys (:func:`id_keys`, SHA-256 of the run and the ID), never as text: that keeps them off logs
@@ -39,12 +41,18 @@ MAX_ROWS = 1 << 20
 
 #: refusal codes (the peer learns the number, never a text)
 VERSION_UNKNOWN, DIGEST_MISMATCH, NOT_SERVED, BAD_REQUEST, INTERNAL, RUN_REFUSED = 1, 2, 3, 4, 5, 6
+#: refusal codes of an explanation (:class:`ExplainOpen`)
+UNKNOWN_CUSTOMER, NOT_EXPLAINABLE = 7, 8
+#: the most applicants one explanation carries, and the largest explanation frame an :class:`ExplainStep` wraps
+MAX_EXPLAIN_ROWS, MAX_EXPLAIN_FRAME = 1024, 64 << 20
 REFUSALS = {VERSION_UNKNOWN: "the peer does not hold this model version (its run ID)",
             DIGEST_MISMATCH: "the two parties' models of this run do not pair (version digest differs)",
             NOT_SERVED: "the peer does not serve this party", BAD_REQUEST: "the peer refused a malformed request",
             INTERNAL: "the peer hit an internal error (see its own log)",
             RUN_REFUSED: "the partner does not serve this run to this bank (its serve.runs does not name it, or the "
-                         "run was trained with another bank)"}
+                         "run was trained with another bank)",
+            UNKNOWN_CUSTOMER: "the partner does not know a customer it was asked to explain",
+            NOT_EXPLAINABLE: "the partner's model of this run cannot be explained (a bag of networks, or trees)"}
 
 
 def id_keys(ids: Iterable[str], *, run_id: str) -> np.ndarray:
@@ -69,6 +77,19 @@ def pair_digest(run_id: str, view: str) -> str:
 def _keys(name: str, keys: np.ndarray) -> None:
     require_array(name, keys, dtype="uint8", ndim=2, width=KEY_BYTES)
     require(keys.shape[0] <= MAX_ROWS, f"{name}: at most {MAX_ROWS} rows per frame")
+
+
+def _values(values: np.ndarray) -> None:
+    """A partner's vectors: float32 embeddings (a network), uint8 decision bits, each 0 or 1 (boosted trees), or
+    float64 points, one a customer (a scorecard)."""
+    if isinstance(values, np.ndarray) and values.dtype == np.uint8:
+        require(values.ndim == 2, "values: decision bits must be 2-d (rows, records)")
+        require(values.size == 0 or int(values.max()) <= 1, "values: a decision bit other than 0 or 1")
+        return
+    if isinstance(values, np.ndarray) and values.dtype == np.float64:
+        require(values.ndim == 2 and values.shape[1] == 1, "values: points must be 2-d, one a customer")
+        return
+    require_array("values", values, dtype="float32", ndim=2)
 
 
 @message(0x0A01)
@@ -111,7 +132,8 @@ class EmbedRequest(Message):
 @message(0x0A04)
 @dataclass(frozen=True)
 class EmbedReply(Message):
-    """Partner -> bank (live): per asked key, whether it knows the customer, and the embeddings (zeros if not)."""
+    """Partner -> bank (live): per asked key, whether it knows the customer, and the embeddings (zeros if not); of a
+    boosting run, the customer's decision bits (uint8, one per record the partner keeps) instead."""
 
     request: int
     known: np.ndarray
@@ -120,7 +142,7 @@ class EmbedReply(Message):
 
     def __post_init__(self) -> None:
         require_array("known", self.known, dtype="bool", ndim=1)
-        require_array("values", self.values, dtype="float32", ndim=2)
+        _values(self.values)
         require(self.values.shape[0] == self.known.shape[0], "one row of values per key")
 
 
@@ -144,7 +166,7 @@ class Snapshot(Message):
     def __post_init__(self) -> None:
         _keys("keys", self.keys)
         _keys("removed", self.removed)
-        require_array("values", self.values, dtype="float32", ndim=2)
+        _values(self.values)
         require(self.values.shape[0] == self.keys.shape[0], "one row of values per key")
         require(0 <= self.part < self.parts, "part out of range")
         require_array("signature", self.signature, dtype="uint8", ndim=1)
@@ -187,3 +209,37 @@ class VersionLoaded(Message):
     digest: str
     ok: bool
     code: int = 0
+
+
+@message(0x0A21)
+@dataclass(frozen=True)
+class ExplainOpen(Message):
+    """Bank -> partner (live): explain the customers ``keys`` under model ``run_id`` jointly, as ``vsplit explain``
+    does (:mod:`vsplit.serve.explain_link`); the exchange that follows is request ``request``'s."""
+
+    request: int
+    run_id: str
+    keys: np.ndarray
+
+    def __post_init__(self) -> None:
+        require(self.request >= 0, "request must be non-negative")
+        _keys("keys", self.keys)
+        require(1 <= self.keys.shape[0] <= MAX_EXPLAIN_ROWS, f"1 to {MAX_EXPLAIN_ROWS} customers per explanation")
+
+
+@message(0x0A22)
+@dataclass(frozen=True)
+class ExplainStep(Message):
+    """Either way (live): one message of explanation ``request``'s exchange (an
+    :class:`~vsplit.explain.messages.ExplainRequest`, path activations or gradients, a group attribution), as a
+    codec frame of the serving session in ``frame``; or the partner's refusal ``code`` and an empty frame."""
+
+    request: int
+    frame: np.ndarray
+    code: int = 0
+
+    def __post_init__(self) -> None:
+        require(self.request >= 0, "request must be non-negative")
+        require_array("frame", self.frame, dtype="uint8", ndim=1)
+        require(len(self.frame) <= MAX_EXPLAIN_FRAME, f"an explanation frame holds at most {MAX_EXPLAIN_FRAME} bytes")
+        require((self.code == 0) == (len(self.frame) > 0), "a step carries a frame or a refusal code, not both")

@@ -119,8 +119,16 @@ class PartnerModel:
     casefold: bool
 
     @classmethod
-    def load(cls, config: PartyConfig, run_id: str | None = None) -> PartnerModel:
+    def load(cls, config: PartyConfig, run_id: str | None = None) -> Any:
         config = version_config(config, run_id)
+        if _boosting(config):  # the run's saved model says it holds trees
+            from vsplit.serve.boost_model import BoostPartnerModel
+
+            return BoostPartnerModel.load(config)
+        if _kind(config) == "scorecard":  # the run's saved model says it holds a scorecard
+            from vsplit.serve.scorecard_model import ScorecardPartnerModel
+
+            return ScorecardPartnerModel.load(config)
         if config.party.role != "feature":
             raise ConfigError(f"party.role: the partner daemon serves a feature party, {config.party.name} is "
                               f"{config.party.role!r}; the bank runs the HTTP service (same command)")
@@ -186,8 +194,16 @@ class BankModel:
     more: list[tuple[Any, dict[str, Any], Any]] = dataclasses.field(default_factory=list)
 
     @classmethod
-    def load(cls, config: PartyConfig, run_id: str | None = None) -> BankModel:
+    def load(cls, config: PartyConfig, run_id: str | None = None) -> Any:
         config = version_config(config, run_id)
+        if _boosting(config):  # the run's saved model says it holds trees
+            from vsplit.serve.boost_model import BoostBankModel
+
+            return BoostBankModel.load(config)
+        if _kind(config) == "scorecard":  # the run's saved model says it holds a scorecard
+            from vsplit.serve.scorecard_model import ScorecardBankModel
+
+            return ScorecardBankModel.load(config)
         if config.party.role != "label":
             raise ConfigError(f"party.role: the scoring service runs at the label party, {config.party.name} is "
                               f"{config.party.role!r}")
@@ -221,6 +237,15 @@ class BankModel:
         return str(self.node.name)
 
     @property
+    def nulls(self) -> bool:
+        """Whether a bank column may be null in a request (``data.missing`` is not ``"error"``)."""
+        return self.node.config.data.missing != "error"
+
+    def valid(self, values: np.ndarray) -> bool:
+        """Whether a partner's answer holds embeddings: float32, every value finite."""
+        return values.dtype == np.float32 and bool(np.isfinite(values).all())
+
+    @property
     def id_column(self) -> str:
         return str(self.node.config.data.id_column)
 
@@ -231,6 +256,12 @@ class BankModel:
         if prep is None:
             return {}
         return {c: "categorical" if c in prep.categorical_ else "numeric" for c in self.node.party.feature_columns}
+
+    def unseen(self, rows: Sequence[Mapping[str, Any]]) -> list[list[str]]:
+        """For each of ``rows`` (validated bank columns): the columns holding a category training never saw."""
+        from vsplit.data.unseen import unseen_in_rows
+
+        return unseen_in_rows(self.node.party.preprocessor, rows)
 
     def score(self, rows: Sequence[Mapping[str, Any]], embeddings: Mapping[str, np.ndarray]) -> np.ndarray:
         """The split's predictions of ``rows`` (validated bank columns) with each partner's embeddings of them; a
@@ -263,6 +294,8 @@ class BankModel:
         model = self.fallback
         if model is None:
             return None
+        if model.logistic is not None and model.chosen == "logistic_regression":  # the bank's chosen own model
+            return model.logistic.proba(encode_rows(model.party, rows, id_column=self.id_column, arrays=True))
         if self.fast_alone is not None:
             import torch
 
@@ -273,6 +306,28 @@ class BankModel:
             out = forward(model.run, model.party.name, modules, encode_rows(model.party, rows,
                                                                             id_column=self.id_column), {})
         return np.asarray(model.party.task.predict(out), dtype=np.float64)
+
+    def explain_alone(self, rows: Sequence[Mapping[str, Any]]) -> Any:
+        """The bank-only fallback's explanation of ``rows`` (validated bank columns), the attributions the reason
+        codes of the applicants it scores come from (:func:`vsplit.app.fallback.explain_bank_only`; IDs are the
+        rows' positions), or ``None`` without a fallback model."""
+        if self.fallback is None:
+            return None
+        from vsplit.app.fallback import explain_bank_only
+
+        return explain_bank_only(self.fallback, _frame(self.fallback.party, rows, id_column=self.id_column))
+
+
+def _frame(party: Any, rows: Sequence[Mapping[str, Any]], *, id_column: str) -> pd.DataFrame:
+    """``rows`` as ``party``'s table, its IDs the rows' positions (two rows may be the same customer)."""
+    columns = list(party.feature_columns)
+    frame = pd.DataFrame({id_column: [str(i) for i in range(len(rows))],
+                          **{c: [r.get(c) for r in rows] for c in columns}})
+    prep = party.preprocessor
+    for c in columns:
+        if prep is not None and c in prep.numeric_:
+            frame[c] = frame[c].astype("float64")
+    return frame
 
 
 def encode_rows(party: Any, rows: Sequence[Mapping[str, Any]], *, id_column: str, arrays: bool = False) -> Any:
@@ -288,15 +343,19 @@ def encode_rows(party: Any, rows: Sequence[Mapping[str, Any]], *, id_column: str
             encoder = RowEncoder(prep)
             party._serve_encoder = encoder
         return encoder.arrays(rows) if arrays else encoder.encode(rows)
-    columns = list(party.feature_columns)
     # positions as IDs: two requests of one micro-batch may score the same customer
-    frame = pd.DataFrame({id_column: [str(i) for i in range(len(rows))],
-                          **{c: [r.get(c) for r in rows] for c in columns}})
-    for c in columns:
-        if prep is not None and c in prep.numeric_:
-            frame[c] = frame[c].astype("float64")
-    inputs = party.prepare(frame)[1]
+    inputs = party.prepare(_frame(party, rows, id_column=id_column))[1]
     return tuple(t.numpy() for t in inputs) if arrays else inputs
+
+
+def _boosting(config: PartyConfig) -> bool:
+    return _kind(config) == "boosting"
+
+
+def _kind(config: PartyConfig) -> str:
+    from vsplit.serve.boost_model import model_kind
+
+    return model_kind(config)
 
 
 def _load_fallback(node: Any) -> Any:

@@ -26,6 +26,7 @@ from typing import Any
 import numpy as np
 
 from vsplit.config import PartyConfig, resolve
+from vsplit.data.unseen import CODE as UNSEEN
 from vsplit.errors import ConfigError
 from vsplit.serve import messages as m
 from vsplit.serve.decoys import DecoyCover, decoy_secret
@@ -59,14 +60,23 @@ class Scored:
     version: str
     unknown_to: list[str] = field(default_factory=list)
     down: list[str] = field(default_factory=list)
+    #: the bank columns of the row holding a category training never saw (scored as the unknown category)
+    unseen: list[str] = field(default_factory=list)
+    #: a scorecard's score in points (``score`` is then its probability); ``None`` for other models
+    points: float | None = None
 
     def as_dict(self) -> dict[str, Any]:
         out: dict[str, Any] = {"id": self.id, "score": self.score, "model": self.model, "version": self.version,
                                "fallback": self.model != SPLIT}
+        if self.points is not None:
+            out["points"] = self.points
         if self.unknown_to:
             out["unknown_to"] = self.unknown_to
         if self.down:
             out["partners_down"] = self.down
+        if self.unseen:
+            out["warnings"] = [{"code": UNSEEN, "field": f"features.{c}", "message": "a category training never saw; "
+                                "scored as the unknown category"} for c in self.unseen]
         return out
 
 
@@ -165,7 +175,7 @@ class Scorer:
         cert = resolve(self.config, self.config.network.peers[partner])
         version = self.versions.get(msg.run_id)
         width = version.partners.get(partner, ("", -1, ""))[1] if version is not None else -1
-        if not check_snapshot(msg, cert=cert, width=width):
+        if not check_snapshot(msg, cert=cert, width=width) or version is None or not version.valid(msg.values):
             log.warning("%s: refused snapshot %d of %s from %s (bad signature, width or values)", self.model.name,
                         msg.seq, msg.run_id, partner)
             return False
@@ -313,7 +323,7 @@ class Scorer:
     def take(self, batch: Batch, partner: str, reply: m.EmbedReply) -> None:
         """``partner``'s answer to ``batch``: its embeddings of the batch's rows, or down if the answer is wrong."""
         width = batch.version.partners[partner][1]
-        if reply.code or reply.values.shape != (batch.asked, width) or not np.isfinite(reply.values).all():
+        if reply.code or reply.values.shape != (batch.asked, width) or not batch.version.valid(reply.values):
             log.warning("%s: %s answered request with code %d / shape %s; treated as down", batch.version.name,
                         partner, reply.code, reply.values.shape)
             batch.answers[partner] = None
@@ -353,19 +363,24 @@ class Scorer:
             known[:] = False
         scores: list[Any] = [None] * len(rows)
         models: list[str | None] = [None] * len(rows)
+        points: list[float | None] = [None] * len(rows)
         split = np.flatnonzero(known)
         if len(split):
-            proba = version.score([features[i] for i in split], {p: v[split] for p, v in embeddings.items()})
+            picked, answers = [features[i] for i in split], {p: v[split] for p, v in embeddings.items()}
+            proba = version.score(picked, answers)
+            total = version.points(picked, answers) if hasattr(version, "points") else None  # a scorecard
             for j, i in enumerate(split):
                 scores[i], models[i] = _value(proba[j]), SPLIT
+                points[i] = None if total is None else float(total[j])
         rest = np.flatnonzero(~known)
         if len(rest):
             alone = version.score_alone([features[i] for i in rest])
             if alone is not None:
                 for j, i in enumerate(rest):
                     scores[i], models[i] = _value(alone[j]), BANK_ONLY
+        unseen = version.unseen(features) if hasattr(version, "unseen") else [[] for _ in rows]
         return [Scored(id=ids[i], score=scores[i], model=models[i], version=run_id, unknown_to=unknown[i],
-                       down=list(down)) for i in range(len(rows))]
+                       down=list(down), unseen=unseen[i], points=points[i]) for i in range(len(rows))]
 
     def cover(self, version: BankModel) -> DecoyCover:
         """Live mode's decoys for ``version`` (:mod:`vsplit.serve.decoys`): drawn from its training intersection,

@@ -41,7 +41,8 @@ MAX_PARTS = 16384
 
 
 def check_snapshot(msg: m.Snapshot, *, cert: str | Path, width: int) -> bool:
-    """Whether ``msg`` is signed by the key of ``cert`` and holds finite embeddings of ``width`` columns."""
+    """Whether ``msg`` is signed by the key of ``cert`` and holds finite embeddings (or decision bits) of ``width``
+    columns."""
     from vsplit.serve.signing import verify
 
     digest = m.snapshot_digest(msg.run_id, msg.seq, msg.full, msg.part, msg.parts, msg.keys, msg.values, msg.removed)

@@ -26,7 +26,8 @@ from vsplit.serve.messages import KEY_BYTES
 
 @dataclass(frozen=True)
 class EmbeddingTable:
-    """Keys ``(n, 16)`` uint8, their embeddings ``(n, width)`` float32, and the row of each key."""
+    """Keys ``(n, 16)`` uint8, their embeddings ``(n, width)`` float32 (or a boosting partner's decision bits,
+    uint8, or a scorecard partner's points, float64), and the row of each key."""
 
     keys: np.ndarray
     values: np.ndarray
@@ -39,7 +40,10 @@ class EmbeddingTable:
         raw = np.ascontiguousarray(keys, dtype=np.uint8).tobytes()
         for i in range(len(keys)):
             index.setdefault(raw[i * KEY_BYTES:(i + 1) * KEY_BYTES], i)
-        return cls(keys=keys, values=np.ascontiguousarray(values, dtype=np.float32), index=index)
+        dtype = np.asarray(values).dtype
+        if dtype not in (np.uint8, np.float64):  # decision bits stay bits, a scorecard's points float64
+            dtype = np.float32
+        return cls(keys=keys, values=np.ascontiguousarray(values, dtype=dtype), index=index)
 
     @classmethod
     def empty(cls, width: int) -> EmbeddingTable:
@@ -58,7 +62,7 @@ class EmbeddingTable:
         rows = np.asarray([self.index.get(raw[i * KEY_BYTES:(i + 1) * KEY_BYTES], -1) for i in range(len(keys))],
                           dtype=np.int64)
         known = rows >= 0
-        values = np.zeros((len(keys), self.width), np.float32)
+        values = np.zeros((len(keys), self.width), self.values.dtype)
         if known.any():
             values[known] = self.values[rows[known]]
         return known, values
@@ -80,4 +84,4 @@ class EmbeddingTable:
         keep = [row for key, row in self.index.items() if key not in drop]
         rows = np.asarray(keep, dtype=np.int64)
         return EmbeddingTable.build(np.concatenate([self.keys[rows], keys]),
-                                    np.concatenate([self.values[rows], values.astype(np.float32)]))
+                                    np.concatenate([self.values[rows], values.astype(self.values.dtype)]))

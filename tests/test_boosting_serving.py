@@ -1,0 +1,314 @@
+"""`vsplit serve` of a boosting run: the bank's HTTP service and two partner daemons (shop, telco) as separate OS
+processes over mutual TLS, live then cached, against `vsplit predict` of the same run; plus the frames tapped in
+one process: a partner's answers hold its decision bits only (uint8 0/1, one per record), never a threshold, a bin
+edge or a raw value.
+
+The module fixture trains a small boosting run (5 trees of depth 3, 1024-bit test keys) in one process and scores the
+bank's test customers with batch prediction.
+"""
+
+from __future__ import annotations
+
+import json
+import signal
+import subprocess
+import threading
+import time
+from pathlib import Path
+
+import httpx
+import numpy as np
+import pandas as pd
+import pytest
+
+pytest.importorskip("heu")
+
+from _boosting_support import batch_predict, small_keys, train_boosting
+from _pilot_support import free_port, start
+
+from vsplit.config import load_config
+from vsplit.errors import TransportError
+from vsplit.transport.codec import decode
+from vsplit.transport.memory import memory_pair
+
+PARTNERS = ("shop", "telco")
+RUN = "trees-1"
+
+
+@pytest.fixture(scope="module")
+def run(tmp_path_factory) -> dict:
+    root = tmp_path_factory.mktemp("boost-serving")
+    with small_keys():
+        train_boosting(root, RUN)
+        batch = batch_predict(root, RUN)
+    test = pd.read_parquet(root / "bank" / "data" / "test.parquet")
+    test["customer_id"] = test["customer_id"].astype(str)
+    for p in PARTNERS:  # each partner serves its table of the customers the bank will score
+        pd.read_parquet(root / p / "data" / "test.parquet").to_parquet(root / p / "data" / "serve.parquet")
+    return {"root": root, "test": test, "batch": batch}
+
+
+@pytest.fixture(autouse=True)
+def _small_keys(monkeypatch):
+    from vsplit.config.boosting import SMALL_KEYS_ENV
+
+    monkeypatch.setenv(SMALL_KEYS_ENV, "1")  # the configs name 1024-bit keys: tests only
+
+
+def _rows(test: pd.DataFrame, columns: list[str]) -> list[dict]:
+    return [{"id": r["customer_id"], "features": {c: r[c].item() if hasattr(r[c], "item") else r[c] for c in columns}}
+            for r in test.to_dict("records")]
+
+
+def _score_all(client: httpx.Client, rows: list[dict]) -> pd.DataFrame:
+    out = []
+    for at in range(0, len(rows), 200):
+        reply = client.post("/v1/score:batch", json={"rows": rows[at:at + 200]})
+        assert reply.status_code == 200, reply.text
+        out += reply.json()["results"]
+    return pd.DataFrame(out)
+
+
+def _check_equal(served: pd.DataFrame, batch: pd.DataFrame) -> None:
+    """Every scored customer as `vsplit predict` scores it; the others answered without a score, as it lists them."""
+    both = served.merge(batch, left_on="id", right_on="customer_id", validate="one_to_one")
+    assert len(both) == len(batch) > 100
+    scored = both["status"] == "scored"
+    assert 100 < scored.sum() < len(both)  # the test table has customers a partner does not know
+    assert (both.loc[scored, "model_x"] == "split").all() and not both.loc[scored, "fallback"].any()
+    assert float(np.abs(both.loc[scored, "score"] - both.loc[scored, "probability"]).max()) <= 1e-12
+    rest = both[~scored]
+    assert rest["score"].isna().all() and rest["model_x"].isna().all() and rest["fallback"].all()
+    assert all(isinstance(u, list) and u for u in rest["unknown_to"])
+
+
+class Parties:
+    """The serve processes of one test: the bank's HTTP service and the partners' daemons."""
+
+    def __init__(self, root: Path, *, http: int, link: int) -> None:
+        self.root, self.http, self.link = root, http, link
+        self.procs: dict[str, subprocess.Popen] = {}
+        self.logs: dict[str, Path] = {}
+
+    def start(self, party: str, *extra: str) -> None:
+        sets = [f"serve.address=127.0.0.1:{self.link}", "serve.timeout_ms=3000", f"output.run_id={RUN}"]
+        sets += [f"serve.http=127.0.0.1:{self.http}"] if party == "bank" else ['serve.table="data/serve.parquet"']
+        args = ["serve", "--config", str(self.root / party / "party.toml")]
+        for item in [*sets, *extra]:
+            args += ["--set", item]
+        self.logs[party] = self.root / f"{party}-serve-{len(self.logs)}.log"
+        self.procs[party] = start(args, log=self.logs[party])
+
+    def wait_ready(self, client: httpx.Client, *, timeout: float = 90) -> dict:
+        deadline = time.monotonic() + timeout
+        while time.monotonic() < deadline:
+            for name, proc in self.procs.items():
+                assert proc.poll() is None, f"{name} exited:\n{self.logs[name].read_text()[-3000:]}"
+            try:
+                reply = client.get("/healthz")
+                if reply.status_code == 200:
+                    return reply.json()
+            except httpx.TransportError:
+                pass
+            time.sleep(0.2)
+        raise AssertionError("not ready: " + "\n".join(f"{n}: {p.read_text()[-1500:]}" for n, p in self.logs.items()))
+
+    def stop(self, party: str) -> int:
+        proc = self.procs.pop(party)
+        proc.send_signal(signal.SIGTERM)
+        return proc.wait(timeout=30)
+
+    def close(self) -> None:
+        for proc in self.procs.values():
+            proc.kill()
+            proc.wait(timeout=10)
+
+
+def _frames_sent(client: httpx.Client) -> set[str]:
+    kinds = set()
+    for line in client.get("/metrics").text.splitlines():
+        if line.startswith("vsplit_serve_frames_sent"):
+            kinds.add(line.split('type="')[1].split('"')[0])
+    return kinds
+
+
+def test_bank_and_two_partner_processes_serve_the_trees_live_then_cached_as_batch_prediction(run):
+    root = run["root"]
+    parties = Parties(root, http=free_port(), link=free_port())
+    try:
+        for p in (*PARTNERS, "bank"):
+            parties.start(p)
+        client = httpx.Client(base_url=f"http://127.0.0.1:{parties.http}", timeout=30)
+        health = parties.wait_ready(client)
+        assert health == {"status": "ok", "mode": "live", "version": RUN,
+                          "partners": {"shop": "connected", "telco": "connected"}}
+        (model,) = client.get("/v1/models").json()["models"]
+        assert model["columns"] == {"age": "numeric", "job": "categorical", "marital": "categorical",
+                                    "education": "categorical"} and model["fallback"] is False
+        rows = _rows(run["test"], list(model["columns"]))
+        _check_equal(_score_all(client, rows), run["batch"])
+        # a missing value has a bin of its own in trees: a null is scored, a wrong type is refused naming the field
+        known = next(r for r in rows if r["id"] in set(run["batch"].query("status == 'scored'")["customer_id"]))
+        reply = client.post("/v1/score", json={**known, "features": {**known["features"], "age": None}})
+        assert reply.status_code == 200 and reply.json()["model"] == "split", reply.text
+        reply = client.post("/v1/score", json={**known, "features": {**known["features"], "age": "forty"}})
+        assert reply.status_code == 422 and reply.json()["error"]["field"] == "features.age"
+        assert _frames_sent(client) == {"ServeWelcome", "LoadVersion", "EmbedRequest"}  # live: keyed IDs
+
+        # the same daemons serve the bank restarted in cached mode (they dial again): their decision bits
+        assert parties.stop("bank") == 0
+        parties.start("bank", "serve.mode=cached")
+        assert parties.wait_ready(client)["mode"] == "cached"
+        _check_equal(_score_all(client, rows), run["batch"])
+        assert _frames_sent(client) == {"ServeWelcome", "LoadVersion", "SnapshotAck"}  # no ID to a partner
+        parties.procs.pop("telco").kill()  # a partner down: cached answers go on
+        deadline = time.monotonic() + 10
+        while client.get("/healthz").json()["partners"]["telco"] == "connected" and time.monotonic() < deadline:
+            time.sleep(0.05)
+        assert client.post("/v1/score", json=known).json()["score"] is not None
+    finally:
+        parties.close()
+
+
+# -- the frames, tapped in one process ---------------------------------------------------------------------------------
+
+
+class Tap:
+    """A channel that records every frame it sends."""
+
+    def __init__(self, channel) -> None:
+        self.channel, self.frames = channel, []
+
+    def send(self, frame) -> None:
+        self.frames.append(bytes(frame))
+        self.channel.send(frame)
+
+    def recv(self, timeout):
+        return self.channel.recv(timeout)
+
+    def close(self) -> None:
+        self.channel.close()
+
+
+def _quietly(serve, channel) -> None:
+    try:
+        serve(channel)
+    except TransportError:  # the test closed the link
+        pass
+
+
+def _pair(root: Path, mode: str):
+    """The bank's scorer and two partner daemons joined in one process; every frame each side sends is tapped."""
+    from vsplit.serve.links import PartnerLink
+    from vsplit.serve.partner import PartnerDaemon
+    from vsplit.serve.scorer import Scorer
+    from vsplit.serve.wire import Wire, serve_session
+
+    common = [f"serve.mode={mode}", 'serve.table="data/serve.parquet"', f"output.run_id={RUN}"]
+    scorer = Scorer(load_config(root / "bank" / "party.toml", overrides=common))
+    taps, daemons = {}, {}
+    for p in PARTNERS:
+        hub, end = memory_pair()
+        taps[p] = (Tap(hub), Tap(end))
+        daemons[p] = PartnerDaemon(load_config(root / p / "party.toml", overrides=common))
+        threading.Thread(target=_quietly, args=(daemons[p].serve, taps[p][1]), daemon=True).start()
+        wire = Wire(taps[p][0], peer=p, session=serve_session("bank", p))
+        wire.send(scorer.admit(wire.recv(10)))
+        scorer.connected(PartnerLink(wire, on_message=scorer.on_message))
+    return scorer, taps, daemons
+
+
+def _secrets(daemon) -> set[bytes]:
+    """What a partner must never send: its bin edges and its raw values, as float64 and float32 bytes."""
+    node = daemon.models[RUN].node
+    table = pd.read_parquet(daemon.table_path)
+    numbers = [float(v) for c in node.encoder.columns if c not in node.encoder.categories
+               for v in table[c].dropna().head(50)]
+    numbers += [float(v) for cut in node.bins.cuts for v in np.asarray(cut)[:20]]
+    return {np.float64(v).tobytes() for v in numbers if abs(v) > 1.5} | \
+        {np.float32(v).tobytes() for v in numbers if abs(v) > 1.5}
+
+
+def test_tapped_partner_answers_are_decision_bits_only_and_equal_batch(run):
+    from vsplit.serve import messages as m
+    from vsplit.serve.scorer import Row
+
+    root = run["root"]
+    batch = run["batch"].set_index("customer_id")
+    for mode in ("live", "cached"):
+        scorer, taps, daemons = _pair(root, mode)
+        try:
+            deadline = time.monotonic() + 20
+            while mode == "cached" and len(scorer.cache) < 2:  # both partners' snapshots
+                assert time.monotonic() < deadline
+                time.sleep(0.05)
+            version = scorer.model
+            rows = [Row(id=r["id"], features=r["features"])
+                    for r in _rows(run["test"].head(64), list(version.columns))]
+            scored = scorer.score(rows)
+            got = pd.Series({s.id: s.score for s in scored if s.model == "split"})
+            assert len(got) > 30
+            assert np.abs(got.to_numpy() - batch.loc[got.index, "probability"].to_numpy()).max() <= 1e-12
+            for p, (_, partner_tap) in taps.items():
+                answers = [decode(f)[1] for f in partner_tap.frames]
+                kind = m.EmbedReply if mode == "live" else m.Snapshot
+                assert type(answers[0]) is m.ServeHello
+                assert {type(a) for a in answers[1:]} == {kind, m.VersionLoaded}  # loaded: a run ID and digest
+                records = version.partners[p][1]
+                assert records == len(daemons[p].models[RUN].node.model.columns) > 0
+                for answer in (a for a in answers if isinstance(a, kind)):
+                    assert answer.values.dtype == np.uint8 and answer.values.shape[1] == records
+                    assert set(np.unique(answer.values).tolist()) <= {0, 1}
+                secrets = _secrets(daemons[p])
+                assert len(secrets) > 20
+                for frame in partner_tap.frames:
+                    assert not any(s in frame for s in secrets)  # no bin edge, no raw value of the partner
+        finally:
+            for daemon in daemons.values():
+                daemon.close()
+            for tap, other in taps.values():
+                tap.close()
+                other.close()
+
+
+def test_flat_forest_walk_equals_the_trees_walk_bit_for_bit(run):
+    from vsplit.boosting.forest import Forest
+    from vsplit.serve.boost_model import BoostBankModel, model_kind
+
+    config = load_config(run["root"] / "bank" / "party.toml", overrides=[f"output.run_id={RUN}"])
+    assert model_kind(config) == "boosting"
+    bank = BoostBankModel.load(config)
+    rng = np.random.default_rng(0)
+    codes = bank.codes([r["features"] for r in _rows(run["test"].head(300), list(bank.columns))])
+    model = bank.node.model
+    bits = {k + 1: rng.integers(0, 2, (len(codes), n), dtype=np.uint8) for k, n in enumerate(bank.forest.records)}
+    assert Forest.of(model).margins(own_codes=codes, decisions=bits).tobytes() == \
+        model.margins(own_codes=codes, decisions=bits).tobytes()
+    # the served encoding of the bank's columns equals the node's (a DataFrame through its encoder and bins)
+    frame = run["test"].head(300)
+    expected = bank.node.bins.transform(bank.node.encoder.transform(frame[list(bank.columns)]))
+    assert np.array_equal(codes, expected)
+
+
+def test_model_card_lists_the_trees_each_partys_splits_and_what_leaks(run):
+    import re
+
+    from vsplit.report.card_record import read_card
+    from vsplit.runtime.checkpoint import load_checkpoint
+
+    folder = run["root"] / "runs" / RUN / "bank"
+    card = read_card(folder / "model_card.json")
+    state = load_checkpoint(folder / "model.npz", run_id=RUN, party="bank")
+    splits = np.asarray(state["splits"]).reshape(-1, 7)
+    trees = card["trees"]
+    assert trees["kept"] == trees["trained"] == int(state["n_trees"]) == 5 and 1 <= trees["depth"] <= 3
+    assert trees["splits"] == {p: int((splits[:, 2] == k).sum()) for k, p in enumerate(("bank", *PARTNERS))}
+    assert abs(sum(trees["share"].values()) - 1) < 1e-12 and trees["leaves"] == len(state["leaf_values"])
+    assert card["recipe"]["max_depth"] == "3" and card["recipe"]["learning_rate"] == "0.3"
+    notes = " ".join(card["privacy"]["notes"])
+    assert "rows of every node" in notes and "owns each split" in notes
+    text = (folder / "model_card.md").read_text()
+    assert "## Trees" in text and "| shop |" in text and (folder / "model_card.html").is_file()
+    repo = Path(__file__).resolve().parents[1]
+    pages = set(re.findall(r"docs/[\w./-]+\.md", json.dumps(card)))
+    assert pages and all((repo / p).is_file() for p in pages)  # every page the card names exists
