@@ -61,6 +61,14 @@ def test_split_model_beats_the_bank_alone(script):
     assert metrics["split_with_duration"]["auc"] > metrics["split"]["auc"]
 
 
+def test_the_partners_attributes_rank_above_the_banks_before_training(script):
+    ranking = script["figures"]["partner_value"]["ranking"]
+    top = ranking[:3]
+    assert {r["attribute"] for r in top} == {"month", "poutcome", "contact"}
+    assert all(r["party"] == "partner" and r["band"] == "strong" for r in top)
+    assert max(r["iv"] for r in ranking if r["party"] == "bank") < min(r["iv"] for r in top)
+
+
 def test_split_model_is_the_model_trained_on_pooled_data(script):
     metrics = script["figures"]["metrics"]
     assert metrics["split"]["auc"] == pytest.approx(metrics["centralized"]["auc"], abs=1e-6)
