@@ -51,7 +51,9 @@ def test_three_processes_explain_over_tls_and_each_partner_keeps_its_own_columns
 
     run = tmp_path / "runs" / "why"
     bank_dir = run / "bank" / "explanations" / "j1"
-    table = pd.read_csv(bank_dir / "explanations.csv", dtype={"id": str})
+    table = pd.read_csv(bank_dir / "explanations.csv", dtype={"customer_id": str})  # data.id_column names it
+    np.testing.assert_allclose(table["probability"], 1 / (1 + np.exp(-table["score"])), rtol=1e-12)
+    np.testing.assert_allclose(table["baseline_probability"], 1 / (1 + np.exp(-table["baseline_score"])), rtol=1e-12)
     own = [c for c in COLUMNS["bank"] if c != "y"]
     assert set(own) <= set(table.columns) and {"party:shop", "party:telco"} <= set(table.columns)
     summary = json.loads((bank_dir / "explain.json").read_text())
@@ -63,7 +65,7 @@ def test_three_processes_explain_over_tls_and_each_partner_keeps_its_own_columns
     for partner in PARTNERS:
         mine = pd.read_csv(run / partner / "explanations" / "j1" / "attributions.csv", dtype={"customer_id": str})
         assert sorted(mine.columns[1:]) == sorted(COLUMNS[partner])
-        joined = table.set_index("id")[f"party:{partner}"].loc[mine["customer_id"]]
+        joined = table.set_index("customer_id")[f"party:{partner}"].loc[mine["customer_id"]]
         np.testing.assert_allclose(mine[COLUMNS[partner]].sum(axis=1), joined.to_numpy(), atol=1e-9)
     reasons = json.loads((bank_dir / "reasons.json").read_text())
     texts = {r["text"] for row in reasons for r in row["reasons"]}
@@ -72,6 +74,15 @@ def test_three_processes_explain_over_tls_and_each_partner_keeps_its_own_columns
         not any(r["code"] == "party:shop" for row in reasons for r in row["reasons"])
     assert not any("telco (mainly" in t for t in texts)
     assert (bank_dir / "reasons.csv").is_file()
+    # the rows a partner does not know: the bank-only fallback scores them, and gives their reasons (bank columns only)
+    alone = summary["bank_only"]
+    assert alone["rows"] == 300 - len(table) > 0 and alone["model"] in ("network", "logistic_regression")
+    theirs = pd.read_csv(bank_dir / "bank_only" / "explanations.csv", dtype={"customer_id": str})
+    assert len(theirs) == alone["rows"] and not set(theirs["customer_id"]) & set(table["customer_id"])
+    assert not [c for c in theirs.columns if c.startswith("party:")] and set(own) <= set(theirs.columns)
+    theirs_total = theirs[own].sum(axis=1)
+    assert np.abs(theirs_total - (theirs["score"] - theirs["baseline_score"])).max() < 1e-6
+    assert (bank_dir / "bank_only" / "reasons.json").is_file()
     card = (run / "bank" / "model_card.md").read_text()  # written by training, given the importances by explain
     assert "## What drives the score" in card and "| party:shop |" not in card and "| shop |" in card
     assert "## Fairness slices: age" in card and (run / "bank" / "model_card.html").is_file()

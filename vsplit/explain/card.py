@@ -22,6 +22,19 @@ from vsplit.explain.calibration import brier_score, expected_calibration_error, 
 from vsplit.metrics import roc_auc
 from vsplit.report.credit import bootstrap_intervals
 
+#: where the docs say how leakage is measured (``vsplit privacy audit``); a path in the repository's docs
+PRIVACY_AUDIT = "docs/privacy.md#measured-results"
+
+
+def people_epoch(epoch: int | None) -> int | None:
+    """An epoch as people count it, from 1 (the report's "chosen epoch"); training counts from 0.
+
+    >>> people_epoch(22), people_epoch(None)
+    (23, None)
+    """
+    return None if epoch is None else int(epoch) + 1
+
+
 #: what every card says a split model cannot do, whatever the run
 LIMITS = (
     "Customers a partner does not know cannot be scored by the split model (they are listed, not dropped); the "
@@ -98,7 +111,7 @@ def model_card(estimator: Any, train_views: Mapping[str, pd.DataFrame], test_vie
     y, raw = y[known].astype(int), raw[known]
     params = est.get_params()
     recipe = {k: str(params[k]) for k in RECIPE_KEYS if k in params}
-    recipe["best_epoch"] = str(est.best_epoch_)
+    recipe["chosen_epoch"] = str(people_epoch(est.best_epoch_))
     card: dict[str, Any] = {
         "title": title or f"{est.topology_.kind} split, labels at {label}",
         "data": {"rows": {n: len(v) for n, v in train_views.items()}, "intersection": int(est.n_aligned_),
@@ -107,7 +120,7 @@ def model_card(estimator: Any, train_views: Mapping[str, pd.DataFrame], test_vie
         "metrics": metrics_section(y, raw, calibrator.apply(raw) if calibrator is not None else None, draws=draws,
                                    seed=est.random_state),
         "privacy": dict(privacy or {"defenses": [], "notes": [
-            "no leakage measured in this run: vsplit privacy audit measures it (docs/privacy_audit.md)"]}),
+            f"no leakage measured in this run: vsplit privacy audit measures it ({PRIVACY_AUDIT})"]}),
         "limits": [*LIMITS, *limits],
     }
     if explanation is not None:
@@ -134,15 +147,17 @@ def run_card(node: Any, scored: Any, y: np.ndarray, result: Any) -> dict[str, An
     config = node.config
     ex = config.explain
     t, m = config.train, config.model
-    recipe = {"epochs": t.epochs, "batch_size": t.batch_size, "optimizer": t.optimizer, "lr": t.lr,
+    batch = getattr(node, "batch_size_used", None) or t.batch_size  # train.batch_size left out: the one used
+    recipe = {"epochs": t.epochs, "batch_size": batch, "optimizer": t.optimizer, "lr": t.lr,
               "lr_schedule": t.lr_schedule, "ema": recipe_settings(config)["ema"], "embedding_width": m.embedding_width,
               "bottom_hidden": m.bottom_hidden, "top_hidden": m.top_hidden,
-              "numeric_embedding": m.numeric_embedding, "seed": t.seed, "best_epoch": result.best_epoch}
+              "numeric_embedding": m.numeric_embedding, "seed": t.seed, "chosen_epoch": people_epoch(result.best_epoch)}
     kinds = [getattr(party, "numeric_kind", None) for party in getattr(node, "networks", [node.party])]
     if kinds and kinds[0] is not None:  # this party's own bottoms, "auto" resolved (a bag's in turn: one per network)
         recipe["numeric_embedding"] = kinds[0] if len(kinds) == 1 else kinds
     if t.networks > 1:  # a bag: the metrics are the mean's; each network's seed and chosen epoch are in result.json
-        recipe.update(networks=t.networks, best_epoch=[n["best_epoch"] for n in result.networks] or result.best_epoch)
+        recipe.update(networks=t.networks, chosen_epoch=[people_epoch(n["best_epoch"]) for n in result.networks]
+                      or people_epoch(result.best_epoch))
     psi = (result.psi or {}).get("train", result.psi or {})
     sizes = {node.name: psi.get("size", len(node.table) if node.table is not None else 0),
              **psi.get("peer_sizes", {})}
@@ -152,7 +167,7 @@ def run_card(node: Any, scored: Any, y: np.ndarray, result: Any) -> dict[str, An
         "topology": topology_section(node.topology), "recipe": {k: str(v) for k, v in recipe.items()},
         "metrics": metrics_section(y, scored.proba, seed=t.seed),
         "privacy": {"defenses": list(config.privacy.defenses), "notes": [
-            "leakage is measured by vsplit privacy audit (docs/privacy_audit.md), not by this run"]},
+            f"leakage is measured by vsplit privacy audit ({PRIVACY_AUDIT}), not by this run"]},
         "limits": [*LIMITS, "Global importances and reason codes: run vsplit explain (docs/governance.md)." if
                    t.networks == 1 else f"A bag of {t.networks} networks (train.networks) scores with the mean of "
                    "their probabilities; vsplit explain explains one network and refuses a bag."],

@@ -79,9 +79,15 @@ class Explanation:
         text = f"integrated gradients by a {self.steps}-node Gauss-Legendre quadrature"
         return f"{text} ({self.note})" if self.note else text
 
-    def table(self) -> pd.DataFrame:
-        """One row per explained customer: ID, score, baseline score, the own columns, then ``party:<name>``."""
-        out = pd.DataFrame({"id": self.ids, "score": self.score, "baseline_score": self.baseline_score})
+    def table(self, *, id_column: str = "id", probabilities: bool = False) -> pd.DataFrame:
+        """One row per explained customer: ID (column ``id_column``), score and baseline score (the model's output
+        before the sigmoid: log-odds for a binary model, the units of every attribution), with ``probabilities``
+        also ``probability`` and ``baseline_probability`` (their sigmoids, the scale of the predictions), then the
+        own columns' attributions and ``party:<name>`` for each partner's."""
+        out = pd.DataFrame({id_column: self.ids, "score": self.score, "baseline_score": self.baseline_score})
+        if probabilities:
+            out.insert(3, "probability", 1 / (1 + np.exp(-np.asarray(self.score, dtype=np.float64))))
+            out.insert(4, "baseline_probability", 1 / (1 + np.exp(-np.asarray(self.baseline_score, dtype=np.float64))))
         own = self.features.reset_index(drop=True)
         groups = self.groups.reset_index(drop=True).add_prefix(GROUP_PREFIX)
         return pd.concat([out, own, groups], axis=1)

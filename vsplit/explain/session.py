@@ -73,8 +73,9 @@ def explain_machine(party: AnyParty, topology: Topology, picked: Sequence[torch.
         columns = input_columns(owner)
         if owner is not party:
             columns = [f"{owner.name}.{c}" for c in columns]
-        sources[seg.name] = Source(inputs=rows, baseline=Baseline.fit(modules[seg.name], baseline_inputs(owner, rows)),
-                                   columns=columns)
+        saved = getattr(owner, "baseline", None)  # a party loaded from a file keeps its training rows' baseline
+        baseline = saved if saved is not None else Baseline.fit(modules[seg.name], baseline_inputs(owner, rows))
+        sources[seg.name] = Source(inputs=rows, baseline=baseline, columns=columns)
     return ExplainMachine(party.name, topology, modules, sources=sources, n_rows=n_rows, steps=steps, chunk=chunk,
                           share_top_k=share_top_k, method=method)
 

@@ -28,6 +28,7 @@ import numpy as np
 from matplotlib.ticker import MaxNLocator
 
 from vsplit.atomic import write_atomic
+from vsplit.metrics import roc_auc
 
 
 def _nan(value: float | None) -> float:
@@ -49,8 +50,10 @@ def write_plots(
     proba: np.ndarray,
     history: Sequence[Mapping[str, Any]],
     aucs: Mapping[str, float],
+    curves: Mapping[str, np.ndarray] | None = None,
 ) -> dict[str, str]:
-    """Write the four plots into ``folder``; return ``{plot name: file name}``."""
+    """Write the four plots into ``folder``; return ``{plot name: file name}``. ``curves``: each compared model's
+    probabilities of the same rows (e.g. ``{"bank alone": ...}``), drawn on the ROC plot beside the split's."""
     folder.mkdir(parents=True, exist_ok=True)
     files = {"roc": "roc.png", "ks": "ks.png", "history": "history.png", "auc_comparison": "auc_comparison.png"}
     from sklearn.metrics import roc_curve  # here: a partner's report (no labels) never draws it
@@ -58,6 +61,12 @@ def write_plots(
     fpr, tpr, _ = roc_curve(y, proba)
     fig, ax = plt.subplots(figsize=(4.5, 4.5))
     ax.plot(fpr, tpr, label=f"split (AUC {aucs.get('split', float('nan')):.3f})")
+    for name, other in (curves or {}).items():
+        keep = np.isfinite(other)
+        if keep.any() and len(np.unique(y[keep])) == 2:
+            fpr_o, tpr_o, _ = roc_curve(y[keep], other[keep])
+            auc = aucs.get(name, roc_auc(y[keep], other[keep]))
+            ax.plot(fpr_o, tpr_o, label=f"{name.replace('_', ' ')} (AUC {auc:.3f})")
     ax.plot([0, 1], [0, 1], linestyle="--", color="grey", linewidth=1)
     ax.set(xlabel="false positive rate", ylabel="true positive rate", title="ROC curve (test)")
     ax.legend(loc="lower right")
@@ -99,6 +108,18 @@ def write_plots(
     return files
 
 
+def auc_axis_start(values: Sequence[float]) -> float:
+    """Where the AUC axis starts: 0.5 (chance), or lower, by tenths, so that a bar below chance shows too.
+
+    >>> auc_axis_start([0.8, 0.7]), auc_axis_start([0.8, 0.42]), auc_axis_start([0.8, float("nan")])
+    (0.5, 0.3, 0.5)
+    """
+    lowest = min((v for v in values if v == v), default=0.5)
+    if lowest >= 0.5:
+        return 0.5
+    return max(0.0, round(float(np.floor(lowest * 10)) / 10 - 0.1, 1))  # a tenth below the bar: room for its label
+
+
 def plot_auc_comparison(path: Path, aucs: Mapping[str, float]) -> None:
     """A bar per model: split training next to its baselines."""
     fig, ax = plt.subplots(figsize=(6, 3))
@@ -106,5 +127,5 @@ def plot_auc_comparison(path: Path, aucs: Mapping[str, float]) -> None:
     values = list(aucs.values())
     bars = ax.barh(names, values, color=["tab:blue" if n == "split" else "tab:grey" for n in names])
     ax.bar_label(bars, labels=[f"{v:.4f}" for v in values], padding=3)
-    ax.set(xlim=(0.5, 1.0), xlabel="test ROC AUC", title="split training vs. baselines")
+    ax.set(xlim=(auc_axis_start(values), 1.0), xlabel="test ROC AUC", title="split training vs. baselines")
     _save(fig, path)

@@ -3,7 +3,8 @@
 
 Errors are JSON, ``{"error": {"code": ..., "field": ..., "message": ...}}``: 400 malformed JSON, 401 a missing or
 wrong bearer token, 403 model management off, 413 a body over ``serve.max_body_kb``, 422 a field of the wrong type or
-an unknown column, 503 a partner down (``"party"`` names it) or the queue full. With a token set, every path needs
+an unknown column, 503 a partner down (``"party"`` names it) or the queue full. A scoring request may ask for
+reason codes (``"reasons": k``, :mod:`vsplit.serve.reasons`; 409 in cached mode). With a token set, every path needs
 it (``/healthz`` not, with ``serve.public_health``); ``POST /v1/models`` needs the management token instead
 (``serve.manage``). Every body is read here, stopping at ``serve.max_body_kb``; the limits on heads, deadlines and
 connections are the front's (:mod:`vsplit.serve.front`). Access logs are one JSON line per request (method, path,
@@ -25,6 +26,7 @@ from fastapi.responses import JSONResponse, PlainTextResponse, Response
 
 from vsplit.errors import ConfigError, VsplitError
 from vsplit.serve.links import PartnerDown
+from vsplit.serve.reasons import ReasonsRefused, check_reasons, parse_reasons, reasons_for, without_reasons
 from vsplit.serve.requests import BadRequest, dumps, parse_body, parse_row, parse_rows
 from vsplit.serve.runs import run_problem
 from vsplit.serve.service import BankService, Overloaded
@@ -42,7 +44,21 @@ _SCORED = {"type": "object", "properties": {
     "id": {"type": "string"}, "score": {"type": "number", "nullable": True},
     "model": {"type": "string", "enum": ["split", "bank_only"], "nullable": True},
     "fallback": {"type": "boolean"}, "version": {"type": "string"},
-    "unknown_to": {"type": "array", "items": {"type": "string"}}}}
+    "points": {"type": "number", "description": "a scorecard's score in points (score is then its probability)"},
+    "unknown_to": {"type": "array", "items": {"type": "string"}},
+    "warnings": {"type": "array", "description": "e.g. code unseen_category: the field's category was never seen "
+                 "in training (scored as the unknown category)",
+                 "items": {"type": "object", "properties": {"code": {"type": "string"}, "field": {"type": "string"},
+                                                           "message": {"type": "string"}}}},
+    "reasons": {"type": "array", "description": "only when the request asks (\"reasons\": k): at most k reason codes, "
+                "the largest push towards a decline first, as vsplit explain writes them (docs/serving.md)",
+                "items": {"type": "object", "properties": {"code": {"type": "string"}, "text": {"type": "string"},
+                                                           "contribution": {"type": "number"}}}},
+    "declined": {"type": "boolean", "description": "with reasons: declined at explain.threshold, as vsplit explain "
+                 "decides"}}}
+#: the optional "reasons" field of a scoring request (:mod:`vsplit.serve.reasons`)
+_REASONS = {"type": "integer", "minimum": 1, "maximum": 10,
+            "description": "ask for this many reason codes per applicant (live mode; absent: none, the fast path)"}
 
 
 def _body(schema: dict[str, Any]) -> dict[str, Any]:
@@ -99,7 +115,8 @@ def make_app(service: BankService, *, token: str | None = None, manage_token: st
     # routes describe them in the OpenAPI document and answer the same way if the app is mounted without Observe
     scoring = Scoring(service, max_bytes=max_bytes, wait_s=wait_s)
 
-    @app.post("/v1/score", summary="Score one applicant", openapi_extra=_body(_ROW),
+    @app.post("/v1/score", summary="Score one applicant",
+              openapi_extra=_body({**_ROW, "properties": {**_ROW["properties"], "reasons": _REASONS}}),
               responses={200: {"content": {"application/json": {"schema": _SCORED}}}})
     async def score(request: Request) -> Response:
         status, body, headers, rows = await scoring.answer(request.url.path, await request.body())
@@ -107,7 +124,8 @@ def make_app(service: BankService, *, token: str | None = None, manage_token: st
         return Response(body, status_code=status, headers=dict(headers), media_type="application/json")
 
     @app.post("/v1/score:batch", summary="Score several applicants at once",
-              openapi_extra=_body({"type": "object", "properties": {"rows": {"type": "array", "items": _ROW}}}))
+              openapi_extra=_body({"type": "object", "properties": {"rows": {"type": "array", "items": _ROW},
+                                                                    "reasons": _REASONS}}))
     async def score_batch(request: Request) -> Response:
         return await score(request)
 
@@ -166,12 +184,15 @@ class Scoring:
     def __init__(self, service: BankService, *, max_bytes: int, wait_s: float) -> None:
         self.service, self.max_bytes, self.wait_s = service, max_bytes, wait_s
         self.columns = service.scorer.model.columns  # every loaded version reads the same bank columns
-        self.nulls = service.config.data.missing != "error"
+        self.nulls = service.scorer.model.nulls  # trees: a missing value has a bin of its own
 
     async def answer(self, path: str, raw: bytes) -> tuple[int, bytes, list[tuple[bytes, bytes]], int]:
         """``(status, body, extra headers, rows scored)`` of a scoring request to ``path`` with body ``raw``."""
+        k = None
         try:
             body = parse_body(raw, max_bytes=self.max_bytes)
+            if isinstance(body, dict) and "reasons" in body:  # reason codes asked: the slower path
+                k, body = parse_reasons(body), without_reasons(body)
             if path == "/v1/score":
                 rows = [parse_row(body, columns=self.columns, nulls=self.nulls)]
             else:
@@ -179,6 +200,12 @@ class Scoring:
         except BadRequest as exc:
             self.service.metrics.count("vsplit_serve_rejected_total", reason=exc.code)
             return exc.status, dumps(exc.as_dict()), [], 0
+        if k is not None:
+            try:
+                check_reasons(self.service.config, self.service.scorer.model)
+            except ReasonsRefused as exc:
+                self.service.metrics.count("vsplit_serve_rejected_total", reason=exc.code)
+                return _refusal(exc.status, exc.code, str(exc), field="reasons")
         try:
             results = await asyncio.wait_for(self.service.submit(rows), self.wait_s)
         except Overloaded as exc:
@@ -193,9 +220,31 @@ class Scoring:
         except Exception as exc:  # a bug: logged here, the client gets no traceback
             logging.getLogger(__name__).error("%s failed: %s", path, type(exc).__name__, exc_info=exc)
             return _refusal(500, "internal", "internal error (see the service's log)")
+        if k is not None:
+            return await self.with_reasons(path, rows, results, k)
         if path == "/v1/score":
             return 200, dumps(results[0].as_dict()), [], 1
         return 200, dumps({"results": [r.as_dict() for r in results]}), [], len(rows)
+
+    async def with_reasons(self, path: str, rows: list[Any], results: list[Any],
+                           k: int) -> tuple[int, bytes, list[tuple[bytes, bytes]], int]:
+        """The answer of scored ``rows`` with ``k`` reason codes each (:mod:`vsplit.serve.reasons`)."""
+        scorer = self.service.scorer
+        try:
+            extra = await asyncio.to_thread(reasons_for, self.service.config, scorer.versions, scorer.links, rows,
+                                            results, k)
+        except PartnerDown as exc:
+            return _refusal(503, "partner_down", str(exc), party=exc.party)
+        except ReasonsRefused as exc:
+            return _refusal(exc.status, exc.code, str(exc), party=exc.party)
+        except Exception as exc:  # its text may name files: the log has it, not the client
+            logging.getLogger(__name__).error("%s reasons failed: %s: %s", path, type(exc).__name__, exc,
+                                              exc_info=not isinstance(exc, VsplitError))
+            return _refusal(500, "reasons_failed", f"{type(exc).__name__} (see the service's log)")
+        answers = [{**r.as_dict(), **more} for r, more in zip(results, extra, strict=True)]
+        if path == "/v1/score":
+            return 200, dumps(answers[0]), [], 1
+        return 200, dumps({"results": answers}), [], len(rows)
 
 
 def _refusal(status: int, code: str, message: str, **extra: Any) -> tuple[int, bytes, list[tuple[bytes, bytes]], int]:

@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import itertools
 import logging
+import queue
 import threading
 from collections.abc import Callable
 from concurrent.futures import Future
@@ -43,6 +44,7 @@ class PartnerLink:
         self._ids = itertools.count(1)
         self._pending: dict[int, Future] = {}
         self._versions: dict[str, Future] = {}
+        self._explaining: dict[int, queue.Queue] = {}  # explanation request -> its inbox of (partner, step)
         self._lock = threading.Lock()
         self._on_message = on_message
         #: called once with this link when it drops or is closed (the scorer forgets its incomplete snapshots)
@@ -64,6 +66,33 @@ class PartnerLink:
         except TransportError as exc:
             self._fail(f"the link failed ({exc})")
         return future
+
+    def explain(self, run_id: str, keys: np.ndarray, inbox: queue.Queue) -> int:
+        """Open an explanation of ``keys`` under model ``run_id`` (:class:`~vsplit.serve.messages.ExplainOpen`);
+        the partner's steps of it go to ``inbox`` as ``(partner, step)`` (``(partner, PartnerDown)`` if the link
+        drops); its request number, for :meth:`explain_step` and :meth:`end_explain`."""
+        request = next(self._ids)
+        with self._lock:
+            if not self.alive:
+                raise PartnerDown(self.name, "its link dropped")
+            self._explaining[request] = inbox
+        try:
+            self.wire.send(m.ExplainOpen(request=request, run_id=run_id, keys=keys))
+        except TransportError as exc:
+            self._fail(f"the link failed ({exc})")
+        return request
+
+    def explain_step(self, step: m.ExplainStep) -> None:
+        """Send one step of an explanation opened by :meth:`explain`."""
+        try:
+            self.wire.send(step)
+        except TransportError as exc:
+            self._fail(f"the link failed ({exc})")
+
+    def end_explain(self, request: int) -> None:
+        """Stop routing explanation ``request``'s steps (done, or abandoned: a late step is dropped)."""
+        with self._lock:
+            self._explaining.pop(request, None)
 
     def forget(self, future: Future) -> None:
         """Stop waiting for ``future`` (its request timed out); a late reply is dropped."""
@@ -96,6 +125,11 @@ class PartnerLink:
                         future = self._versions.pop(msg.run_id, None)
                     if future is not None:
                         future.set_result(msg)
+                elif isinstance(msg, m.ExplainStep):
+                    with self._lock:
+                        inbox = self._explaining.get(msg.request)
+                    if inbox is not None:
+                        inbox.put((self.name, msg))
                 else:
                     self._on_message(self, msg)
         except (TransportError, VsplitError, OSError) as exc:
@@ -108,8 +142,12 @@ class PartnerLink:
         with self._lock:
             was_alive, self.alive = self.alive, False
             waiting = [*self._pending.values(), *self._versions.values()]
+            inboxes = list(self._explaining.values())
             self._pending.clear()
             self._versions.clear()
+            self._explaining.clear()
+        for inbox in inboxes:
+            inbox.put((self.name, PartnerDown(self.name, why)))
         for future in waiting:
             if not future.done():
                 future.set_exception(PartnerDown(self.name, why))

@@ -9,6 +9,8 @@ the partner needs only an outbound connection), says hello with the run and its 
   is answered "unknown", never an error). It learns which keyed IDs the bank asks for, nothing else.
 - cached mode: it sends a signed :class:`~vsplit.serve.messages.Snapshot` of every customer, then a delta whenever
   its table file changes. It learns nothing about who is scored.
+- reason codes (live mode, when a request to the bank asks for them): it answers the bank's explanation of the
+  applicants the split scored as ``vsplit explain`` does (:mod:`vsplit.serve.explain_partner`).
 
 The table is checked for changes every ``serve.reload_s`` seconds and re-embedded when it changed. When the link
 drops (the bank restarts) the daemon dials again, until it is stopped (promptly: a dial lasts about a second, then
@@ -80,6 +82,7 @@ class PartnerDaemon:
         self.mode = ""
         self._seq = 0
         self._sent: set[str] = set()
+        self.explainer: Any = None  # answers the bank's explanations (reason codes), made on the first one
 
     # -- the table ---------------------------------------------------------------------------------------------------
     def stamp(self) -> tuple[int, int]:
@@ -201,6 +204,9 @@ class PartnerDaemon:
                           f"{m.REFUSALS.get(welcome.code, welcome.code)}; serve the run the bank serves")
         self.mode = welcome.mode
         self._sent: set[str] = set()  # versions whose full snapshot went on this link
+        if self.explainer is not None:  # the last link's explanations are abandoned with it
+            self.explainer.close()
+            self.explainer = None
         log.info("%s: paired with %s (model %s, %s mode)", self.me, self.bank, model.run_id, self.mode)
         if self.mode == "cached":
             self.send_snapshot(model.run_id, full=True)
@@ -267,8 +273,32 @@ class PartnerDaemon:
         elif isinstance(msg, m.SnapshotAck):
             if not msg.ok:
                 log.warning("%s: %s refused snapshot %d of %s", self.me, self.bank, msg.seq, msg.run_id)
+        elif isinstance(msg, m.ExplainOpen | m.ExplainStep):
+            self.explain(msg)
         else:
             raise TransportError(f"{self.bank} sent an unexpected {type(msg).__name__}")
+
+    def explain(self, msg: m.ExplainOpen | m.ExplainStep) -> None:
+        """A message of an explanation the bank asks for (reason codes, live mode only: in cached mode the partner
+        learns nothing of who is scored, so it refuses): :mod:`vsplit.serve.explain_partner`."""
+        if self.mode != "live":
+            if isinstance(msg, m.ExplainOpen):
+                self._send(m.ExplainStep(request=msg.request, frame=np.zeros(0, np.uint8), code=m.BAD_REQUEST))
+            return
+        if self.explainer is None:
+            from vsplit.serve.explain_partner import PartnerExplainer
+
+            self.explainer = PartnerExplainer(
+                me=self.me, bank=self.bank, models=lambda: self.models, read=self._serving_table, stamp=self.stamp,
+                send=self._send, session=serve_session(self.bank, self.me),
+                share_top_k=self.config.explain.share_top_k)
+        self.explainer.handle(msg)
+
+    def _serving_table(self, model: Any) -> Any:
+        from vsplit.data.sources import read_table
+
+        return read_table(self.table_path, id_column=self.config.data.id_column, features=model.feature_columns,
+                          option="serve.table")
 
     def _load_in_background(self, run_id: str) -> None:
         try:
@@ -336,4 +366,6 @@ class PartnerDaemon:
 
     def close(self) -> None:
         self.stop.set()
+        if self.explainer is not None:
+            self.explainer.close()
 
