@@ -36,6 +36,15 @@ def check_coverage(report: dict, markdown: str) -> None:
     assert cov["all"]["n_scored"] == cov["shared"]["n_scored"] + cov["bank_only"]["n_scored"]
     assert 0.0 <= cov["bank_only"]["auc"] <= 1.0
     assert "unknown to a partner (bank's own model)" in markdown
+    # the bank alone is its better own model on its validation rows, named; the gain is over it, on the same rows
+    bank = report["bank_model"]
+    assert bank["model"] in ("network", "logistic_regression")
+    assert bank["val_auc"][bank["model"]] == max(bank["val_auc"].values())
+    assert f"is the bank's {bank['model'].replace('_', ' ')} on its own columns" in markdown
+    alone = report["baselines"].get("label_party_only")  # output.baselines = false: the table has no such row
+    if alone is not None:
+        assert alone["model"] == bank["model"] and alone["n_scored"] == report["metrics"]["n_scored"]
+        assert report["credit"]["bootstrap"]["gain_point"] == pytest.approx(report["metrics"]["auc"] - alone["auc"])
 
 
 def check_credit_report(report: dict, test_events: int, markdown: str, page: str) -> None:

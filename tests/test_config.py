@@ -56,7 +56,8 @@ def test_missing_config_file_names_the_path(tmp_path):
 
 def test_unknown_key_is_named_with_the_valid_ones(tmp_path):
     path = write(tmp_path, PARTNER + "[train]\nepoch = 5\n")
-    with pytest.raises(ConfigError, match=r"train\.epoch: unknown key; valid keys here: batch_size, ema, epochs"):
+    with pytest.raises(ConfigError, match=r"train\.epoch: unknown key; did you mean train\.epochs\? valid keys here: "
+                                          r"batch_size, ema, epochs"):
         load_config(path)
 
 

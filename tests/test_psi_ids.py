@@ -56,7 +56,7 @@ def test_unknown_dedupe_policy_lists_the_valid_ones() -> None:
 
 
 def test_duplicates_are_refused_by_default_with_count_and_fix() -> None:
-    with pytest.raises(AlignmentError, match=r"2 duplicate ID\(s\).*row 2.*dedupe='first'"):
+    with pytest.raises(AlignmentError, match=r"2 duplicate ID\(s\).*row 2.*psi.duplicates = \"first\""):
         prepare_ids(as_source(["a", "b", "a ", "a"]), policy=IdPolicy(), salt=bytes(32), label=b"L")
 
 

@@ -381,7 +381,7 @@ def test_a_scoring_error_answers_its_type_and_keeps_its_text_for_the_log(caplog)
     async def failing(rows):
         raise ConfigError("cannot read /srv/bank/runs/v7/bank/model.npz (a secret path)")
 
-    service = SimpleNamespace(scorer=SimpleNamespace(model=SimpleNamespace(columns={"age": "numeric"})),
+    service = SimpleNamespace(scorer=SimpleNamespace(model=SimpleNamespace(columns={"age": "numeric"}, nulls=False)),
                               config=SimpleNamespace(data=SimpleNamespace(missing="error")), max_batch=8,
                               metrics=SimpleNamespace(count=lambda *a, **k: None), submit=failing)
     scoring = Scoring(service, max_bytes=4096, wait_s=1.0)

@@ -127,7 +127,7 @@ def test_binary_encoding_detects_yes_and_reapplies_it_to_new_labels():
 
 
 def test_binary_encoding_asks_for_the_positive_label_when_it_cannot_guess():
-    with pytest.raises(DataError, match="set positive_label"):
+    with pytest.raises(DataError, match=r"set data\.positive_label"):
         make_task("binary").encode(pd.Series(["good", "bad"]), name="risk")
     y, _ = make_task("binary").encode(pd.Series(["good", "bad"]), name="risk", positive_label="bad")
     assert y.tolist() == [0.0, 1.0]

@@ -36,6 +36,7 @@ from __future__ import annotations
 
 import warnings
 from collections.abc import Mapping
+from pathlib import Path
 from typing import Any
 
 import numpy as np
@@ -89,6 +90,31 @@ class SplitBag:
         self.classes_ = self.estimators_[0].classes_
         return self
 
+    def save(self, path: str | Path) -> Path:
+        """Write the fitted bag to ``path`` without pickle, every network in one file (:mod:`vsplit.estimator_file`);
+        :meth:`load` reads it back."""
+        from vsplit.estimator_file import save
+
+        return save(self, path)
+
+    @classmethod
+    def load(cls, path: str | Path) -> SplitBag:
+        """The fitted bag :meth:`save` wrote to ``path``."""
+        from vsplit.errors import UnreadableCheckpoint
+        from vsplit.estimator_file import read, restore
+
+        state = read(path, expect=cls.__name__)
+        try:
+            bag = cls(networks=int(state["networks"]), refit=bool(state["refit"]), **state["params"])
+            bag.epochs_ = [int(e) for e in state["epochs"]]
+            members = list(state["members"])
+        except (KeyError, TypeError, ValueError) as exc:
+            raise UnreadableCheckpoint(f"{path} does not hold a bag ({type(exc).__name__}: {exc}); save it again") \
+                from None
+        bag.estimators_ = [restore(path, member, SplitClassifier) for member in members]
+        bag.classes_ = bag.estimators_[0].classes_
+        return bag
+
     @property
     def history_(self) -> list:
         """The first network's per-epoch history (each network stops early on its own)."""
@@ -103,10 +129,14 @@ class SplitBag:
             rest = [clf.predict_proba(views) for clf in self.estimators_[1:]]
         return np.mean([first, *rest], axis=0)
 
-    def evaluate(self, views: Mapping[str, pd.DataFrame]) -> dict[str, float]:
-        """As :meth:`SplitClassifier.evaluate`, on the averaged outputs."""
+    def evaluate(self, views: Mapping[str, pd.DataFrame], *, customers: str = "shared") -> dict[str, float]:
+        """As :meth:`SplitClassifier.evaluate` (``customers`` too), on the averaged outputs."""
         first = self.estimators_[0]
+        if customers not in ("shared", "all"):
+            raise ConfigError(f"customers must be 'shared' or 'all', got {customers!r}")
         y, p, known = first._targets(views)
+        if customers == "shared" and first.mode == "label_party_only" and set(views) - {first.label_party}:
+            known = known & first._known_to_all(views)  # the same customers as the split's figures
         for clf in self.estimators_[1:]:
             p = p + clf._targets(views)[1]
         p = p / self.networks

@@ -37,6 +37,7 @@ import hashlib
 import time
 import warnings
 from collections.abc import Mapping, Sequence
+from pathlib import Path
 from typing import Any, TypeVar
 
 import numpy as np
@@ -71,6 +72,17 @@ __all__ = ["KINDS", "MODES", "SplitClassifier", "SplitRegressor", "TrainingHooks
 E = TypeVar("E", bound="_SplitEstimator")
 
 
+@dataclasses.dataclass(frozen=True)
+class Traffic:
+    """One party's training traffic in ``pumps_``: its name and its :class:`~vsplit.runtime.stats.CommStats`.
+
+    Only the statistics are kept of the pumps that ran training (their memory channels and machines are gone
+    when ``fit`` returns), so a fitted estimator pickles (``pickle``, ``joblib``) and holds no live queue."""
+
+    me: str
+    stats: Any
+
+
 class _SplitEstimator(BaseEstimator):
     """What :class:`SplitClassifier` and :class:`SplitRegressor` share: the parameters (listed at
     :class:`SplitClassifier`), ``fit``, ``evaluate`` and the fitted attributes.
@@ -102,7 +114,8 @@ class _SplitEstimator(BaseEstimator):
         lr_schedule: str = RECIPE["lr_schedule"],
         ema: float = RECIPE["ema"],
         epochs: int = RECIPE["epochs"],
-        batch_size: int = 256,
+        batch_size: int | None = None,
+        min_steps: int = RECIPE["min_steps"],
         validation_fraction: float = 0.1,
         patience: int | None = RECIPE["patience"],
         monitor: str = RECIPE["monitor"],
@@ -158,6 +171,7 @@ class _SplitEstimator(BaseEstimator):
         self.ema = ema
         self.epochs = epochs
         self.batch_size = batch_size
+        self.min_steps = min_steps
         self.validation_fraction = validation_fraction
         self.patience = patience
         self.monitor = monitor
@@ -183,6 +197,20 @@ class _SplitEstimator(BaseEstimator):
     def clone(self: E, **changes: Any) -> E:
         """A new, unfitted estimator with the same parameters except ``changes`` (:func:`sklearn.base.clone`)."""
         return clone(self).set_params(**changes)
+
+    def save(self, path: str | Path) -> Path:
+        """Write this fitted estimator to ``path`` without pickle (arrays and JSON, atomically; read it back with
+        :meth:`load`): :mod:`vsplit.estimator_file` says what it keeps. ``pickle`` and ``joblib`` work too."""
+        from vsplit.estimator_file import save
+
+        return save(self, path)
+
+    @classmethod
+    def load(cls: type[E], path: str | Path) -> E:
+        """The fitted estimator :meth:`save` wrote to ``path``; its ``predict_proba`` equals the saved one's."""
+        from vsplit.estimator_file import read, restore
+
+        return restore(path, read(path, expect=cls.__name__), cls)
 
     # -- training --------------------------------------------------------------------------------------------------
     def fit(self: E, views: Mapping[str, pd.DataFrame]) -> E:
@@ -229,7 +257,7 @@ class _SplitEstimator(BaseEstimator):
         schedule = Schedule(epochs=self.epochs, batch_size=self.batch_size,
                             validation_fraction=self.validation_fraction, patience=self.patience,
                             monitor=self.monitor, seed=self.random_state, window=self.pipeline_window,
-                            local_steps=self.local_steps)
+                            local_steps=self.local_steps, min_steps=self.min_steps)
         sessions = {}
         for name in run.parties:
             party = self._party(name)
@@ -241,10 +269,11 @@ class _SplitEstimator(BaseEstimator):
             )
         pumps: dict[str, Any] = {}
         outcomes = run_sessions(sessions, session=self._session("fit"), pumps=pumps)
-        self.pumps_ = pumps.get("train", {})
+        self.pumps_ = {name: Traffic(name, pump.stats) for name, pump in pumps.get("train", {}).items()}
         self.result_ = outcomes[self.label_party].result
         self.history_ = self.result_.history
         self.best_epoch_ = self.result_.best_epoch
+        self.batch_size_ = int(outcomes[self.label_party].extra["machine"].plan.batch_size)
         self.modules_ = self._trained_modules(run)
         self.party_feature_names_in_ = {self.label_party: list(self.label_party_.feature_columns),
                                         **{n: list(p.feature_columns) for n, p in self.feature_parties_.items()}}
@@ -270,7 +299,7 @@ class _SplitEstimator(BaseEstimator):
                            init_seed=self._init_seed(self.label_party))
         schedule = Schedule(epochs=self.epochs, batch_size=self.batch_size,
                             validation_fraction=self.validation_fraction, patience=self.patience,
-                            monitor=self.monitor, seed=self.random_state)
+                            monitor=self.monitor, seed=self.random_state, min_steps=self.min_steps)
         return train_bank_only(alone, schedule=schedule, session=self._session("fallback"))
 
     def _init_seed(self, party: str) -> int:
@@ -373,13 +402,29 @@ class _SplitEstimator(BaseEstimator):
         return placed
 
     # -- prediction ------------------------------------------------------------------------------------------------
-    def evaluate(self, views: Mapping[str, pd.DataFrame]) -> dict[str, float]:
+    def evaluate(self, views: Mapping[str, pd.DataFrame], *, customers: str = "shared") -> dict[str, float]:
         """Test metrics on the rows every party knows: binary ``auc``, ``ks``, ``accuracy``, ``f1``, ``log_loss``;
-        multiclass ``accuracy``, ``macro_auc``, ``log_loss``; regression ``rmse``, ``mae``, ``r2``."""
+        multiclass ``accuracy``, ``macro_auc``, ``log_loss``; regression ``rmse``, ``mae``, ``r2``.
+
+        ``customers="shared"`` (default) scores every mode on the same customers, those every party of ``views``
+        knows (the ones the split can score), so a ``"label_party_only"`` model compares with the split's figures;
+        ``"all"`` scores every row the model can (the label party's own model: all of its rows)."""
+        if customers not in ("shared", "all"):
+            raise ConfigError(f"customers must be 'shared' or 'all', got {customers!r}")
         y, p, known = self._targets(views)
+        if customers == "shared" and self.mode == "label_party_only" and set(views) - {self.label_party}:
+            known = known & self._known_to_all(views)
         metrics = self.label_party_.task.metrics(y[known], p[known])
         metrics["n_scored"] = int(known.sum())
         return metrics
+
+    def _known_to_all(self, views: Mapping[str, pd.DataFrame]) -> np.ndarray:
+        """Which of the label party's rows every party of ``views`` knows (aligned as in training: PSI or a join)."""
+        ids = {self.label_party: self.label_party_.prepare(views[self.label_party])[0]}
+        ids.update({n: p.prepare(views[n])[0] for n, p in self.feature_parties_.items() if n in views})
+        known = np.zeros(len(ids[self.label_party]), dtype=bool)
+        known[self._align(ids, store=False)[self.label_party]] = True
+        return known
 
     def _targets(self, views: Mapping[str, pd.DataFrame]) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
         """Encoded labels of the label party's view, the model's outputs for it, and which rows could be scored."""
@@ -402,6 +447,7 @@ class _SplitEstimator(BaseEstimator):
             if name not in views:
                 raise DataError(f"scoring needs party {name!r}'s table as well (the model was trained with it)")
             prepared[name] = party.prepare(views[name])
+        self._warn_unseen(views)
         holders = self.topology_.row_holders() if self.mode != "label_party_only" else (self.label_party,)
         rows = self._align({n: prepared[n][0] for n in holders}, store=False)
         run = self._run_topology()
@@ -431,6 +477,17 @@ class _SplitEstimator(BaseEstimator):
         if getattr(self, "calibrator_", None) is not None:  # the label party's calibration (calibrate)
             p = self.calibrator_.apply(p)
         return p, known
+
+    def _warn_unseen(self, views: Mapping[str, pd.DataFrame]) -> None:
+        """Warn (:class:`~vsplit.data.unseen.UnseenCategoryWarning`) naming each party's columns where rows to score
+        hold a category training never saw: the model scores them as the unknown category."""
+        from vsplit.data.unseen import UnseenCategoryWarning, unseen_counts, unseen_in_table, unseen_message
+
+        for name in (self.label_party, *self.feature_parties_):
+            counts = unseen_counts(unseen_in_table(self._party(name).preprocessor, views[name]))
+            if counts:
+                warnings.warn(unseen_message(name, counts, rows=len(views[name])), UnseenCategoryWarning,
+                              stacklevel=4)
 
     def calibrate(self: E, views: Mapping[str, pd.DataFrame], *, method: str = "temperature") -> E:
         """Fit the label party's calibration of the probabilities on ``views``, validation rows the model did not
@@ -498,8 +555,10 @@ class _SplitEstimator(BaseEstimator):
             raise ConfigError(f"validation_fraction must be in [0, 1), got {self.validation_fraction}")
         if self.alignment not in ("psi", "join"):
             raise ConfigError(f"alignment must be 'psi' or 'join', got {self.alignment!r}")
-        if self.epochs < 1 or self.batch_size < 1:
+        if self.epochs < 1 or (self.batch_size is not None and self.batch_size < 1):
             raise ConfigError("epochs and batch_size must be at least 1")
+        if isinstance(self.min_steps, bool) or not isinstance(self.min_steps, int) or self.min_steps < 0:
+            raise ConfigError(f"min_steps must be a whole number >= 0 (0: batch_size as given), got {self.min_steps!r}")
         get_codec(self.compression)  # an unknown name lists the valid ones
         if problem := check_lr_schedule(self.lr_schedule) or check_ema(self.ema):
             raise ConfigError(problem)
@@ -552,7 +611,13 @@ class SplitClassifier(ClassifierMixin, _SplitEstimator):
         ema: the decay per optimizer step of a moving average each party keeps of its own parameters (0: none;
             e.g. ``ema=0.99``): validation scores, and the model keeps, the averaged weights
             (:mod:`vsplit.models.averaging`).
-        epochs, batch_size, validation_fraction, patience: training schedule and early stopping.
+        epochs, batch_size, validation_fraction, patience: training schedule and early stopping. ``batch_size=None``
+            (default): 256, or smaller on a small table (``min_steps``); a number is used as given.
+        min_steps: with ``batch_size=None``, halve the batch of 256 (not below 32) until an epoch has at least this
+            many optimizer steps on the training rows (default 32), and let early stopping wait at least 10 times
+            as many steps (more than ``patience`` epochs on a small table), so that it judges a network that has
+            trained (:func:`vsplit.app.session.fitted_batch`; docs/models.md, "Small tables"); 0: neither.
+            ``batch_size_`` is the batch used.
         monitor: what early stopping watches, and whose best epoch is kept: ``"val_loss"``, the task's metric
             (``"val_auc"`` binary, ``"val_accuracy"`` multiclass, ``"val_rmse"`` regression) or ``"auto"`` (default:
             ``"val_auc"`` for a binary task, ``"val_loss"`` otherwise).
@@ -649,7 +714,9 @@ class SplitClassifier(ClassifierMixin, _SplitEstimator):
 
         Rows that some partner does not know cannot be scored by the split: with ``fallback=True`` the label
         party's own model scores them (:meth:`scored_by` says which rows); otherwise their probabilities are NaN
-        and a warning says how many (they are reported, not silently dropped).
+        and a warning says how many (they are reported, not silently dropped). Rows holding a category training never
+        saw are scored as the unknown category, with an :class:`~vsplit.data.unseen.UnseenCategoryWarning` naming the
+        party and column (:func:`vsplit.data.unseen.unseen_in_table` says which rows).
         """
         p, known = self._score(views)
         if not known.all() and getattr(self, "fallback_", None) is not None:

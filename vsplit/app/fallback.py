@@ -1,11 +1,16 @@
 """The bank-only fallback: the label party's own model on its own columns, for customers no partner knows.
 
 Theory of operation. A split model can score only the customers every partner knows. The label party therefore
-trains, next to the split, the same network on its own columns alone (the ``label_party_only`` baseline; same
-settings, same seeds, in this process, with nothing sent to anyone) and saves it with its run as
-``fallback.npz``. At prediction time the customers PSI found unknown to a partner are scored by this model, and
-each score says which model made it (:data:`SPLIT` or :data:`BANK_ONLY`). :func:`score_bank_only` is the one call
-batch prediction, the notebook estimator and a future online server make.
+trains, next to the split, its best own model on its own columns alone (in this process, with nothing sent to
+anyone): the same network (the ``label_party_only`` baseline; same settings, same seeds) and a regularized logistic
+regression on the same prepared columns (:mod:`vsplit.models.logistic`), fitted on the network's training rows. The
+one with the better AUC on the network's validation rows is chosen (:attr:`BankOnly.chosen`; a tie goes to the
+regression), and the regression is then fitted again on all the rows: on a small table the network may barely train,
+and a broken baseline would inflate the split's gain.
+It is saved with its run as ``fallback.npz`` (arrays only) and is the report's bank-alone baseline. At prediction
+time the customers PSI found unknown to a partner are scored by this model, and each score says which model made it
+(:data:`SPLIT` or :data:`BANK_ONLY`). :func:`score_bank_only` is the one call batch prediction, the notebook
+estimator and the online server make.
 
 Example:
     >>> import numpy as np, pandas as pd
@@ -23,25 +28,36 @@ Example:
 from __future__ import annotations
 
 from collections.abc import Callable, Mapping
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
 import numpy as np
 import pandas as pd
+import torch
 
 from vsplit.app.local import run_sessions
 from vsplit.app.session import Schedule, score_session, train_session
 from vsplit.data.tables import all_ids
 from vsplit.errors import CheckpointError
+from vsplit.metrics import roc_auc
+from vsplit.models.logistic import NAME as LOGISTIC
+from vsplit.models.logistic import LogisticModel
 from vsplit.models.recipe import ARCHITECTURE
+from vsplit.models.seeds import derive_seed
 from vsplit.party import LabelParty, trained_architecture
+from vsplit.protocol.training.messages import ROLE_VALID
 from vsplit.runtime.checkpoint import interpreting, load_checkpoint, save_checkpoint
 from vsplit.topology.graph import Topology
 
 #: the ``model`` column of predictions.csv: which model scored the row
 SPLIT, BANK_ONLY = "split", "bank_only"
 FILE = "fallback.npz"
+#: the bank's own models: its network and a logistic regression (:attr:`BankOnly.chosen`)
+NETWORK = "network"
+BANK_MODELS = (NETWORK, LOGISTIC)
+#: a chosen bank model whose validation AUC is at most this far from 0.5 gets a warning (:func:`weak_warning`)
+NEAR_CHANCE = 0.05
 
 
 @dataclass
@@ -52,6 +68,36 @@ class BankOnly:
     run: Topology
     history: list[dict[str, Any]]
     best_epoch: int | None
+    #: the logistic regression on the same prepared columns (``None``: not fitted, e.g. a multiclass label)
+    logistic: LogisticModel | None = None
+    #: which model scores: :data:`NETWORK` or ``"logistic_regression"``
+    chosen: str = NETWORK
+    #: each candidate's AUC on the bank's validation rows
+    val_auc: dict[str, float] = field(default_factory=dict)
+
+    def describe(self) -> dict[str, Any]:
+        """What the report says of the bank's model: which one scores, each candidate's validation AUC, and a
+        warning when the chosen one is near chance."""
+        out: dict[str, Any] = {"model": self.chosen, "val_auc": {k: round(v, 4) for k, v in self.val_auc.items()}}
+        if warning := weak_warning(self):
+            out["warning"] = warning
+        return out
+
+
+def weak_warning(model: BankOnly) -> str | None:
+    """A sentence for the report and the console when the chosen bank model's validation AUC is within
+    :data:`NEAR_CHANCE` of 0.5 (a baseline that barely ranks, so the gain over it means little), else ``None``.
+
+    >>> from types import SimpleNamespace
+    >>> weak_warning(SimpleNamespace(chosen="network", val_auc={"network": 0.53}))[:48]
+    'The bank-alone model (network) has a validation '
+    """
+    auc = model.val_auc.get(model.chosen)
+    if auc is None or abs(auc - 0.5) > NEAR_CHANCE:
+        return None
+    return (f"The bank-alone model ({model.chosen}) has a validation AUC of {auc:.4f}, within {NEAR_CHANCE} of "
+            "chance: the gain over the bank alone, and the scores of customers no partner knows, mean little; check "
+            "the bank's columns and labels, or train on more rows")
 
 
 def own_topology(party: LabelParty) -> Topology:
@@ -65,7 +111,56 @@ def train_bank_only(party: LabelParty, *, schedule: Schedule, session: bytes) ->
     own = np.argsort(all_ids(party.ids), kind="stable")
     trained = run_sessions({party.name: train_session(party, run, schedule=schedule, rows=own)},
                            session=session)[party.name].result
-    return BankOnly(party=party, run=run, history=trained.history, best_epoch=trained.best_epoch)
+    model = BankOnly(party=party, run=run, history=trained.history, best_epoch=trained.best_epoch)
+    if party.task.name == "binary":
+        _choose(model, own, schedule)
+    return model
+
+
+def _choose(model: BankOnly, own: np.ndarray, schedule: Schedule) -> None:
+    """Fit the logistic regression on the network's training rows and keep the better of the two on its validation
+    rows (the same rows :func:`~vsplit.app.session.make_plan` chose; none: the regression); then fit the regression
+    again on all the rows (the network cannot be: its epoch was chosen on those validation rows)."""
+    party = model.party
+    assert party.inputs is not None and party.preprocessor is not None
+    roles = party.make_roles(own, validation_fraction=schedule.validation_fraction, seed=schedule.seed)
+    fit, valid = own[roles != ROLE_VALID], own[roles == ROLE_VALID]
+    y = party.labels.numpy().astype(np.int64)
+    cards = party.preprocessor.cardinalities
+    model.logistic = LogisticModel.fit(_rows(party, fit, schedule.seed), y[_sample(fit, schedule.seed)],
+                                       cardinalities=cards)
+    chosen = next((h for h in model.history if h.get("epoch") == model.best_epoch), None)
+    if len(valid) and len(np.unique(y[valid])) == 2:
+        model.val_auc[LOGISTIC] = roc_auc(y[_sample(valid, schedule.seed)],
+                                          model.logistic.proba(_rows(party, valid, schedule.seed)))
+        if chosen is not None and chosen.get("val_auc") is not None:
+            model.val_auc[NETWORK] = float(chosen["val_auc"])
+    network = model.val_auc.get(NETWORK)
+    model.chosen = NETWORK if network is not None and network > model.val_auc.get(LOGISTIC, -1.0) else LOGISTIC
+    if len(valid):  # chosen, the regression learns from every row of the bank's (its fit takes a second, no epochs)
+        model.logistic = LogisticModel.fit(_rows(party, own, schedule.seed), y[_sample(own, schedule.seed)],
+                                           cardinalities=cards)
+
+
+#: the logistic regression fits (and is validated) on at most this many rows, a seeded sample of a larger table
+LOGISTIC_ROWS = 200_000
+
+
+def _sample(rows: np.ndarray, seed: int) -> np.ndarray:
+    """``rows``, or a seeded sample of :data:`LOGISTIC_ROWS` of them (in their order)."""
+    if len(rows) <= LOGISTIC_ROWS:
+        return rows
+    rng = np.random.default_rng(derive_seed(seed, "bank-only logistic"))
+    return rows[np.sort(rng.choice(len(rows), LOGISTIC_ROWS, replace=False))]
+
+
+def _rows(party: LabelParty, rows: np.ndarray, seed: int) -> tuple[torch.Tensor, ...]:
+    """The prepared inputs of ``party``'s ``rows`` (:func:`_sample`) as tensors, read in one go from a party that
+    streams its table from Parquet."""
+    picked = _sample(rows, seed)
+    inputs = party.rows_of(picked)
+    everything = torch.arange(len(picked))
+    return tuple(t if isinstance(t, torch.Tensor) else t[everything] for t in inputs)
 
 
 def score_bank_only(model: BankOnly, table: pd.DataFrame, *, rows: np.ndarray | None = None,
@@ -75,6 +170,10 @@ def score_bank_only(model: BankOnly, table: pd.DataFrame, *, rows: np.ndarray | 
     rows = np.arange(len(ids), dtype=np.int64) if rows is None else np.asarray(rows, dtype=np.int64)
     if len(rows) == 0:
         return np.zeros(0, dtype=np.float64)
+    if model.chosen == LOGISTIC and model.logistic is not None:
+        assert inputs is not None
+        index = torch.from_numpy(rows)
+        return model.logistic.proba(tuple(t[index] for t in inputs))
     scored = run_sessions({model.party.name: score_session(model.party, model.run, (ids, inputs), rows=rows)},
                           session=(session * 16)[:16])
     return np.asarray(scored[model.party.name].result, dtype=np.float64)
@@ -88,7 +187,10 @@ def save_bank_only(model: BankOnly, path: Path, *, run_id: str) -> Path:
         "segments": {s: m.state_dict() for s, m in party.modules_for(model.run, task_width=party.task_width).items()},
         "feature_columns": party.feature_columns, "numeric_embedding": party.numeric_kind,
         "settings": {k: getattr(party.settings, k) for k in ARCHITECTURE},
+        "chosen": model.chosen, "val_auc": dict(model.val_auc),
     }
+    if model.logistic is not None:
+        state["logistic"] = model.logistic.state()
     if party.preprocessor is not None:
         state["preprocessor"] = party.preprocessor.state()
     save_checkpoint(path, state, run_id=run_id, party=party.name)
@@ -114,7 +216,15 @@ def load_bank_only(path: Path, build: Callable[[dict[str, Any]], LabelParty], *,
         run = own_topology(alone)
         for seg, module in alone.modules_for(run, task_width=alone.task_width).items():
             module.load_state_dict(state["segments"][seg])
-    return BankOnly(party=alone, run=run, history=[], best_epoch=None)
+        chosen = str(state.get("chosen", NETWORK))
+        if chosen not in BANK_MODELS or (chosen == LOGISTIC and "logistic" not in state):
+            raise CheckpointError(f"{path}: unknown bank model {chosen!r}; train the run again")
+        try:
+            logistic = LogisticModel.from_state(state["logistic"]) if "logistic" in state else None
+        except (KeyError, ValueError) as exc:
+            raise CheckpointError(f"{path}: its logistic regression is damaged ({exc}); train the run again") from exc
+    return BankOnly(party=alone, run=run, history=[], best_epoch=None, logistic=logistic, chosen=chosen,
+                    val_auc={str(k): float(v) for k, v in dict(state.get("val_auc", {})).items()})
 
 
 @dataclass
@@ -123,6 +233,7 @@ class TestCoverage:
 
     proba: np.ndarray  # the bank-only model's score of every test row, in table order
     coverage: dict[str, Any]  # "all" (split where shared, bank-only elsewhere), "shared" (split), "bank_only"
+    bank_model: dict[str, Any] = field(default_factory=dict)  # BankOnly.describe(): which model, why, any warning
 
 
 def cover_test(model: BankOnly, table: pd.DataFrame, rows: np.ndarray, split_proba: np.ndarray) -> TestCoverage:
@@ -142,7 +253,7 @@ def cover_test(model: BankOnly, table: pd.DataFrame, rows: np.ndarray, split_pro
     coverage: dict[str, Any] = {"all": metrics(np.arange(len(table)), merged), "shared": metrics(rows, split_proba)}
     if len(others):
         coverage["bank_only"] = metrics(others, alone[others])
-    return TestCoverage(proba=alone, coverage=coverage)
+    return TestCoverage(proba=alone, coverage=coverage, bank_model=model.describe())
 
 
 def score_unknown(model: BankOnly | None, table: pd.DataFrame, *, id_column: str,
@@ -155,3 +266,33 @@ def score_unknown(model: BankOnly | None, table: pd.DataFrame, *, id_column: str
     left = np.asarray([i for i, v in enumerate(ids) if v not in scored], dtype=np.int64)
     proba = score_bank_only(model, table, rows=left)
     return {ids[r]: float(p) for r, p in zip(left.tolist(), proba.tolist(), strict=True)}
+
+
+def explain_bank_only(model: BankOnly, table: pd.DataFrame, *, rows: np.ndarray | None = None, steps: int = 32,
+                      method: str = "auto") -> Any:
+    """The bank-only model's explanation of ``table``'s rows (``rows``: positions, default all, in that order): an
+    :class:`~vsplit.explain.explanation.Explanation` over the bank's own columns (no partner group), whose reason
+    codes are those of the applicants this model scores. The logistic regression's attributions are each column's
+    coefficient times its distance from the training rows' mean, in log-odds (exact: they sum to the score minus
+    the reference's); the network's are integrated gradients, as for the split (``steps``, ``method``)."""
+    from vsplit.explain.explanation import Explanation
+    from vsplit.explain.paths import by_column
+    from vsplit.explain.session import explain_session, explanation_of, input_columns
+
+    party = model.party
+    ids, inputs = party.prepare(table)
+    assert inputs is not None
+    rows = np.arange(len(ids), dtype=np.int64) if rows is None else np.asarray(rows, dtype=np.int64)
+    names = [str(v) for v in ids[rows]]
+    if model.chosen == LOGISTIC and model.logistic is not None:
+        picked = tuple(t[torch.from_numpy(rows)] for t in inputs)
+        columns, values = by_column(model.logistic.contributions(picked), input_columns(party))
+        score = model.logistic.log_odds(picked)
+        return Explanation(label_party=party.name, ids=names, score=score,
+                           baseline_score=np.full(len(rows), model.logistic.reference_log_odds),
+                           features=pd.DataFrame(values, columns=columns, index=names),
+                           groups=pd.DataFrame(index=names), method="exact",
+                           note="the bank's logistic regression: coefficient times (value - mean)")
+    session = explain_session(party, model.run, (ids, inputs), rows=rows, steps=steps, method=method)
+    outcome = run_sessions({party.name: session}, session=b"vsplit-bank-only")[party.name]
+    return explanation_of(party.name, names, outcome.result)

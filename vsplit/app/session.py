@@ -21,10 +21,11 @@ import torch
 from torch import nn
 
 from vsplit.data.tables import all_ids
-from vsplit.models.recipe import RECIPE
+from vsplit.models.recipe import BATCH_SIZE, RECIPE
 from vsplit.models.seeds import derive_seed
 from vsplit.party import ComputeParty, FeatureParty, LabelParty
 from vsplit.protocol.training.hooks import TrainingHooks
+from vsplit.protocol.training.messages import ROLE_TRAIN
 from vsplit.protocol.training.plan import Plan
 from vsplit.psi.alignment import canonical_rows
 from vsplit.topology.graph import Topology
@@ -38,7 +39,8 @@ class Schedule:
     """The training schedule the coordinator turns into a plan."""
 
     epochs: int = RECIPE["epochs"]
-    batch_size: int = 256
+    #: ``None``: :data:`~vsplit.models.recipe.BATCH_SIZE`, smaller on a small table (:func:`fitted_batch`)
+    batch_size: int | None = None
     validation_fraction: float = 0.1
     patience: int | None = RECIPE["patience"]
     #: what early stopping watches and which epoch is kept: "val_loss", the task's "val_<metric>" or "auto"
@@ -53,6 +55,53 @@ class Schedule:
     local_steps: int = 1
     #: after matching, each class must occur this often among the shared customers (regression: rows)
     min_class_rows: int = 10
+    #: with ``batch_size=None`` the batch is halved (not below :data:`MIN_BATCH`) until an epoch has at least this
+    #: many optimizer steps on the training rows, and early stopping waits at least ``PATIENCE_STEPS`` times as many
+    #: steps (0: neither; :func:`fitted_batch`, :func:`fitted_patience`)
+    min_steps: int = RECIPE["min_steps"]
+
+
+#: the smallest batch :func:`fitted_batch` shrinks to
+MIN_BATCH = 32
+
+
+def fitted_batch(batch_size: int | None, n_train: int, min_steps: int) -> int:
+    """The batch a plan uses for ``n_train`` training rows: ``batch_size`` as given, or for ``None``
+    :data:`~vsplit.models.recipe.BATCH_SIZE` halved while an epoch would have fewer than ``min_steps`` optimizer
+    steps, but not below :data:`MIN_BATCH`.
+
+    On a small table a batch of 256 gives an epoch of a handful of steps, so early stopping, patience and the moving
+    average (counted in epochs and steps) stop a network that has barely moved; this makes them count enough steps.
+    A large table keeps 256 (27,000 training rows: 106 steps).
+
+    >>> fitted_batch(None, 900, 32), fitted_batch(None, 2_700, 32), fitted_batch(None, 27_000, 32)
+    (32, 64, 256)
+    >>> fitted_batch(None, 900, 0), fitted_batch(256, 900, 32), fitted_batch(8, 900, 32)
+    (256, 256, 8)
+    """
+    if batch_size is not None:
+        return batch_size
+    batch = BATCH_SIZE
+    while min_steps > 0 and batch // 2 >= MIN_BATCH and -(-n_train // batch) < min_steps:
+        batch //= 2
+    return batch
+
+
+#: early stopping waits at least this many times ``min_steps`` optimizer steps (:func:`fitted_patience`)
+PATIENCE_STEPS = 10
+
+
+def fitted_patience(patience: int | None, steps_per_epoch: int, min_steps: int) -> int | None:
+    """The epochs early stopping waits for a better one: ``patience``, or more on a small table, so that the wait
+    covers at least ``PATIENCE_STEPS * min_steps`` optimizer steps (``None``: no early stopping; ``min_steps`` 0:
+    ``patience`` as given).
+
+    >>> fitted_patience(5, 29, 32), fitted_patience(5, 43, 32), fitted_patience(5, 106, 32), fitted_patience(5, 29, 0)
+    (12, 8, 5, 5)
+    """
+    if patience is None or min_steps <= 0:
+        return patience
+    return max(patience, -(-PATIENCE_STEPS * min_steps // max(1, steps_per_epoch)))
 
 
 @dataclass(frozen=True)
@@ -112,7 +161,8 @@ def make_plan(party: LabelParty, rows: np.ndarray, schedule: Schedule) -> Plan:
     rows' labels are known to be enough to train on (:func:`~vsplit.data.shared_labels.check_shared_labels`)."""
     party.check_shared(rows, validation_fraction=schedule.validation_fraction, min_per_class=schedule.min_class_rows)
     roles = party.make_roles(rows, validation_fraction=schedule.validation_fraction, seed=schedule.seed)
-    return Plan(epochs=schedule.epochs, batch_size=schedule.batch_size,
+    batch = fitted_batch(schedule.batch_size, int((roles == ROLE_TRAIN).sum()), schedule.min_steps)
+    return Plan(epochs=schedule.epochs, batch_size=batch,
                 seed=derive_seed(schedule.seed, "schedule") % 2**31, roles=roles, eval_chunk=schedule.eval_chunk,
                 then_score=schedule.then_score, window=schedule.window, local_steps=schedule.local_steps)
 
@@ -148,9 +198,12 @@ def train_session(
                               "bag": bag}
     if isinstance(party, LabelParty):
         assert outcome.rows is not None
+        plan = make_plan(party, outcome.rows, schedule)
+        steps = -(-int((plan.roles == ROLE_TRAIN).sum()) // plan.batch_size)
         machine = party.trainer(
-            outcome.rows, topology=topology, plan=make_plan(party, outcome.rows, schedule), placed=placed,
-            patience=schedule.patience, monitor=schedule.monitor, callbacks=callbacks,
+            outcome.rows, topology=topology, plan=plan, placed=placed,
+            patience=fitted_patience(schedule.patience, steps, schedule.min_steps), monitor=schedule.monitor,
+            callbacks=callbacks,
             gradient_hooks=hooks.gradient_hooks, label_transform=hooks.label_transform,
             embedding_hooks=hooks.embedding_hooks.get(party.name, ()),
             observers=hooks.observers.get(party.name, ()), local_loss=hooks.local_losses.get(party.name), **common,

@@ -55,7 +55,11 @@ def train_summary(result: Any, *, report: Path | None) -> str:
         alone = (result.baselines.get("label_party_only") or {}).get("auc")
         line = (f"  test AUC {test['auc']:.4f} (Gini {2 * test['auc'] - 1:.4f}) on {test.get('n_scored', 0):,} "
                 "shared customers")
-        lines.append(line + (f"; bank alone {alone:.4f}" if alone is not None else ""))
+        model = (result.baselines.get("label_party_only") or {}).get("model")
+        named = f" ({model.replace('_', ' ')})" if model else ""
+        lines.append(line + (f"; bank alone{named} {alone:.4f}" if alone is not None else ""))
+        if warning := (result.baselines.get("label_party_only") or {}).get("warning"):
+            lines.append(f"  warning: {warning}")
     elif result.history and result.role == "label":
         lines.append("  no test set (data.test_path): the report shows the validation history")
     if report is not None:
@@ -92,7 +96,10 @@ def coverage_summary(report: dict[str, Any]) -> list[str]:
     if "bank_only" in cov:
         line += (f"; the {cov['bank_only']['n_scored']:,} unknown to a partner, scored by the bank alone: "
                  f"AUC {cov['bank_only']['auc']:.4f}")
-    return [line]
+    bank = report.get("bank_model") or {}
+    more = [f"  bank alone: its {bank['model'].replace('_', ' ')} (the better of its own models on its validation "
+            "rows)"] if bank.get("model") else []
+    return [line, *more, *([f"  warning: {bank['warning']}"] if bank.get("warning") else [])]
 
 
 def predict_summary(path: Path) -> str:

@@ -29,6 +29,7 @@ from typing import Any
 
 from vsplit.config.schema import PartyConfig
 from vsplit.errors import ConfigError
+from vsplit.models.recipe import BATCH_SIZE
 
 SEGMENTS = ("vanilla", "u_shaped")
 
@@ -110,7 +111,8 @@ def horizontal_checks(config: PartyConfig) -> list[str]:
     elif net.client_certs and not (me in clients and signs):
         errors.append("network.client_certs: only a client of a sequential schedule relayed by the server, or of a "
                       "schedule under secure aggregation, uses them; remove them")
-    for key, value in (("train.epochs", config.train.epochs), ("train.batch_size", config.train.batch_size)):
+    batch = 1 if config.train.batch_size is None else config.train.batch_size  # left out: the default, fine
+    for key, value in (("train.epochs", config.train.epochs), ("train.batch_size", batch)):
         if value < 1:
             errors.append(f"{key}: must be at least 1, got {value}")
     if config.train.pipeline_window * config.train.local_steps > 1:
@@ -204,7 +206,7 @@ def settings_of(config: PartyConfig) -> Any:
     extra = {}
     if "secure_aggregation" in Settings.__dataclass_fields__:
         extra["secure_aggregation"] = s.secure_aggregation
-    return Settings(kind=s.kind, rounds=tr.epochs, batch_size=tr.batch_size, seed=tr.seed, order=s.order,
+    return Settings(kind=s.kind, rounds=tr.epochs, batch_size=tr.batch_size or BATCH_SIZE, seed=tr.seed, order=s.order,
                     route=s.route, handoff=s.handoff, interleave=s.interleave, optimizer_policy=s.optimizer_policy,
                     buffer_policy=s.buffer_policy, federated_server=s.federated_server or None,
                     lr_schedule=s.lr_schedule, lr_step_at=s.lr_step_at, lr_factor=s.lr_factor, **extra)

@@ -25,6 +25,7 @@ Example:
 from __future__ import annotations
 
 import dataclasses
+import difflib
 import sys
 import types
 from pathlib import Path
@@ -120,8 +121,10 @@ def _build(cls: type, raw: Any, prefix: str, errors: list[str]) -> Any:
     fields = {f.name: f for f in dataclasses.fields(cls)}
     for key in raw:
         if key not in fields:
-            valid = ", ".join(sorted(f for f in fields if f != "source"))
-            errors.append(f"{prefix}{key}: unknown key; valid keys here: {valid}")
+            names = sorted(f for f in fields if f != "source")
+            close = difflib.get_close_matches(key, names, n=1)  # a typo: "lable" -> "label"
+            hint = f"did you mean {prefix}{close[0]}? " if close else ""
+            errors.append(f"{prefix}{key}: unknown key; {hint}valid keys here: {', '.join(names)}")
     values = {}
     ok = True
     for name, spec in fields.items():
@@ -200,6 +203,12 @@ def _cross_checks(config: PartyConfig, folder: Path, *, check_files: bool) -> li
     from vsplit.config.boosting import boosting_checks
 
     errors += boosting_checks(config)
+    from vsplit.config.woe import woe_checks
+
+    errors += woe_checks(config)
+    from vsplit.config.scorecard import scorecard_checks
+
+    errors += scorecard_checks(config)
     if kind == "horizontal":
         from vsplit.config.horizontal import horizontal_checks
 
@@ -253,9 +262,11 @@ def _cross_checks(config: PartyConfig, folder: Path, *, check_files: bool) -> li
         if value not in allowed:
             errors.append(f"{key}: must be one of {', '.join(allowed)}; got {value!r}")
     train = config.train
-    for key, value, low in (("train.epochs", train.epochs, 1), ("train.batch_size", train.batch_size, 1),
+    batch = 1 if train.batch_size is None else train.batch_size  # left out: fitted to the rows (train.min_steps)
+    for key, value, low in (("train.epochs", train.epochs, 1), ("train.batch_size", batch, 1),
                             ("model.embedding_width", config.model.embedding_width, 1),
-                            ("train.min_class_rows", train.min_class_rows, 1)):
+                            ("train.min_class_rows", train.min_class_rows, 1),
+                            ("train.min_steps", train.min_steps, 0)):
         if value < low:
             errors.append(f"{key}: must be at least {low}, got {value}")
     if train.networks < 1:
@@ -288,6 +299,8 @@ def _cross_checks(config: PartyConfig, folder: Path, *, check_files: bool) -> li
     errors += _psi_checks(config)
     errors += _serve_front_checks(config)
     errors += _serve_partner_checks(config)
+    if not 0 <= config.console.port <= 65535:
+        errors.append(f"console.port: must be 0 (any free port) to 65535, got {config.console.port}")
     if check_files:
         errors += file_checks(config, folder)
     return errors

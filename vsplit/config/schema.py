@@ -117,7 +117,8 @@ class DataSection:
 
 @dataclass(frozen=True)
 class ModelSection:
-    #: "network" (split neural networks) or "boosting" (vertical gradient-boosted trees, ``[boosting]``)
+    #: "network" (split neural networks), "boosting" (vertical gradient-boosted trees, ``[boosting]``) or
+    #: "scorecard" (a vertical scorecard on WOE inputs, ``[woe]`` and ``[scorecard]``)
     kind: str = "network"
     embedding_width: int = 16
     #: the defaults are the default recipe's (vsplit.models.recipe: RECIPE; PLAIN is the network before it)
@@ -144,7 +145,8 @@ class ModelSection:
 class TrainSection:
     #: epochs, the optimizer and early stopping default to the default recipe's (vsplit.models.recipe)
     epochs: int = RECIPE["epochs"]
-    batch_size: int = 256
+    #: left out: 256, or smaller on a small table (train.min_steps); a number is used as given
+    batch_size: int | None = None
     optimizer: str = RECIPE["optimizer"]
     lr: float = RECIPE["lr"]
     weight_decay: float = RECIPE["weight_decay"]
@@ -162,6 +164,10 @@ class TrainSection:
     #: peer who knows it can invert the first batch, warned). Left out: "seed" if train.seed is set, else "secret"
     init_seed: str = "auto"
     validation_fraction: float = 0.1
+    #: with batch_size left out, the batch of 256 is halved (not below 32) until an epoch has at least this many
+    #: optimizer steps on the training rows, and early stopping waits at least 10 times as many steps (0: neither;
+    #: vsplit.app.session.fitted_batch)
+    min_steps: int = RECIPE["min_steps"]
     patience: int | None = RECIPE["patience"]
     #: early stopping, at the label party: "val_loss" (the lowest validation loss), the task's metric ("val_auc"
     #: for a binary task, "val_accuracy" multiclass, "val_rmse" regression) or "auto" (default: val_auc for a
@@ -333,6 +339,20 @@ class ServeSection:
 
 
 @dataclass(frozen=True)
+class ConsoleSection:
+    """The party's read-only console in its browser (docs/console.md): ``vsplit train``, ``pilot`` and ``serve``."""
+
+    #: serve the console while the party runs (or pass --console)
+    enabled: bool = False
+    #: where it listens: 127.0.0.1 (this machine only) unless set; any other address needs ``token_file``
+    host: str = "127.0.0.1"
+    #: its port (0: any free port, printed when it starts)
+    port: int = 0
+    #: a file holding the token a browser must show once (``/?token=...``), readable by its owner only
+    token_file: str | None = None
+
+
+@dataclass(frozen=True)
 class ExplainSection:
     """``vsplit explain``, its reason codes and the model card (docs/governance.md)."""
 
@@ -405,6 +425,62 @@ class BoostingSection:
 
 
 @dataclass(frozen=True)
+class WoeSection:
+    """``vsplit bin``: WOE binning and information value across the cut, the value report (docs/credit_scoring.md)."""
+
+    #: fine (quantile) bins per numeric attribute, fitted by each party on its own aligned rows
+    fine_bins: int = 20
+    #: every party: no fine bin of fewer rows (a partner: the fewest rows any per-bin count the label party sees covers)
+    min_bin_rows: int = 1
+    #: partner: the label party's report names its attributes (false: "<party>#<k>", their positions only)
+    share_names: bool = False
+    #: label party: the coarse classing: no coarse bin under this share of the rows, the event-rate trend
+    #: ("auto", "ascending", "descending", "none") and the most value bins per attribute
+    min_bin_share: float = 0.05
+    monotonic: str = "auto"
+    max_coarse_bins: int = 10
+    #: label party: the homomorphic scheme ("ou" or "paillier") and key size; partner: the smallest key it accepts
+    scheme: str = "ou"
+    key_bits: int = 2048
+    #: every party: the attributes a later training takes (selected.json): IV at least select_min_iv, then the
+    #: select_top_k best (0: every one)
+    select_min_iv: float = 0.0
+    select_top_k: int = 0
+    #: processes for the encryption (label party) and the sums (partner); 1: this process
+    workers: int = 1
+    #: every party (the same on all): the value report also gives the Gini of a bank-only scorecard against a joint
+    #: one ([scorecard] settings, the label party's) on validation_share of the aligned rows, held out by the label
+    #: party (drawn with train.seed), with a paired bootstrap interval; off: it trains a scorecard across the cut
+    report_gini: bool = False
+    validation_share: float = 0.3
+
+
+@dataclass(frozen=True)
+class ScorecardSection:
+    """``[model] kind = "scorecard"``: a vertical scorecard on the WOE of the attributes ``[woe]`` selects
+    (docs/credit_scoring.md, "Scorecard")."""
+
+    #: label party: full-batch steps, step size and L2 penalty of the logistic regression (partners take the label
+    #: party's)
+    iterations: int = 50
+    learning_rate: float = 2.0
+    l2: float = 0.0
+    #: label party: the points scale (every party's points use it): base_score points at base_odds non-events per
+    #: event, pdo points to double the odds
+    base_score: float = 600.0
+    base_odds: float = 50.0
+    pdo: float = 20.0
+    #: partner: what the label party's model card and reason codes show beyond its number of attributes
+    share_names: bool = False
+    share_points: bool = False
+    #: label party: reason codes per row in ``vsplit predict`` (0: none)
+    reasons: int = 3
+    #: label party: the homomorphic scheme ("ou" or "paillier") and key size; partner: the smallest key it accepts
+    scheme: str = "ou"
+    key_bits: int = 2048
+
+
+@dataclass(frozen=True)
 class PartyConfig:
     party: PartySection
     network: NetworkSection
@@ -417,8 +493,11 @@ class PartyConfig:
     schedule: ScheduleSection = field(default_factory=ScheduleSection)
     output: OutputSection = field(default_factory=OutputSection)
     serve: ServeSection = field(default_factory=ServeSection)
+    console: ConsoleSection = field(default_factory=ConsoleSection)
     explain: ExplainSection = field(default_factory=ExplainSection)
     tune: TuneSection = field(default_factory=TuneSection)
     boosting: BoostingSection = field(default_factory=BoostingSection)
+    woe: WoeSection = field(default_factory=WoeSection)
+    scorecard: ScorecardSection = field(default_factory=ScorecardSection)
     #: the file the config came from (for resolving relative paths and error messages)
     source: str = ""

@@ -23,4 +23,5 @@ def positive_class(values: Set[object], name: str) -> object:
     for candidates in KNOWN_PAIRS:
         if values <= candidates:
             return "yes" if candidates == {"no", "yes"} else max(candidates)
-    raise DataError(f"label {name!r} has values {sorted(map(str, values))}; set positive_label to the positive one")
+    raise DataError(f"label {name!r} has values {sorted(map(str, values))}; set data.positive_label (positive_label= "
+                    "in the estimator) to the positive one")

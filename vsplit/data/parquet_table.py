@@ -52,7 +52,8 @@ class ParquetTable:
         names = list(self._file.schema_arrow.names)
         self.columns = list(columns) if columns is not None else names
         if missing := [c for c in self.columns if c not in names]:
-            raise DataError(f"{self.path}: columns {missing} not found (it has {names}); fix data.* in the config")
+            raise DataError(f"{self.path}: columns {missing} not found (it has {names}); fix the column names in "
+                            "the party config's [data] section (data.id_column, data.label, data.features)")
         self.cache_groups = cache_groups
         self.batch_rows = batch_rows
 
@@ -64,7 +65,8 @@ class ParquetTable:
         import pyarrow as pa
 
         if column not in self.columns:
-            raise DataError(f"{self.path}: no column {column!r} (it has {self.columns}); fix data.* in the config")
+            raise DataError(f"{self.path}: no column {column!r} (it has {self.columns}); fix the column name in the "
+                            "party config")
         chunks = [b.column(0) for b in self._file.iter_batches(batch_size=self.batch_rows, columns=[column])]
         values = pa.chunked_array(chunks, type=self._file.schema_arrow.field(column).type)
         return pd.Series(values.to_pandas(), name=column)
@@ -93,5 +95,8 @@ def open_table(path: str | Path, *, id_column: str, features: Sequence[str] | No
     table = ParquetTable(path)
     wanted = [id_column, *(features if features is not None else []), *([label] if label else [])]
     if missing := [c for c in wanted if c not in table.columns]:
-        raise DataError(f"{path}: columns {missing} not found (it has {table.columns}); fix data.* in the config")
+        from vsplit.data.sources import column_keys
+
+        raise DataError(f"{path}: columns {missing} not found (it has {table.columns}); fix "
+                        f"{column_keys(missing, id_column=id_column, label=label)} in the party config")
     return table if features is None else ParquetTable(path, columns=list(dict.fromkeys(wanted)))

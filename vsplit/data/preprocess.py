@@ -119,7 +119,8 @@ class TablePreprocessor:
         self.columns_ = list(table.columns)
         wanted = set(self.categorical) if self.categorical is not None else None
         if wanted is not None and (unknown := wanted - set(self.columns_)):
-            raise DataError(f"categorical columns {sorted(unknown)} are not in the table; fix the column list")
+            raise DataError(f"categorical columns {sorted(unknown)} are not in the table; fix data.categorical "
+                            "(categorical= in the estimator)")
         # text columns of mostly numbers (each parsed once): numeric columns with stray strings
         mostly = {c for c in self.columns_ if (wanted is None or c not in wanted) and mostly_numbers(table[c])}
         self.rules_ = {}

@@ -57,14 +57,26 @@ def read_table(
         raise DataError(f"{path}: has a header line but no rows; give this party at least one row")
     wanted = [id_column, *(features if features is not None else []), *([label] if label else [])]
     if missing := [c for c in wanted if c not in table.columns]:
-        fix = "fix data.* in the config" if not option.startswith("-") else \
-            f"give {option} a table with these columns, or fix data.* in the config"
+        keys = column_keys(missing, id_column=id_column, label=label)
+        fix = f"fix {keys} in the party config" if not option.startswith("-") else \
+            f"give {option} a table with these columns, or fix {keys} in the party config"
         raise DataError(f"{path}: columns {missing} not found (it has {list(table.columns)}); {fix}")
     if features is not None:
         table = table[list(dict.fromkeys(wanted))]
     table = table.copy()
     table[id_column] = table[id_column].astype(str)
     return table
+
+
+def column_keys(missing: Sequence[str], *, id_column: str, label: str | None = None) -> str:
+    """The config keys that named the ``missing`` columns, for an error to say which to fix.
+
+    Example:
+        >>> column_keys(["id", "age"], id_column="id")
+        'data.id_column and data.features'
+    """
+    keys = ["data.id_column" if c == id_column else "data.label" if c == label else "data.features" for c in missing]
+    return " and ".join(dict.fromkeys(keys))
 
 
 @contextlib.contextmanager

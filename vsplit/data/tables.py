@@ -38,9 +38,10 @@ def check_columns(party: str, columns: Sequence[str], *, rows: int | None, id_co
     if rows == 0:
         raise DataError(f"{party}: the table is empty; give this party at least one row")
     if id_column not in columns:
-        raise DataError(f"{party}: ID column {id_column!r} is missing; add it or set id_column to the right name")
+        raise DataError(f"{party}: ID column {id_column!r} is missing; add it or set data.id_column to the right name")
     if label is not None and label not in columns:
-        raise DataError(f"{party}: label column {label!r} is missing; the label party's table must hold the label")
+        raise DataError(f"{party}: label column {label!r} is missing; the label party's table must hold the label "
+                        "(data.label names it)")
     for column in forbidden:
         if column in columns:
             raise DataError(

@@ -56,14 +56,18 @@ TRAIN: MappingProxyType[str, Any] = MappingProxyType({
     "epochs": 40,
     "patience": 5,
     "monitor": "auto",
+    "min_steps": 32,
 })
+#: the batch a run starts from when ``batch_size`` is left out (``None``): halved on a small table until an epoch has
+#: ``min_steps`` optimizer steps (:func:`vsplit.app.session.fitted_batch`); a batch size given is used as given
+BATCH_SIZE = 256
 #: the whole default recipe, as :class:`~vsplit.estimator.SplitClassifier` parameters
 RECIPE: MappingProxyType[str, Any] = MappingProxyType({**MODEL, **TRAIN})
 #: the plain network that was the default before :data:`RECIPE` (the same keys)
 PLAIN: MappingProxyType[str, Any] = MappingProxyType({
     "numeric_embedding": "none", "bottom_hidden": (64,), "top_hidden": (32,), "dropout": 0.0,
     "optimizer": "adam", "lr": 1e-3, "weight_decay": 0.0, "lr_schedule": "constant", "ema": 0.0,
-    "epochs": 20, "patience": 3, "monitor": "val_loss",
+    "epochs": 20, "patience": 3, "monitor": "val_loss", "min_steps": 0,
 })
 #: the settings that shape a party's default modules: a saved model is rebuilt with the values it was trained with
 ARCHITECTURE = ("embedding_width", "numeric_embedding", "numeric_width", "numeric_bins", "members", "bottom_hidden",

@@ -63,6 +63,10 @@ class Task(Protocol):
 
 
 TASKS: Registry[type] = Registry("task")
+#: how to learn more than two classes, in a party config and in the estimator
+MORE_CLASSES = ('for more classes set topology.task = "multiclass" in the party config, task="multiclass" in '
+                "SplitClassifier")
+
 _MEMBERS = (
     "name", "primary", "higher_is_better", "output_width", "encode", "encode_with", "loss", "predict", "metrics",
     "score",
@@ -99,7 +103,7 @@ def detect_positive(labels: pd.Series, name: str) -> object:
     values = set(labels.dropna().unique().tolist())
     if len(values) != 2:
         raise DataError(
-            f"label {name!r} has {len(values)} distinct values; a binary task needs two (use task='multiclass')"
+            f"label {name!r} has {len(values)} distinct values; a binary task needs two ({MORE_CLASSES})"
         )
     return positive_class(values, name)
 
@@ -119,7 +123,7 @@ def binarise(labels: pd.Series, positive: object, name: str) -> torch.Tensor:
         )
     if len(values) > 2:
         raise DataError(
-            f"label {name!r} has {len(values)} distinct values; a binary task needs two (use task='multiclass')"
+            f"label {name!r} has {len(values)} distinct values; a binary task needs two ({MORE_CLASSES})"
         )
     return torch.from_numpy((labels.to_numpy() == positive).astype(np.float32))
 
@@ -290,7 +294,8 @@ class Regression(_Scored):
         if not pd.api.types.is_numeric_dtype(labels) or pd.api.types.is_bool_dtype(labels):
             raise DataError(
                 f"label {name!r} has dtype {labels.dtype}, not numbers; convert it (pandas.to_numeric) "
-                "or use task='binary'/'multiclass'"
+                "or learn classes: topology.task = \"binary\" or \"multiclass\" in a party config (task= in "
+                "SplitClassifier)"
             )
         _refuse_missing(labels, name)
         values = labels.to_numpy(dtype=np.float64)

@@ -33,7 +33,7 @@ from vsplit.data.parquet_table import open_table
 from vsplit.data.sources import about_file, read_table
 from vsplit.data.tables import all_ids
 from vsplit.errors import CheckpointError, ConfigError
-from vsplit.models.recipe import network_numeric, resolve_monitor
+from vsplit.models.recipe import BATCH_SIZE, network_numeric, resolve_monitor
 from vsplit.models.secret import init_seed
 from vsplit.models.seeds import derive_seed, network_seed
 from vsplit.node.node import PartyNode, session_id
@@ -105,6 +105,7 @@ class AlignedNode(PartyNode, kinds=("vertical", "vanilla", "u_shaped")):
         self._psi_backend: Any = None  # opened for the run by the session, from [psi] backend and workers
         self._checkpoints: tuple[int, Any, Any] = (-1, None, None)
         self.bank_only: Any = None  # the label party's own model, for customers a partner does not know
+        self.batch_size_used: int | None = None  # the label party's batch: train.batch_size or fitted to the rows
         self.coverage: Any = None  # the bank-only model on the test table (vsplit.app.fallback.cover_test)
         #: the parties of networks 2..N of a bag (``train.networks``; network 1 is :attr:`party`), once trained or
         #: loaded; each built from the same table with its own seed (:func:`~vsplit.models.seeds.network_seed`)
@@ -144,7 +145,7 @@ class AlignedNode(PartyNode, kinds=("vertical", "vanilla", "u_shaped")):
         t = self.config.train
         return ClientDetectors(self.config.privacy.detectors, party=self.name, labels=np.asarray(labels),
                                canaries=cols.get("canary_column"), seed=derive_seed(self.init_seed, "detectors"),
-                               lr=t.lr, batch_size=t.batch_size)
+                               lr=t.lr, batch_size=t.batch_size or BATCH_SIZE)
 
     def _settings(self) -> ModelSettings:
         return model_settings(self.config)
@@ -219,11 +220,13 @@ class AlignedNode(PartyNode, kinds=("vertical", "vanilla", "u_shaped")):
                 self.more_networks.append(party)
                 self._trained.append((yield from self._train_session(party, network=network, rows=outcome.rows)))
             self.save_model()
-            test = self._test_table()
             scored = None
-            if test is not None or (self.role == "compute" and outcome.extra["machine"].plan.then_score):
-                source = resolve(self.config, self.config.data.test_path or "")
+            if outcome.extra["machine"].plan.then_score:  # the label party has a test table: every party scores it
+                test, source = self._test_table_to_score()
                 scored = yield from self.score_session(test, source=source, psi_stage="test psi")
+            elif self.role == "feature" and self.config.data.test_path:
+                log.warning("%s: data.test_path is not scored: the label party has no data.test_path, and it alone "
+                            "holds the test labels; set it there to score a test table", self.name)
             return outcome, scored
         finally:
             if self._psi_backend is not None:
@@ -241,6 +244,8 @@ class AlignedNode(PartyNode, kinds=("vertical", "vanilla", "u_shaped")):
         result = NodeResult(party=self.name, role=self.role, psi={}, comm=comm)
         if isinstance(self.party, LabelParty):
             result.history, result.best_epoch = training.result.history, training.result.best_epoch
+            plan = getattr(training.extra.get("machine"), "plan", None)
+            self.batch_size_used = getattr(plan, "batch_size", None)  # train.batch_size, or the one fitted to the rows
             result.epoch_seconds = [round(x, 4) for x in training.extra["clock"].seconds]
             if len(self._trained) > 1:
                 result.networks = [{"network": i, "seed": network_seed(self.config.train.seed, i),
@@ -288,6 +293,21 @@ class AlignedNode(PartyNode, kinds=("vertical", "vanilla", "u_shaped")):
         return read_table(resolve(self.config, data.test_path), id_column=data.id_column, features=data.features,
                           label=data.label, option="data.test_path")
 
+    def _test_table_to_score(self) -> tuple[pd.DataFrame | None, Path | None]:
+        """The table this party scores the label party's test customers from, and its file: its own
+        ``data.test_path``, or else (a partner without one) its training table, which holds the customers it knows;
+        the test PSI then finds which of the test customers those are (the others get the bank's own model)."""
+        data = self.config.data
+        if self.role == "compute":
+            return None, None
+        if data.test_path or self.role == "label":
+            return self._test_table(), resolve(self.config, data.test_path)
+        log.info("%s: no data.test_path; the label party's test customers are scored from data.path", self.name)
+        path = resolve(self.config, data.path)
+        table = self.table if isinstance(self.table, pd.DataFrame) else read_table(
+            path, id_column=data.id_column, features=self.feature_columns or None)  # streamed: read it whole now
+        return table, path
+
     def psi_settings(self, stage: str = "train", *, state_dir: Path | None = None) -> PsiSettings:
         """This party's PSI settings for ``stage`` (``train``, ``test`` or ``psi``), as configured (run id bound into
         the session salt); with ``psi.resumable`` its progress is kept under ``state_dir`` (default
@@ -327,7 +347,8 @@ class AlignedNode(PartyNode, kinds=("vertical", "vanilla", "u_shaped")):
         return Schedule(epochs=t.epochs, batch_size=t.batch_size, validation_fraction=t.validation_fraction,
                         patience=t.patience, monitor=t.monitor, seed=network_seed(t.seed, network),
                         then_score=then_score,
-                        window=t.pipeline_window, local_steps=t.local_steps, min_class_rows=t.min_class_rows)
+                        window=t.pipeline_window, local_steps=t.local_steps, min_class_rows=t.min_class_rows,
+                        min_steps=t.min_steps)
 
     # -- scoring -----------------------------------------------------------------------------------------------------
     def score_session(self, table: pd.DataFrame | None, *, psi_state: Path | None = None,
@@ -363,8 +384,9 @@ class AlignedNode(PartyNode, kinds=("vertical", "vanilla", "u_shaped")):
         if self.coverage is not None:  # vertical: the bank-only fallback is this baseline, already trained and scored
             metrics = evaluate_labels(self.party, test, rows, self.coverage.proba[rows])
             chosen = chosen_record(self.bank_only.history, self.bank_only.best_epoch)
-            return {**metrics, "n_scored": len(rows), **({"val_loss": chosen["val_loss"]}
-                                                          if chosen is not None and "val_loss" in chosen else {})}
+            network = self.bank_only.chosen == "network" and chosen is not None and "val_loss" in chosen
+            return {**metrics, "n_scored": len(rows), **({"val_loss": chosen["val_loss"]} if network else {}),
+                    **self.bank_only.describe()}  # which bank model, its validation AUCs, any warning
         alone = self._build_party(self.table)
         assert isinstance(alone, LabelParty)
         if not alone.has_features:
@@ -425,11 +447,13 @@ class AlignedNode(PartyNode, kinds=("vertical", "vanilla", "u_shaped")):
         clock = EpochClock()
         label = f" (network {network + 1} of {networks})" if networks > 1 else ""
         bar = TqdmProgress(desc=f"{self.name} training{label}", disable=not self.progress)
-        callbacks = [bar, clock]
+        callbacks = [bar, clock, *([self.console] if self.console is not None else [])]
         hooks = self.defense_hooks(network=network)
         if network == 0:
             self._hooks = hooks
         detectors = self.detectors()
+        if detectors is not None and self.console is not None:
+            self.console.watch_detectors(detectors)
         if detectors is not None:
             from vsplit.privacy.hooks import merge_hooks
 
@@ -503,6 +527,10 @@ class AlignedNode(PartyNode, kinds=("vertical", "vanilla", "u_shaped")):
                                    run_id=self.config.output.run_id, party=self.name) \
                 if saved.is_file() and self.table is not None else None
             out.fallback = score_unknown(alone, scored.table, id_column=self.config.data.id_column, scored=out.by_id)
+            from vsplit.data.unseen import unseen_in_table
+
+            flags = unseen_in_table(self.party.preprocessor, scored.table)
+            out.unseen = {i: f for i, f in zip(out.ids, flags, strict=True) if f}
         return out
 
     # -- checkpoints and outputs -------------------------------------------------------------------------------------
@@ -576,7 +604,8 @@ class AlignedNode(PartyNode, kinds=("vertical", "vanilla", "u_shaped")):
         assert isinstance(self.party, LabelParty) and scored.proba is not None
         y = self.party.task.encode_with(scored.table[self.party.label], self.party.label_info).numpy()[scored.rows]
         aucs = {"split": result.test["auc"], **{k: v["auc"] for k, v in result.baselines.items()}}
-        plots = write_plots(self.folder, y=y, proba=scored.proba, history=result.history, aucs=aucs)
+        curves = {"label_party_only": self.coverage.proba[scored.rows]} if self.coverage is not None else None
+        plots = write_plots(self.folder, y=y, proba=scored.proba, history=result.history, aucs=aucs, curves=curves)
         from vsplit.report.credit_view import credit_section
 
         credit = credit_section(self.folder, y=y, proba=scored.proba, coverage=self.coverage, rows=scored.rows,
@@ -584,7 +613,9 @@ class AlignedNode(PartyNode, kinds=("vertical", "vanilla", "u_shaped")):
         plots.update(credit.pop("plots"))
         report = {**common, "metrics": result.test, "baselines": result.baselines, "history": result.history,
                   "best_epoch": result.best_epoch, "monitor": self.monitor(),
-                  "warnings": training_warnings(result.history, result.best_epoch, result.baselines), "psi": result.psi,
+                  "warnings": training_warnings(result.history, result.best_epoch, result.baselines)
+                  + ([credit["bank_model"]["warning"]] if "warning" in credit.get("bank_model", {}) else []),
+                  "psi": result.psi,
                   "communication": {self.name: {"sent": result.comm["sent"], "received": result.comm["received"]}},
                   "plots": plots, **credit}
         from vsplit.explain.card import run_card

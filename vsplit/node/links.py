@@ -44,7 +44,8 @@ def plan_links(config: PartyConfig, peers: Iterable[str] | None = None) -> Plan:
         plan = {peer: ("listen", net.listen) for peer in net.peers}
     else:
         if len(net.peers) != 1:
-            raise ConfigError(f"{config.party.name}: a dialing party connects to exactly one peer (the hub), got "
+            raise ConfigError(f"network.peers: {config.party.name} dials, and a dialing party connects to exactly one "
+                              "peer (the hub), got "
                               f"{sorted(net.peers)}")
         if not net.dial:
             raise ConfigError(f"network.dial: {config.party.name} dials {next(iter(net.peers))}; set e.g. "

@@ -20,6 +20,7 @@ Example:
 
 from __future__ import annotations
 
+import functools
 import hashlib
 import logging
 import sys
@@ -31,7 +32,7 @@ from typing import Any, ClassVar
 from vsplit.atomic import confine
 from vsplit.config import PartyConfig, resolve
 from vsplit.config.names import run_folder
-from vsplit.errors import CheckpointError, ConfigError
+from vsplit.errors import CheckpointError, ConfigError, VsplitError
 from vsplit.node.links import open_links, plan_links
 from vsplit.node.outputs import Scores, write_json, write_predictions
 from vsplit.runtime.checkpoint import interpreting, load_checkpoint, newest_readable, save_checkpoint
@@ -51,6 +52,10 @@ class PartyNode:
 
     #: a listener hands over the channels of peers that were lost and come back (horizontal rounds)
     readmits = False
+    #: what :meth:`finish` does, said on the console as it starts (with progress on)
+    finishing = "saving its model, scoring the baselines and writing its report"
+    #: the party's console state (:class:`vsplit.console.state.ConsoleState`) when a console watches this run
+    console: Any = None
     #: topology kind -> the program that runs it (each program names its kinds when it subclasses this one)
     programs: ClassVar[dict[str, type[PartyNode]]] = {}
 
@@ -136,11 +141,22 @@ class PartyNode:
     def run(self, channels: Mapping[str, Channel] | None = None) -> Any:
         """The whole training run over mutual TLS (or the ``channels`` given); returns what this party learned."""
         started = time.perf_counter()
-        self.before_connect()
+        try:
+            self.before_connect()
+        except VsplitError as exc:
+            if channels is None:  # the peers are told at once rather than left waiting (vsplit.node.early)
+                from vsplit.node.early import tell_peers
+
+                tell_peers(self.config, exc, session=session_id(self.config.output.run_id))
+            raise
         channels = dict(channels) if channels is not None else self.open_channels()
         seconds = {"connect": time.perf_counter() - started}
         pump = self.pump(channels, **self.pump_options())
-        outcome = self.drive(self.session(), channels, pump, seconds)
+        if self.console is not None:  # it reads the channels and the pump when asked; nothing more per step
+            self.console.watch_run(channels=pump.channels, pump=pump)
+        outcome = self.drive(self.session(), channels, pump, seconds, progress=self.progress)
+        if self.progress:  # a label party then trains its own model and writes the report: seconds without a bar
+            print(f"{self.name}: {self.finishing} ...", file=sys.stderr, flush=True)
         return self.finish(outcome, pump.stats.as_dict(), seconds, lost=pump.lost)
 
     def exchange(self, session: Any, *, channels: Mapping[str, Channel] | None = None,
@@ -154,10 +170,11 @@ class PartyNode:
 
     @staticmethod
     def drive(session: Any, channels: Mapping[str, Channel], pump: Pump,
-              seconds: dict[str, float] | None = None) -> Any:
-        """Drive ``session`` over ``pump`` (the peers told a code on a failure), then close every channel."""
+              seconds: dict[str, float] | None = None, *, progress: bool = False) -> Any:
+        """Drive ``session`` over ``pump`` (the peers told a code on a failure), then close every channel;
+        ``progress``: a bar of the bytes sent in each alignment (training has its own bar)."""
         try:
-            return drive(session, pump, seconds, run=_run_stage)
+            return drive(session, pump, seconds, run=functools.partial(_run_stage, progress=progress))
         finally:
             for channel in {id(c): c for c in (*channels.values(), *pump.channels.values())}.values():
                 channel.close()  # those handed over since (a client that came back) too
@@ -186,7 +203,8 @@ class PartyNode:
         if scores.by_id is not None:
             path, summary["counts"], summary["models"] = write_predictions(
                 job.folder, id_column=self.config.data.id_column, own=scores.ids, wanted=requested,
-                by_id=scores.by_id, fallback=scores.fallback, missing=scores.missing, me=self.name, within=self.folder)
+                by_id=scores.by_id, fallback=scores.fallback, missing=scores.missing, me=self.name, within=self.folder,
+                unseen=scores.unseen)
         job.finish()
         write_json(job.folder / "predict.json", summary, within=self.folder)  # written last: the job is done
         return path
@@ -280,9 +298,19 @@ def iter_one(machine: Any) -> Any:
     return (yield "score", machine)
 
 
-def _run_stage(pump: Pump, stage: str, machine: Any) -> Any:
+def _run_stage(pump: Pump, stage: str, machine: Any, *, progress: bool = False) -> Any:
     if stage.endswith("psi"):  # an alignment: its stats get the wall time and the bytes sent
         from vsplit.runtime.psi import run_party
 
-        return run_party(pump, machine)
+        if not progress:
+            return run_party(pump, machine)
+        from vsplit.runtime.progress import TrafficProgress
+
+        bar = TrafficProgress(desc=f"{pump.me} {stage.replace('psi', 'PSI')}")
+        pump.taps.append(bar)
+        try:
+            return run_party(pump, machine)
+        finally:
+            pump.taps.remove(bar)
+            bar.close()
     return pump.run(machine)

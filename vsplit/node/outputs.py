@@ -2,8 +2,10 @@
 
 ``predictions.csv`` has the ID column, ``probability`` (a binary task, a regression's ``prediction`` is named so too)
 or ``probability_<k>`` per class, ``model``: which model scored the row (``split``, ``bank_only`` for a customer a
-partner does not know, scored by the label party's own model, or empty), and ``status``: ``scored``, or why the split
-has no score (``unknown to <party>``, ``unknown to a partner``). Files are written atomically.
+partner does not know, scored by the label party's own model, or empty), ``status``: ``scored``, or why the split
+has no score (``unknown to <party>``, ``unknown to a partner``), and ``unseen_categories``: the label party's columns
+whose value in that row training never saw (scored as the unknown category; ``;``-separated, empty if none).
+Files are written atomically.
 
 Example:
     >>> import tempfile, pathlib, pandas as pd
@@ -43,14 +45,18 @@ class Scores:
     communication: dict[str, Any] = field(default_factory=dict)
     #: the program's own lines of predict.json (e.g. the PSI summary, the schedule, rows served per peer)
     summary: dict[str, Any] = field(default_factory=dict)
+    #: ID -> the label party's columns holding a category training never saw (:mod:`vsplit.data.unseen`)
+    unseen: dict[str, list[str]] = field(default_factory=dict)
 
 
 def write_predictions(folder: Path, *, id_column: str, own: Sequence[str], wanted: Sequence[str] | None,
                       by_id: Mapping[str, Any], missing: str, me: str, fallback: Mapping[str, Any] | None = None,
-                      within: Path | None = None) -> tuple[Path, dict[str, int], dict[str, int]]:
+                      within: Path | None = None, unseen: Mapping[str, Sequence[str]] | None = None
+                      ) -> tuple[Path, dict[str, int], dict[str, int]]:
     """``predictions.csv`` in ``folder`` for the IDs ``wanted`` (default: ``own``, this party's table), scored by the
     split (``by_id``) or else by the label party's own model (``fallback``); the path, the count of each status and
-    of each model. ``within``: the party's run folder, no folder below which may be a link."""
+    of each model. ``within``: the party's run folder, no folder below which may be a link. ``unseen``: ID -> the
+    columns of the row holding a category training never saw (the ``unseen_categories`` column, ``;``-separated)."""
     import numpy as np
     import pandas as pd
 
@@ -66,6 +72,7 @@ def write_predictions(folder: Path, *, id_column: str, own: Sequence[str], wante
         columns["probability"] = [None if v is None else float(v) for v in scores]
     columns["model"] = ["split" if i in by_id else ("bank_only" if i in fallback else "") for i in wanted]
     columns["status"] = ["scored" if i in by_id else (missing if i in known else f"unknown to {me}") for i in wanted]
+    columns["unseen_categories"] = [";".join((unseen or {}).get(i, ())) for i in wanted]
     out = pd.DataFrame(columns)
     path = folder / "predictions.csv"
     write_atomic(path, out.to_csv(index=False).encode(), within=within)

@@ -103,6 +103,7 @@ def run_pilot(
     overrides: tuple[str, ...] = (),
     quiet: bool = False,
     timeout: float = 1800.0,
+    console: bool = False,
 ) -> PilotResult:
     """Run the pilot on bundled preset ``name`` (e.g. ``"bank-marketing"``) and return the bank's report."""
     from vsplit.datasets import preset
@@ -146,19 +147,27 @@ def run_pilot(
             procs[party] = start(args + ([] if show else ["--quiet"]), log=logs[party], show=show)
         return procs
 
-    wait(launch(["train"], {}), logs, timeout=timeout, step="training")
+    consoles: dict[str, list[str]] = {}
+    if console:  # each party's own console, on a port of its own (docs/console.md)
+        for party, console_port in zip(configs, free_ports(len(configs)), strict=True):
+            consoles[party] = ["--console", "--set", f"console.port={console_port}"]
+            print(f"vsplit pilot: {party}'s console: http://127.0.0.1:{console_port}/", flush=True)
+    wait(launch(["train"], consoles), logs, timeout=timeout, step="training")
     test_ids = root / "bank" / "data" / "score_ids.csv"
     write_atomic(test_ids, tables.test["bank"][[data.id_column]].to_csv(index=False).encode())
     predict_inputs = {p: ["--input", str((root / p / "data" / "test.parquet").resolve())] for p in tables.test}
     predict_inputs["bank"] += ["--ids", str(test_ids.resolve())]
     job = f"{PREDICT_JOB}-{default_job_id()}"  # a pilot run again under its run ID scores as a new job
+    if not quiet:  # vsplit predict draws no bar: say what the next seconds are for
+        print("vsplit pilot: scoring the test customers with the saved model parts (vsplit predict at each party) ...",
+              flush=True)
     wait(launch(["predict", "--job", job], predict_inputs), logs, timeout=timeout, step="prediction")
 
     from vsplit.models.secret import init_seed
 
     # every party runs on this machine: the centralized run starts from each party's own init seed, as the split did
     init_seeds = {p: init_seed(load_config(configs[p], overrides=sets[p])) for p in roles}
-    report = _add_centralized_baseline(run_dir, data, bank_config, spec, tables, init_seeds=init_seeds)
+    report = _add_centralized_baseline(run_dir, data, bank_config, spec, tables, init_seeds=init_seeds, quiet=quiet)
     from vsplit.report.merge import merge_reports
     from vsplit.report.render import render_report
 
@@ -170,11 +179,15 @@ def run_pilot(
 
 
 def _add_centralized_baseline(run_dir: Path, data: Any, config: Any, spec: PilotSpec,
-                              tables: PilotData, *, init_seeds: dict[str, int] | None = None) -> dict[str, Any]:
-    """Train the same segments placed on the bank (no cut, pooled columns) and score the same test customers."""
+                              tables: PilotData, *, init_seeds: dict[str, int] | None = None,
+                              quiet: bool = False) -> dict[str, Any]:
+    """Train the same segments placed on the bank (no cut, pooled columns) and score the same test customers, with
+    the bank's torch threads and a progress bar (unless ``quiet``)."""
     from vsplit.config.recipe import recipe_settings
     from vsplit.estimator import SplitClassifier
     from vsplit.evaluation import shared_test_views
+    from vsplit.runtime.progress import TqdmProgress
+    from vsplit.runtime.threads import torch_threads
 
     report = json.loads((run_dir / "bank" / "report.json").read_text())
     # the split's own model, optimizer, training and preprocessing keys (its numeric embedding and heads too)
@@ -185,13 +198,18 @@ def _add_centralized_baseline(run_dir: Path, data: Any, config: Any, spec: Pilot
     # the values a config leaves to the run resolved as the split's party resolved them (model.dropout left out)
     params.update({k: v for k, v in recipe_settings(config).items() if k in params})
     began = time.perf_counter()
-    clf = SplitClassifier(
-        label_party="bank", label=data.label, id_column=data.id_column, positive_label=data.positive_label,
-        mode="centralized", **params, random_state=config.train.seed, init_seeds=init_seeds, alignment="join",
-        topology=spec.kind,
-        server=next((p for p, r in spec.roles if r == "compute"), "server"),
-    ).fit(tables.train)
-    metrics = clf.evaluate(shared_test_views(tables.test, label_party="bank", id_column=data.id_column))
+    bar = TqdmProgress(desc="pooled baseline training (no cut)", disable=quiet)
+    # the party processes' threads (train.threads, 1 by default): torch's default of one per core slowed this
+    # baseline 27 times on a busy 2-core machine, the parties 1.1 times (vsplit.runtime.threads)
+    with torch_threads(config.train.threads):
+        clf = SplitClassifier(
+            label_party="bank", label=data.label, id_column=data.id_column, positive_label=data.positive_label,
+            mode="centralized", **params, random_state=config.train.seed, init_seeds=init_seeds, alignment="join",
+            topology=spec.kind,
+            server=next((p for p, r in spec.roles if r == "compute"), "server"), callbacks=[bar],
+        ).fit(tables.train)
+        bar.close()
+        metrics = clf.evaluate(shared_test_views(tables.test, label_party="bank", id_column=data.id_column))
     report["baselines"]["centralized"] = metrics
     report["seconds"]["centralized_baseline"] = round(time.perf_counter() - began, 3)
     return report

@@ -21,6 +21,7 @@ from typing import Any
 
 from vsplit import strict_json
 from vsplit.atomic import write_atomic
+from vsplit.models.recipe import BATCH_SIZE
 from vsplit.pilot.horizontal import FEDERATED, SERVER, prepare_horizontal
 from vsplit.pilot.processes import run_processes
 
@@ -177,7 +178,7 @@ def _train_in_one_place(config: Any, table: Any, test: Any) -> Any:
     for module in modules.values():
         module.train()
     for _ in range(t.epochs):
-        for idx in torch.randperm(len(labels), generator=g).split(t.batch_size):
+        for idx in torch.randperm(len(labels), generator=g).split(t.batch_size or BATCH_SIZE):
             optimizer.zero_grad()
             x = modules[order[0]](*(tensor[idx] for tensor in inputs))
             for name in order[1:]:

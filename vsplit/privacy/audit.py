@@ -186,7 +186,7 @@ def run_once(
     result |= {f"cost.{k}": v for k, v in defense.stats().items()}
     try:
         guarantee = defense.guarantee(
-            n_train=len(aligned), batch_size=clf.batch_size, epochs=result["epochs_run"], delta=delta
+            n_train=len(aligned), batch_size=clf.batch_size_, epochs=result["epochs_run"], delta=delta
         )
     except AccountantMissing as exc:
         warnings.warn(f"{defense.config}: no epsilon reported: {exc}", stacklevel=2)

@@ -31,6 +31,7 @@ class AbortCode(IntEnum):
     AUTHENTICATION = 10
     PEER_LOST = 11
     DIVERGED = 12
+    SETUP_FAILED = 13
 
 
 _REASONS = {
@@ -47,6 +48,8 @@ _REASONS = {
     AbortCode.PEER_LOST: "another party of the session dropped out (it crashed or lost its connection)",
     AbortCode.DIVERGED: "training diverged: a loss was not finite (the label party's log names whose input was out "
                         "of range)",
+    AbortCode.SETUP_FAILED: "the peer stopped before training: its own config or files failed its checks (see its "
+                            "log)",
 }
 
 

@@ -67,23 +67,25 @@ def check_hello(mine: Hello, theirs: Hello) -> None:
     if not np.array_equal(theirs.binding, mine.binding):
         raise ProtocolError(
             "the peer is configured for another PSI session: its protocol label or run context differs, so the "
-            "session salts would differ; give both sides the same PsiConfig(context=..., label=...)",
+            "session salts would differ; give every party the same output.run_id (the same "
+            "PsiConfig(context=..., label=...) in code)",
             code=AbortCode.SESSION_MISMATCH,
         )
     if theirs.role == mine.role:
         raise ProtocolError(
-            f"both sides are configured as the {mine.role} party; exactly one must be the label party",
+            f"both sides are configured as the {mine.role} party; exactly one must be the label party (party.role)",
             code=AbortCode.CONFIG_MISMATCH,
         )
     if theirs.reveal != mine.reveal:
         raise ProtocolError(
-            f"the peer uses reveal={theirs.reveal!r}, this side reveal={mine.reveal!r}; configure both the same",
+            f"the peer uses reveal={theirs.reveal!r}, this side reveal={mine.reveal!r}; set the same psi.reveal at "
+            "every party",
             code=AbortCode.CONFIG_MISMATCH,
         )
     if theirs.normalisation != mine.normalisation:
         raise ProtocolError(
             f"the peer normalises IDs with {theirs.normalisation!r}, this side with {mine.normalisation!r}; "
-            "use the same IdPolicy(strip=..., casefold=..., nfc=...) on both sides",
+            "set the same psi.case_fold in every party's config (the same IdPolicy in code)",
             code=AbortCode.CONFIG_MISMATCH,
         )
     if theirs.buckets != mine.buckets:

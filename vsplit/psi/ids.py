@@ -52,7 +52,7 @@ class IdPolicy:
 
     def __post_init__(self) -> None:
         if self.dedupe not in DEDUPE_POLICIES:
-            raise ConfigError(f"psi dedupe: {self.dedupe!r} is not one of {', '.join(DEDUPE_POLICIES)}")
+            raise ConfigError(f"psi.duplicates: {self.dedupe!r} is not one of {', '.join(DEDUPE_POLICIES)}")
 
     @property
     def spec(self) -> str:

@@ -53,7 +53,8 @@ class PartyMachine:
         sizes = ", ".join(f"{p.peer} has {p.peer_total}" for p in pairs)
         error = AlignmentError(
             f"{self._source.name}: no customer is shared by all parties (this side has {pairs[0].size} IDs, {sizes}); "
-            "check that all parties use the same ID column and normalisation (IdPolicy), then retry"
+            "check that every party's data.id_column holds the same kind of IDs and that all set the same "
+            "psi.case_fold, then retry"
         )
         return self._fail(AbortCode.NO_OVERLAP, error, peers)
 

@@ -131,7 +131,8 @@ def prepare_ids(
         store.close()
         raise AlignmentError(
             f"{source.name}: {duplicates} duplicate ID(s) after normalisation (first repeat at row {first_repeat}); "
-            "remove them, or pass IdPolicy(dedupe='first') to keep the first row of each"
+            "remove them, or set psi.duplicates = \"first\" in the party config (IdPolicy(dedupe='first') in code) "
+            "to keep the first row of each"
         )
     distinct = int(counts.sum())
     size = distinct if buckets == 1 else max(padded_size(distinct, buckets=buckets),

@@ -83,3 +83,20 @@ def history_lines(history: list[dict[str, Any]], best_epoch: int | None, monitor
 
 def _fmt(value: Any) -> str:
     return "n/a" if value is None or value != value else f"{value:.4f}"
+
+
+def bank_model_lines(bank_model: dict[str, Any]) -> list[str]:
+    """Markdown lines naming the bank-alone baseline: which of the bank's own models it is, and why (each candidate's
+    validation AUC; :meth:`vsplit.app.fallback.BankOnly.describe`), with its warning if near chance.
+
+    >>> bank_model_lines({"model": "logistic_regression", "val_auc": {"network": 0.6}})[3][:68]
+    'The bank-alone baseline, and the fallback for customers a partner do'
+    """
+    aucs = ", ".join(f"{k.replace('_', ' ')} {v:.4f}" for k, v in bank_model.get("val_auc", {}).items())
+    lines = ["", "### The bank alone", "",
+             f"The bank-alone baseline, and the fallback for customers a partner does not know, is the bank's "
+             f"{bank_model['model'].replace('_', ' ')} on its own columns: the better of its own models on its "
+             f"validation rows ({'validation AUC: ' + aucs if aucs else 'no validation rows'})."]
+    if bank_model.get("warning"):
+        lines += ["", f"> **Warning.** {bank_model['warning']}"]
+    return lines

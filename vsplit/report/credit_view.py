@@ -29,4 +29,6 @@ def credit_section(folder: Path, *, y: np.ndarray, proba: np.ndarray, coverage: 
                             "plots": write_credit_plots(folder, y=y, proba=proba, baseline=baseline)}
     if coverage is not None:
         part["coverage"] = coverage.coverage
+        if getattr(coverage, "bank_model", None):  # which of the bank's own models is the baseline, and why
+            part["bank_model"] = coverage.bank_model
     return part

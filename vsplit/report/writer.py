@@ -21,7 +21,7 @@ from typing import Any
 
 from vsplit import strict_json
 from vsplit.atomic import write_atomic
-from vsplit.report.credit_text import coverage_lines, credit_lines, history_lines
+from vsplit.report.credit_text import bank_model_lines, coverage_lines, credit_lines, history_lines
 from vsplit.report.html import write_html_report
 
 SCHEMA = "vsplit-report-1"
@@ -92,6 +92,7 @@ def write_label_report(folder: Path, report: dict[str, Any], *, json_name: str =
         t = report["psi"]["test"]
         lines.append(f"Test: {t['size']:,} customers here, {t['intersection']:,} shared with every partner.")
     lines += credit_lines(report["credit"]) if report.get("credit") else []
+    lines += bank_model_lines(report["bank_model"]) if report.get("bank_model") else []
     lines += coverage_lines(report["coverage"]) if report.get("coverage") else []
     lines += ["", "## Training (validation history)", ""]
     lines += [f"> **Warning.** {text}" for text in report.get("warnings", [])]

@@ -1,5 +1,6 @@
 """Progress bars for training, with tqdm: one bar for the whole training phase (its total grows by an epoch's steps
-as each epoch starts), showing the epoch (from 1), the loss and the last validation AUC.
+as each epoch starts), showing the epoch (from 1), the loss and the last validation AUC; and one of the bytes sent for
+a stage without steps (PSI).
 
 Example:
     >>> bar = TqdmProgress(disable=True)
@@ -71,3 +72,25 @@ class EpochClock:
         if self._start is not None:
             self.seconds.append(time.perf_counter() - self._start)
             self._start = None
+
+
+class TrafficProgress:
+    """A pump tap (:class:`~vsplit.runtime.pump.Pump`'s ``taps``) that draws one tqdm bar of the bytes this party
+    sends during a stage without steps, such as an alignment (PSI); :meth:`close` it when the stage ends.
+
+    >>> bar = TrafficProgress(desc="bank PSI", disable=True)
+    >>> bar("bank", "partner", None, bytearray(10)); bar("bank", "partner", None, bytearray(5)); bar.sent
+    15
+    >>> bar.close()
+    """
+
+    def __init__(self, *, desc: str, disable: bool = False) -> None:
+        self._bar = tqdm(total=None, desc=desc, unit="B", unit_scale=True, disable=disable)
+        self.sent = 0  # bytes
+
+    def __call__(self, sender: str, recipient: str, message: Any, frame: Any) -> None:
+        self.sent += len(frame)
+        self._bar.update(len(frame))
+
+    def close(self) -> None:
+        self._bar.close()
