@@ -35,12 +35,14 @@ def test_boosters_score_the_shared_test_rows(views):
     train = {n: t.iloc[: len(t) * 3 // 4].reset_index(drop=True) for n, t in views.items()}
     test = {n: t.iloc[len(t) * 3 // 4:].reset_index(drop=True) for n, t in views.items()}
     scores = score_boosters(train, test, label_party="bank", label="y", id_column="customer_id",
-                            positive_label="yes", seed=0)
+                            positive_label="yes", seed=0, trials=4)
     shared = set(test["bank"]["customer_id"]) & set(test["partner"]["customer_id"])
     for kind, out in scores.items():
         assert out["n_scored"] == len(shared), kind
         assert 0.6 < out["auc"] <= 1.0 and np.isfinite(out["log_loss"]), kind
-    assert scores["lightgbm"]["params"]["n_estimators"] >= 1
+    assert set(scores) == {"hgb", "lightgbm", "xgboost", "catboost"}
+    assert scores["lightgbm"]["params"]["n_estimators"] >= 1 and scores["lightgbm"]["params"]["trials"] == 4
+    assert scores["catboost"]["params"]["iterations"] >= 1
 
 
 def test_the_benchmarks_plain_join_aligns_the_rows_psi_aligns(views):
