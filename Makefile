@@ -10,7 +10,7 @@ PY := $(VENV)/bin/python
 TORCH := torch==2.13.0
 STAMP := $(VENV)/.installed
 
-.PHONY: demo test lint docs install clean bench fuzz
+.PHONY: demo test lint docs install clean bench fuzz browser
 
 $(PY):
 	$(PYTHON) -m venv $(VENV)
@@ -32,8 +32,18 @@ lint: $(STAMP)
 docs: $(STAMP)
 	NO_MKDOCS_2_WARNING=1 $(VENV)/bin/mkdocs build --strict --quiet
 
+# The console's browser tests (tests/test_console_browser.py) need Debian's headless Chromium and its driver: installed
+# here when missing, only as root with apt-get (CI); a developer without them sees those tests skipped, with the reason
+browser:
+	@if ! command -v chromium >/dev/null || ! command -v chromedriver >/dev/null; then \
+	  if [ "$$(id -u)" = 0 ] && command -v apt-get >/dev/null; then \
+	    { apt-get update -qq && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq chromium chromium-driver >/dev/null; } \
+	    || echo "make: installing chromium failed: the console's browser tests will skip"; \
+	  else echo "make: no chromium/chromedriver (not root or no apt-get): the console's browser tests will skip"; fi; \
+	fi
+
 # Two workers, one per core of the CI machine; a test file stays on one worker (its module fixtures run once)
-test: $(STAMP) lint docs
+test: $(STAMP) lint docs browser
 	$(PY) -m pytest -n 2 --dist loadfile
 
 bench: $(STAMP)

@@ -2,6 +2,11 @@
 
     python benchmarks/train_overhead.py [--batch-size N (default: RECIPE's)] [--epochs 2] [--repeats 12] \
         [--threads 1] [--out benchmarks/results-train-overhead.json]
+    python benchmarks/train_overhead.py --console --repeats 4 --out benchmarks/results-train-overhead.json
+
+``--console`` times only the party console's cost (docs/console.md): split epochs with the console's state as a
+training callback, its server and sampler running and /api/state polled every second, against the same epochs
+without; it adds ``console`` (``overhead_pct``, ...) to the results file and leaves its other keys as they are.
 
 Both runs use the bank_marketing preset, the same model, seeds and batches; split training runs every party in this
 process and moves every embedding and gradient through the codec and in-memory channels. The epoch time is the
@@ -56,13 +61,48 @@ def timed(recipe: dict | None, *, batch_size: int, epochs: int) -> dict:
     return params
 
 
-def epoch_times(data, mode: str, *, batch_size: int, epochs: int, recipe: dict | None = None) -> list[float]:
+def epoch_times(data, mode: str, *, batch_size: int, epochs: int, recipe: dict | None = None,
+                extra: tuple = ()) -> list[float]:
     clock = EpochClock()
     SplitClassifier(
         label_party=data.label_party, label=data.label, positive_label=data.positive_label, mode=mode,
-        random_state=0, alignment="join", callbacks=[clock], **timed(recipe, batch_size=batch_size, epochs=epochs),
+        random_state=0, alignment="join", callbacks=[clock, *extra],
+        **timed(recipe, batch_size=batch_size, epochs=epochs),
     ).fit(data.train)
     return clock.seconds
+
+
+def console_overhead(data, *, batch_size: int, epochs: int, repeats: int) -> dict:
+    """Split epochs with the party's console on (its state as a training callback, its server and sampler threads
+    running, a browser's poll of /api/state every second) and off, interleaved; the medians and the overhead."""
+    import threading
+    import urllib.request
+
+    from vsplit.console.server import ConsoleSettings, live_views, start_console
+    from vsplit.console.state import ConsoleState
+
+    on, off = [], []
+    for _ in range(repeats):
+        off += epoch_times(data, "split", batch_size=batch_size, epochs=epochs)
+        state = ConsoleState(party=data.label_party, role="label", topology="vertical", run_id="bench")
+        server = start_console(live_views(state), ConsoleSettings())
+        stop = threading.Event()
+
+        def poll(url=server.url + "api/state", stop=stop) -> None:
+            while not stop.wait(1.0):
+                urllib.request.urlopen(url, timeout=5).read()
+
+        poller = threading.Thread(target=poll, daemon=True)
+        poller.start()
+        try:
+            on += epoch_times(data, "split", batch_size=batch_size, epochs=epochs, extra=(state,))
+        finally:
+            stop.set()
+            poller.join()
+            server.close()
+    m_on, m_off = statistics.median(on), statistics.median(off)
+    return {"on_epoch_s": round(m_on, 4), "off_epoch_s": round(m_off, 4),
+            "overhead_pct": round(100 * (m_on - m_off) / m_off, 2), "epochs_timed": len(on)}
 
 
 def bare_pytorch_epochs(data, *, batch_size: int) -> tuple[float, float]:
@@ -124,11 +164,24 @@ def main() -> int:
     parser.add_argument("--out", type=Path, default=None, help="also write the JSON here (atomically)")
     parser.add_argument("--threads", type=int, default=1,
                         help="torch threads (default 1, as a party's process: train.threads)")
+    parser.add_argument("--console", action="store_true",
+                        help="time only the party console's overhead (on vs off) and add it to --out as 'console'")
     args = parser.parse_args()
     torch.set_num_threads(args.threads)
     load_before = os.getloadavg()
     data = preset("bank_marketing", seed=0)
     epoch_times(data, "split", batch_size=args.batch_size, epochs=1)  # warm-up: imports, allocator, kernels
+    if args.console:
+        figures = {**console_overhead(data, batch_size=args.batch_size, epochs=args.epochs, repeats=args.repeats),
+                   "load_before": [round(x, 2) for x in load_before],
+                   "load_after": [round(x, 2) for x in os.getloadavg()]}
+        print(json.dumps(figures, indent=2))
+        if args.out is not None:
+            from vsplit.atomic import write_atomic
+
+            kept = json.loads(args.out.read_text()) if args.out.is_file() else {}
+            write_atomic(args.out, (json.dumps({**kept, "console": figures}, indent=2) + "\n").encode())
+        return 0
     split, central, plain = [], [], []
     for _ in range(args.repeats):
         split += epoch_times(data, "split", batch_size=args.batch_size, epochs=args.epochs)

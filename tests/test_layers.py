@@ -19,16 +19,18 @@ modules by name.
 6. plug-ins: machines and hooks built on the protocol and the codec: secure aggregation and averaging
    (``federated``), the horizontal schedules' machines (``horizontal``), the attacks, defenses and detectors a
    party attaches to training (``privacy.attacks``, ``.defenses``, ``.detectors``, ``.hooks``, ``.accounting``,
-   ``.images``), and vertical boosted trees' machines and pooled reference (``boosting``, on ``he``).
+   ``.images``), vertical boosted trees' machines and pooled reference (``boosting``, on ``he``) and the vertical
+   scorecard's (``scorecard``, on ``he``).
 7. runtime: what drives machines over channels: the pump, the in-process runner, the PSI runners, checkpoints and
    progress (``runtime``, but not its nodes).
 8. application: one party's session, PSI then training then scoring (``app``, ``horizontal.session``), the party's
    data and models (``party``), its config (``config``, which checks defense and schedule names) and its joint
    explanation (``explain``: the machine, reason codes, calibration; but not its process).
 9. front doors, where an application runs: the notebook estimators (``estimator``, and ``boosting_estimator``
-   for boosted trees, outside ``boosting`` so that package stays a plug-in), the horizontal runner of
-   benchmarks, in one process or forked (``horizontal.run``) and one organization's process over mutual TLS for
-   every topology (``node``: one node, its links, outputs and each topology family's program).
+   for boosted trees and ``scorecard_estimator`` for scorecards, outside their packages so those stay
+   plug-ins), the horizontal runner of benchmarks, in one process or forked (``horizontal.run``) and one
+   organization's process over mutual TLS for every topology (``node``: one node, its links, outputs and each
+   topology family's program).
 10. tools, experiments that drive a front door: baseline comparisons (``evaluation``), the privacy studies
     (``privacy``: ``audit``, ``redteam``, ``cut_study``, ``u_shaped``, ``topology_audit`` train with
     ``SplitClassifier``; their reports, pictures and data), pilots (``pilot``), online scoring (``serve``: the
@@ -77,16 +79,19 @@ LAYERS: tuple[tuple[str, tuple[str, ...]], ...] = (
     ("plug-ins", (
         "vsplit.federated", "vsplit.horizontal", "vsplit.privacy.attacks", "vsplit.privacy.defenses",
         "vsplit.privacy.detectors", "vsplit.privacy.hooks", "vsplit.privacy.accounting", "vsplit.privacy.images",
-        "vsplit.boosting",
+        "vsplit.boosting", "vsplit.scorecard", "vsplit.woe",
     )),
-    ("runtime", ("vsplit.runtime",)),
+    ("runtime", ("vsplit.runtime", "vsplit.console.state")),
     ("application", ("vsplit.app", "vsplit.horizontal.session", "vsplit.party", "vsplit.config", "vsplit.tune",
                      "vsplit.explain")),
     ("front doors", (
         "vsplit.estimator", "vsplit.bagging", "vsplit.horizontal.run", "vsplit.node", "vsplit.boosting_estimator",
+        "vsplit.estimator_file", "vsplit.pooled_trees", "vsplit.ensemble",
+        "vsplit.scorecard_estimator", "vsplit.woe.notebook",
     )),
     ("tools", ("vsplit.evaluation", "vsplit.baselines", "vsplit.privacy", "vsplit.pilot", "vsplit.serve",
-               "vsplit.explain.process", "vsplit.monitor.process", "vsplit.tune.trial", "vsplit.tune.between")),
+               "vsplit.explain.process", "vsplit.monitor.process", "vsplit.tune.trial", "vsplit.tune.between",
+               "vsplit.console")),
     ("cli", ("vsplit.cli",)),
     ("package", ("vsplit",)),
 )

@@ -14,8 +14,8 @@ def test_public_api_is_pinned():
     assert sorted(vsplit.__all__) == [
         "AlignmentError", "AuthenticationError", "CheckpointError", "ComputeParty", "ConfigError", "DataError",
         "FeatureParty", "LabelParty", "ModelSettings", "ProtocolError", "RemoteAbort", "SplitBoostClassifier",
-        "SplitClassifier", "SplitRegressor", "Topology", "TrainingHooks", "TransportError", "VsplitError",
-        "__version__",
+        "SplitClassifier", "SplitEnsemble", "SplitRegressor", "SplitScorecard", "Topology", "TrainingHooks",
+        "TransportError", "VsplitError", "__version__",
     ]
     for name in vsplit.__all__:
         assert hasattr(vsplit, name), name

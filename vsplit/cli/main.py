@@ -15,8 +15,8 @@ import sys
 from vsplit.errors import DIVERGED, DivergenceError, RemoteAbort, VsplitError
 
 #: Command modules, in the order ``vsplit --help`` lists them.
-COMMANDS = ["keys", "psi", "train", "run", "tune", "predict", "serve", "explain", "monitor", "calibrate", "report",
-            "pilot", "compare", "privacy", "plan", "topology"]
+COMMANDS = ["keys", "psi", "bin", "train", "run", "tune", "predict", "serve", "explain", "monitor", "calibrate",
+            "report", "pilot", "compare", "privacy", "plan", "topology", "console"]
 
 EXIT_OK, EXIT_ERROR, EXIT_USAGE, EXIT_DIVERGED, EXIT_INTERRUPTED = 0, 1, 2, 3, 130
 

@@ -35,6 +35,8 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--set", dest="overrides", action="append", default=[], metavar="KEY=VALUE",
                         help="override a value in both parties' configs, e.g. --set train.epochs=5")
     parser.add_argument("--quiet", action="store_true", help="no progress bars; print only the summary")
+    parser.add_argument("--console", action="store_true",
+                        help="each party serves its read-only console in the browser while it trains (docs/console.md)")
 
 
 def run(args: argparse.Namespace) -> int:
@@ -43,7 +45,7 @@ def run(args: argparse.Namespace) -> int:
     from vsplit.pilot.orchestrate import run_pilot
 
     result = run_pilot(args.preset, root=Path(args.root) if args.root else None, run_id=args.run_id,
-                       overrides=tuple(args.overrides), quiet=args.quiet)
+                       overrides=tuple(args.overrides), quiet=args.quiet, console=args.console)
     report = result.report
     if "banks" in report:  # a horizontal pilot: each bank's own test rows
         print(f"\n{args.preset}: {report['schedule']}")

@@ -24,14 +24,21 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--run-id", help="the trained run to serve (default: output.run_id)")
     parser.add_argument("--set", dest="overrides", action="append", default=[], metavar="KEY=VALUE")
     parser.add_argument("--quiet", action="store_true", help="no access log lines")
+    parser.add_argument("--console", action="store_true",
+                        help="serve this party's read-only console in the browser (docs/console.md)")
 
 
 def run(args: argparse.Namespace) -> int:
     import logging
 
-    from vsplit.config import load_config
+    from vsplit.config import load_config, resolve
     from vsplit.serve.run import serve
 
     logging.basicConfig(level=logging.WARNING if args.quiet else logging.INFO, format="%(message)s")
     config = load_config(args.config, overrides=args.overrides)
-    return serve(config, run_id=args.run_id)
+    from vsplit.config.names import run_folder
+    from vsplit.console.live import live_console
+
+    folder = run_folder(resolve(config, config.output.dir), args.run_id or config.output.run_id, config.party.name)
+    with live_console(config, enabled=args.console, mode="serve", folder=folder) as console:
+        return serve(config, run_id=args.run_id, console=console)

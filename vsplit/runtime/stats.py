@@ -52,6 +52,11 @@ class CommStats:
         """Total frames in ``direction``."""
         return sum(t.frames for (d, _, _), t in self._by.items() if d == direction)
 
+    def tallies(self) -> list[tuple[str, str, str, int, int]]:
+        """Every count as ``(direction, peer, message type, frames, bytes)`` (a console reads them while the pump
+        counts: a new key added meanwhile raises ``RuntimeError``, to be read again)."""
+        return [(d, p, k, t.frames, t.bytes) for (d, p, k), t in list(self._by.items())]
+
     def as_dict(self) -> dict[str, dict[str, dict[str, int]]]:
         """``{"sent"|"received": {message type: {"frames", "bytes"}}}`` plus ``"by_peer"`` byte totals."""
         out: dict[str, dict] = {"sent": {}, "received": {}, "by_peer": {}}

@@ -20,12 +20,13 @@ from vsplit.errors import ConfigError
 log = logging.getLogger(__name__)
 
 
-def serve(config: PartyConfig, *, run_id: str | None = None, ready: Any = None) -> int:
-    """Serve ``config``'s party until stopped; ``ready(info)`` is called once it serves (tests, benchmarks)."""
+def serve(config: PartyConfig, *, run_id: str | None = None, ready: Any = None, console: Any = None) -> int:
+    """Serve ``config``'s party until stopped; ``ready(info)`` is called once it serves (tests, benchmarks);
+    ``console``: a :class:`~vsplit.console.state.ConsoleState` that watches the service."""
     if config.party.role == "label":
-        return serve_bank(config, run_id=run_id, ready=ready)
+        return serve_bank(config, run_id=run_id, ready=ready, console=console)
     if config.party.role == "feature":
-        return serve_partner(config, run_id=run_id, ready=ready)
+        return serve_partner(config, run_id=run_id, ready=ready, console=console)
     raise ConfigError(f"party.role: vsplit serve runs at the label party (the HTTP API) or a feature party (its "
                       f"daemon), not {config.party.role!r}")
 
@@ -54,32 +55,32 @@ def manage_token(config: PartyConfig) -> str | None:
     return token
 
 
-def read_token(config: PartyConfig, key: str) -> str | None:
-    """The bearer token of the file ``serve.<key>`` (its first line that is not blank), or ``None`` if unset; the
-    file must be readable by its owner only, like a private key."""
-    name = getattr(config.serve, key)
+def read_token(config: PartyConfig, key: str, *, section: str = "serve") -> str | None:
+    """The bearer token of the file ``<section>.<key>`` (``serve.token_file``; ``console.token_file``: its first line
+    that is not blank), or ``None`` if unset; the file must be readable by its owner only, like a private key."""
+    name = getattr(getattr(config, section), key)
     if not name:
         return None
     path = resolve(config, name)
     try:
-        refuse_shared(path, path.stat().st_mode, what=f"serve.{key}:",
+        refuse_shared(path, path.stat().st_mode, what=f"{section}.{key}:",
                       why="a token is a secret like a private key")
         if path.stat().st_size > MAX_TOKEN_FILE:
-            raise ConfigError(f"serve.{key}: {path} holds {path.stat().st_size} bytes; a token file holds one "
+            raise ConfigError(f"{section}.{key}: {path} holds {path.stat().st_size} bytes; a token file holds one "
                               "line, the token")
         lines = path.read_bytes().decode("utf-8").splitlines()
     except OSError as exc:
-        raise ConfigError(f"serve.{key}: cannot read {path} ({exc.strerror})") from None
+        raise ConfigError(f"{section}.{key}: cannot read {path} ({exc.strerror})") from None
     except UnicodeDecodeError:
-        raise ConfigError(f"serve.{key}: {path} is not UTF-8 text; write the token as one line of "
+        raise ConfigError(f"{section}.{key}: {path} is not UTF-8 text; write the token as one line of "
                           "printable ASCII") from None
     token = next((line.strip() for line in lines if line.strip()), "")
     if not all(33 <= ord(c) < 127 for c in token):
-        raise ConfigError(f"serve.{key}: the token in {path} holds a space, a control or a non-ASCII "
+        raise ConfigError(f"{section}.{key}: the token in {path} holds a space, a control or a non-ASCII "
                           "character, which an HTTP Authorization header cannot carry; use printable ASCII, e.g. "
                           "`python -c \"import secrets; print(secrets.token_urlsafe(32))\"`")
     if len(token) < 16:
-        raise ConfigError(f"serve.{key}: the token in {path} is shorter than 16 characters; use a long random "
+        raise ConfigError(f"{section}.{key}: the token in {path} is shorter than 16 characters; use a long random "
                           "one, e.g. `python -c \"import secrets; print(secrets.token_urlsafe(32))\"`")
     return token
 
@@ -102,7 +103,7 @@ def raise_open_files(want: int) -> int:
     return soft
 
 
-def serve_bank(config: PartyConfig, *, run_id: str | None = None, ready: Any = None) -> int:
+def serve_bank(config: PartyConfig, *, run_id: str | None = None, ready: Any = None, console: Any = None) -> int:
     import uvicorn
 
     from vsplit.node.links import parse_address
@@ -127,6 +128,8 @@ def serve_bank(config: PartyConfig, *, run_id: str | None = None, ready: Any = N
     service = BankService(config, run_id=run_id)
     address = service.listen()
     service.start()
+    if console is not None:  # it reads the service's status and metrics when asked
+        console.watch_service(service)
     app = make_app(service, token=token, manage_token=manager)
     limits = Limits.of(s)
     files = raise_open_files(limits.max_connections + 256)
@@ -161,10 +164,12 @@ def _when_started(server: Any, ready: Any, info: dict[str, Any]) -> None:
     ready(info)
 
 
-def serve_partner(config: PartyConfig, *, run_id: str | None = None, ready: Any = None) -> int:
+def serve_partner(config: PartyConfig, *, run_id: str | None = None, ready: Any = None, console: Any = None) -> int:
     from vsplit.serve.partner import PartnerDaemon
 
     daemon = PartnerDaemon(config, run_id=run_id)
+    if console is not None:
+        console.watch_service(daemon)
 
     def stop(signum: int, frame: Any) -> None:
         daemon.close()
