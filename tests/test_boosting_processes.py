@@ -11,6 +11,8 @@ from __future__ import annotations
 
 import dataclasses
 import json
+import subprocess
+import sys
 import time
 from pathlib import Path
 
@@ -152,6 +154,24 @@ def test_three_processes_over_tls_grow_the_pooled_trees(trained, pooled):
     for name in PARTNERS:  # a partner keeps its records and bins; it gets no score
         partner = json.loads((trained / "runs" / "boost-tls" / name / "result.json").read_text())
         assert partner["trees"] == PARAMS.trees and partner["test"] is None
+
+
+def test_vsplit_report_merges_and_checks_a_boosting_run(trained):
+    run = trained / "runs" / "boost-tls"
+    done = subprocess.run([sys.executable, "-m", "vsplit.cli.main", "report", "--run", str(run), "--check"],
+                          capture_output=True, text=True, timeout=60)
+    assert done.returncode == 0, done.stdout + done.stderr
+    assert "valid; merged with 2 partner report(s)" in done.stdout
+    merged = json.loads((run / "bank" / "report-merged.json").read_text())
+    result = json.loads((run / "bank" / "result.json").read_text())
+    assert merged["model"] == {"kind": "boosting", "trees": PARAMS.trees, "kept_trees": PARAMS.trees,
+                               "max_depth": PARAMS.max_depth, "learning_rate": PARAMS.learning_rate,
+                               "validation_losses": []}
+    assert merged["metrics"]["auc"] == result["test"]["auc"] and merged["baselines"] == {}
+    assert merged["credit"]["bootstrap"]["auc"][0] < merged["metrics"]["auc"] < merged["credit"]["bootstrap"]["auc"][1]
+    assert set(merged["communication"]) == set(NAMES) and merged["history"] == []
+    text = (run / "bank" / "report.md").read_text()
+    assert f"{PARAMS.trees} trees trained" in text and "No bank-alone comparison" in text
 
 
 def test_vsplit_predict_equals_the_pooled_model(trained, pooled):

@@ -64,6 +64,7 @@ class BoostNode(PartyNode, kinds=("boosting",)):
     forget_psi_progress = AlignedNode.forget_psi_progress
     _test_table = AlignedNode._test_table
     _record_for_serving = AlignedNode._record_for_serving
+    config_hash = AlignedNode.config_hash
 
     def __init__(self, config: PartyConfig, *, resume: bool = False, progress: bool = True) -> None:
         super().__init__(config, resume=resume, progress=progress)
@@ -368,7 +369,7 @@ class BoostNode(PartyNode, kinds=("boosting",)):
                                "n_scored": len(scored.rows)}
         self.write_json("result.json", result.__dict__)
         self._record_for_serving(alignment)  # peers.json, and the label party's training intersection
-        self._write_report(result)
+        self._write_report(result, scored)
         if self.role == "label":  # model_card.md, .html and .json: the trees, each party's splits, what leaks
             self._write_card(result, scored)
         self.forget_psi_progress()
@@ -381,19 +382,13 @@ class BoostNode(PartyNode, kinds=("boosting",)):
         y = self._labels(scored.table.iloc[scored.rows]) if scored is not None else None
         write_model_card(self.folder, boost_card(self, result, scored, y))
 
-    def _write_report(self, result: BoostResult) -> Path:
-        from vsplit.atomic import write_atomic
+    def _write_report(self, result: BoostResult, scored: Any) -> Path:
+        """``report.json`` and ``report.md`` (:mod:`vsplit.node.boost_report`): the label party's full one with a
+        scored test set, else this party's own."""
+        from vsplit.node.boost_report import write_boost_report
 
-        lines = [f"# vsplit run `{self.config.output.run_id}`: report of {self.name} (boosted trees)", "",
-                 f"{result.trees} trees, depth up to {self.params.max_depth}, learning rate "
-                 f"{self.params.learning_rate}; this session started after tree {result.resumed_from}.", ""]
-        if result.test:
-            lines += ["| test metric | value |", "| --- | ---: |",
-                      *(f"| {k} | {v:.4f} |" for k, v in result.test.items() if isinstance(v, float)), ""]
-        lines += ["| phase | seconds |", "| --- | ---: |", *(f"| {k} | {v:.2f} |" for k, v in result.seconds.items())]
-        path = self.folder / "report.md"
-        write_atomic(path, ("\n".join(lines) + "\n").encode(), within=self.folder)
-        return path
+        y = self._labels(scored.table.iloc[scored.rows]) if scored is not None and self.role == "label" else None
+        return write_boost_report(self, result, scored, y)
 
 
 class TreeCheckpoints:

@@ -64,6 +64,24 @@ def _traffic_table(direction: str, traffic: dict[str, dict[str, int]]) -> list[s
     return lines
 
 
+def trees_lines(model: dict[str, Any]) -> list[str]:
+    """The boosted trees of a boosting run's report, as Markdown lines.
+
+    >>> trees_lines({"kind": "boosting", "trees": 5, "kept_trees": 4, "max_depth": 3, "learning_rate": 0.3})[3]
+    '5 trees trained, 4 kept, depth up to 3, learning rate 0.3.'
+    """
+    kept = model.get("kept_trees")
+    lines = ["", "## Model (boosted trees)", "",
+             f"{model['trees']} trees trained{f', {kept} kept' if kept is not None else ''}, depth up to "
+             f"{model['max_depth']}, learning rate {model['learning_rate']}.", "",
+             "No bank-alone comparison: the trees are grown on every party's columns and have no bank-only model."]
+    losses = model.get("validation_losses") or []
+    if losses:
+        lines += ["", "| trees | held-out log loss |", "| ---: | ---: |"]
+        lines += [f"| {k} | {_number(v)} |" for k, v in enumerate(losses, start=1)]
+    return lines
+
+
 def write_label_report(folder: Path, report: dict[str, Any], *, json_name: str = "report.json") -> Path:
     """Write ``report.json`` (or ``json_name``: the merged report) and ``report.md`` for the label party; return the
     Markdown path."""
@@ -94,9 +112,12 @@ def write_label_report(folder: Path, report: dict[str, Any], *, json_name: str =
     lines += credit_lines(report["credit"]) if report.get("credit") else []
     lines += bank_model_lines(report["bank_model"]) if report.get("bank_model") else []
     lines += coverage_lines(report["coverage"]) if report.get("coverage") else []
-    lines += ["", "## Training (validation history)", ""]
-    lines += [f"> **Warning.** {text}" for text in report.get("warnings", [])]
-    lines += history_lines(report["history"], report.get("best_epoch"), report.get("monitor"))
+    if report.get("model", {}).get("kind") == "boosting":  # trees: no epochs, no bank-only model
+        lines += trees_lines(report["model"])
+    else:
+        lines += ["", "## Training (validation history)", ""]
+        lines += [f"> **Warning.** {text}" for text in report.get("warnings", [])]
+        lines += history_lines(report["history"], report.get("best_epoch"), report.get("monitor"))
     lines += _columns_table(report.get("columns"))
     lines += ["", "## What crossed the wire", ""]
     for party, comm in report["communication"].items():
