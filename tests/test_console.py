@@ -273,3 +273,67 @@ def test_a_scorecard_run_shows_its_steps_live_and_its_card_when_finished(scored)
         assert state["outputs"]["model_card"] == "scorecard.md"
         card = client.get("/files/console-card/bank/scorecard.md")
         assert card.status_code == 200 and card.headers["content-type"].startswith("text/plain")
+
+
+# -- the console of `vsplit tune`: the search's stage, peers and traffic, trials done and the best AUC so far ----------
+def test_a_search_shows_trials_done_of_its_total_and_the_best_validation_auc_so_far_not_each_trials_epochs():
+    from vsplit.tune.progress import SearchProgress, TrialConsole
+
+    state = ConsoleState(party="bank", role="label", topology="vertical", mode="tune")
+    shown = SearchProgress(total=4, done=1)  # a resumed study: one trial ran before
+    state.watch_progress(shown.read)
+    before = state.snapshot()["training"]
+    assert (before["unit"], before["done"], before["total"], before["loss"]) == ("trials", 1, 4, [])
+    pump = type("Pump", (), {"stats": CommStats(), "lost": [], "closed": [], "machine": None})()
+    pump.stats.record("sent", "partner", "TrialValues", 40)
+    trial = TrialConsole(state)  # what a trial's node is handed: its pump is shown, its epochs are not
+    trial.watch_run(channels={"partner": Channel()}, pump=pump)
+    trial.on_step(0, 0, 2, 0.7)
+    trial.on_epoch({"epoch": 0, "val_auc": 0.9})
+    trial.watch_progress(lambda: {"unit": "steps", "done": 9})
+    for best in (0.70, None, 0.74):  # None: a trial ended with no finished trial in the study (the loop's _best)
+        shown.trial_ended(best_auc=best)
+    snap = json.loads(json.dumps(state.snapshot()))
+    training = snap["training"]
+    assert (training["unit"], training["done"], training["total"]) == ("trials", 4, 4)
+    assert training["loss"] == [[2, 0.7], [4, 0.74]] and training["loss_name"] == "best validation AUC so far"
+    assert training["history"] == [] and training["step"] == 0  # a trial's epochs and steps stay off the page
+    assert snap["traffic"][0]["type"] == "TrialValues" and snap["peers"][0]["state"] == "connected"
+    assert snap["mode"] == "tune" and snap["status"] == "running"
+    partner = SearchProgress(total=None)  # a partner is not told the study's size
+    partner.trial_ended()
+    assert partner.read() == {"unit": "trials", "done": 1, "total": None}
+
+
+def test_vsplit_tune_takes_console_and_hands_the_search_the_console_state(monkeypatch, tmp_path):
+    from contextlib import contextmanager
+    from types import SimpleNamespace
+
+    import vsplit.config
+    import vsplit.console.live
+    import vsplit.tune.between
+    import vsplit.tune.trial
+    from vsplit.cli.main import build_parser
+
+    args = build_parser().parse_args(["tune", "--config", "party.toml", "--console", "--quiet"])
+    assert args.console is True
+    assert build_parser().parse_args(["tune", "--config", "party.toml"]).console is False
+    seen: dict = {}
+    state = ConsoleState(party="bank", role="label", topology="vertical", mode="tune")
+
+    @contextmanager
+    def live_console(config, *, enabled, mode, node=None, folder=None):
+        seen.update(enabled=enabled, mode=mode, folder=folder)
+        yield state
+
+    def tune(config, *, progress, overrides, console):
+        seen["console"] = console
+        return vsplit.tune.between.TuneOutcome(party="bank", best={"number": 0, "auc": 0.7, "values": {}})
+
+    config = SimpleNamespace(output=SimpleNamespace(log_max_mb=1.0))
+    monkeypatch.setattr(vsplit.config, "load_config", lambda path, overrides: config)
+    monkeypatch.setattr(vsplit.tune.trial, "tune_folder", lambda config: tmp_path / "tune")
+    monkeypatch.setattr(vsplit.console.live, "live_console", live_console)
+    monkeypatch.setattr(vsplit.tune.between, "tune", tune)
+    assert args._run(args) == 0
+    assert seen == {"enabled": True, "mode": "tune", "folder": tmp_path / "tune", "console": state}

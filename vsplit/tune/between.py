@@ -13,7 +13,9 @@ bounds (:func:`~vsplit.tune.rounds.check_end`); it remembers the trials it train
 resumed search may end on a trial of an earlier run. A partner's words (its refusal's bound) reach the label party's
 log, journal and ``tune.json`` only as :func:`~vsplit.protocol.text.printable` text.
 
-``connect`` (default: the party's mutual-TLS links) lets tests join the parties by in-memory channels.
+``connect`` (default: the party's mutual-TLS links) lets tests join the parties by in-memory channels. ``console``
+(a :class:`~vsplit.console.state.ConsoleState`, ``vsplit tune --console``) is handed each round's and each trial's
+pump and a :class:`~vsplit.tune.progress.SearchProgress` the loop updates once per trial.
 """
 
 from __future__ import annotations
@@ -35,6 +37,7 @@ from vsplit.runtime.pump import Pump
 from vsplit.transport.channel import Channel
 from vsplit.tune.best import write_best
 from vsplit.tune.messages import decode_values
+from vsplit.tune.progress import SearchProgress, TrialConsole
 from vsplit.tune.rounds import AnswerRound, EndRound, Proposed, ProposeRound, check_end
 from vsplit.tune.settings import bounds_of, space_of, tune_checks
 from vsplit.tune.space import LIMITS, check_trial
@@ -55,8 +58,9 @@ class TuneOutcome:
 
 
 def tune(config: PartyConfig, *, progress: bool = True, overrides: Sequence[str] = (),
-         connect: Connect | None = None) -> TuneOutcome:
-    """Run this party's side of the search (``overrides``: the command line's ``--set``, kept in best.toml)."""
+         connect: Connect | None = None, console: Any = None) -> TuneOutcome:
+    """Run this party's side of the search (``overrides``: the command line's ``--set``, kept in best.toml;
+    ``console``: the party's console state, if one watches)."""
     problems = tune_checks(config)
     if problems:
         raise ConfigError(f"{config.source}: " + "; ".join(problems))
@@ -66,13 +70,17 @@ def tune(config: PartyConfig, *, progress: bool = True, overrides: Sequence[str]
     config = dataclasses.replace(config, network=dataclasses.replace(config.network, reconnect_timeout_s=0.0))
     connect = connect or (lambda: open_links(config, plan_links(config))[0])
     runner = _label if config.party.role == "label" else _partner
-    return runner(config, progress=progress, overrides=overrides, connect=connect)
+    return runner(config, progress=progress, overrides=overrides, connect=connect, console=console)
 
 
-def _round_pump(config: PartyConfig, channels: dict[str, Channel]) -> Pump:
-    """The pump of a round (one session for every round: each round runs on channels of its own)."""
-    return Pump(config.party.name, channels, session=session_id(config.output.run_id + ":tune"),
+def _round_pump(config: PartyConfig, channels: dict[str, Channel], console: Any = None) -> Pump:
+    """The pump of a round (one session for every round: each round runs on channels of its own), shown on the
+    ``console`` if one watches."""
+    pump = Pump(config.party.name, channels, session=session_id(config.output.run_id + ":tune"),
                 timeout=config.network.read_timeout_s)
+    if console is not None:
+        console.watch_run(channels=pump.channels, pump=pump)
+    return pump
 
 
 def _close(channels: dict[str, Channel]) -> None:
@@ -80,7 +88,8 @@ def _close(channels: dict[str, Channel]) -> None:
         channel.close()
 
 
-def _train(config: PartyConfig, values: dict[str, Any], number: int, channels: dict[str, Channel]) -> dict[str, Any]:
+def _train(config: PartyConfig, values: dict[str, Any], number: int, channels: dict[str, Channel],
+           console: Any = None) -> dict[str, Any]:
     """Train trial ``number`` over ``channels`` (closed after); a node that cannot be built tells the peers a code."""
     try:
         node = TrialNode(trial_config(config, values, number=number), progress=False)
@@ -88,6 +97,8 @@ def _train(config: PartyConfig, values: dict[str, Any], number: int, channels: d
         Pump(config.party.name, channels, session=session_id(trial_run_id(config, number))).fail(exc)
         _close(channels)
         raise
+    if console is not None:  # it shows the trial's stages, peers and traffic as for `vsplit train`
+        node.console = TrialConsole(console)
     return node.run(channels)
 
 
@@ -97,7 +108,8 @@ def _bar(config: PartyConfig, progress: bool, **options: Any) -> Any:
     return tqdm(desc=f"{config.party.name} tune", unit="trial", disable=not progress, **options)
 
 
-def _label(config: PartyConfig, *, progress: bool, overrides: Sequence[str], connect: Connect) -> TuneOutcome:
+def _label(config: PartyConfig, *, progress: bool, overrides: Sequence[str], connect: Connect,
+           console: Any = None) -> TuneOutcome:
     import optuna
 
     from vsplit.tune.study import open_study
@@ -109,13 +121,17 @@ def _label(config: PartyConfig, *, progress: bool, overrides: Sequence[str], con
     for stale in study.get_trials(deepcopy=False, states=(optuna.trial.TrialState.RUNNING,)):
         study.tell(stale.number, state=optuna.trial.TrialState.FAIL)  # the label party stopped during it
     space = space_of(config)
-    bar = _bar(config, progress, total=t.n_trials, initial=min(len(study.trials), t.n_trials))
+    initial = min(len(study.trials), t.n_trials)
+    bar = _bar(config, progress, total=t.n_trials, initial=initial)
+    shown = SearchProgress(total=t.n_trials, done=initial)
+    if console is not None:
+        console.watch_progress(shown.read)
     try:
         while len(study.trials) < t.n_trials:
             trial = study.ask()
             values = {knob: spec.suggest(trial, knob) for knob, spec in space.items()}
             began = time.perf_counter()
-            auc, error, stages = _label_trial(config, partners, trial.number, values, connect)
+            auc, error, stages = _label_trial(config, partners, trial.number, values, connect, console)
             trial.set_user_attr("seconds", {"total": round(time.perf_counter() - began, 3), **stages})
             if error is None:
                 study.tell(trial, auc)
@@ -126,6 +142,7 @@ def _label(config: PartyConfig, *, progress: bool, overrides: Sequence[str], con
             best = _best(study)
             bar.set_postfix({"best_auc": f"{best['auc']:.4f}"} if best else {}, refresh=False)
             bar.update(1)
+            shown.trial_ended(best_auc=best["auc"] if best else None)
     finally:
         bar.close()
     trials = [{"number": s.number, "state": s.state.name, "values": dict(s.params), "auc": s.value,
@@ -135,7 +152,7 @@ def _label(config: PartyConfig, *, progress: bool, overrides: Sequence[str], con
     channels = connect()
     try:
         scores = {s["number"]: s["auc"] for s in trials if s["state"] == "COMPLETE"}
-        _round_pump(config, channels).run(EndRound(partners, best=best["number"] if best else -1,
+        _round_pump(config, channels, console).run(EndRound(partners, best=best["number"] if best else -1,
                                                    values=best["values"] if best else {},
                                                    auc=best["auc"] if best else 0.0, scores=scores))
     finally:
@@ -145,12 +162,13 @@ def _label(config: PartyConfig, *, progress: bool, overrides: Sequence[str], con
 
 
 def _label_trial(config: PartyConfig, partners: list[str], number: int, values: dict[str, Any],
-                 connect: Connect) -> tuple[float | None, str | None, dict[str, float]]:
+                 connect: Connect, console: Any = None) -> tuple[float | None, str | None, dict[str, float]]:
     """One trial at the label party: ``(validation AUC, None, seconds per stage)``, or ``(None, why it failed,
     {})``."""
     channels = connect()
     try:
-        proposed: Proposed = _round_pump(config, channels).run(ProposeRound(partners, number=number, values=values))
+        pump = _round_pump(config, channels, console)
+        proposed: Proposed = pump.run(ProposeRound(partners, number=number, values=values))
     except BaseException:
         _close(channels)
         raise
@@ -158,22 +176,26 @@ def _label_trial(config: PartyConfig, partners: list[str], number: int, values: 
         _close(channels)
         return None, printable("; ".join(proposed.refusals[p] for p in sorted(proposed.refusals)), limit=600), {}
     try:
-        result = _train(config, values, number, channels)
+        result = _train(config, values, number, channels, console)
     except Exception as exc:  # a crashed trial is recorded, not fatal
         return None, printable(f"crashed: {exc}", limit=600), {}
     return float(result["auc"]), None, result["seconds"]
 
 
-def _partner(config: PartyConfig, *, progress: bool, overrides: Sequence[str], connect: Connect) -> TuneOutcome:
+def _partner(config: PartyConfig, *, progress: bool, overrides: Sequence[str], connect: Connect,
+             console: Any = None) -> TuneOutcome:
     me, bounds, trials = config.party.name, bounds_of(config), []
     folder = tune_folder(config)
     trained = _trained_before(folder)  # a resumed search may end on a trial this party trained in an earlier run
     bar = _bar(config, progress)
+    shown = SearchProgress(total=None)  # a partner is not told the study's size, nor its scores before the end
+    if console is not None:
+        console.watch_progress(shown.read)
     try:
         while True:
             channels = connect()
             try:
-                outcome = _round_pump(config, channels).run(AnswerRound(me, bounds=bounds, trained=trained))
+                outcome = _round_pump(config, channels, console).run(AnswerRound(me, bounds=bounds, trained=trained))
             except BaseException:
                 _close(channels)
                 raise
@@ -186,7 +208,7 @@ def _partner(config: PartyConfig, *, progress: bool, overrides: Sequence[str], c
                 record.update(state="FAIL", error=outcome.refusals.get(me, "refused by another party"))
             else:
                 try:
-                    _train(config, outcome.values, outcome.number, channels)
+                    _train(config, outcome.values, outcome.number, channels, console)
                     trained[outcome.number] = outcome.values
                 except Exception as exc:  # a crashed trial is recorded, not fatal
                     trained.pop(outcome.number, None)
@@ -195,6 +217,7 @@ def _partner(config: PartyConfig, *, progress: bool, overrides: Sequence[str], c
                 log.warning("%s: trial %d failed: %s", me, outcome.number, record["error"])
             trials.append(record)
             bar.update(1)
+            shown.trial_ended()
     finally:
         bar.close()
     scores = outcome.all_scores()
