@@ -26,6 +26,7 @@ import dataclasses
 import time
 from collections import Counter
 from dataclasses import dataclass
+from typing import Any
 
 import numpy as np
 
@@ -50,8 +51,8 @@ from vsplit.he import (
     PublicKey,
     decode_ciphertexts,
 )
+from vsplit.protocol.answering import AnswersLabel
 from vsplit.protocol.machine import Outgoing
-from vsplit.protocol.message import Message
 
 
 @dataclass(frozen=True)
@@ -71,7 +72,7 @@ class PartnerModel:
         return out
 
 
-class PartnerBoost:
+class PartnerBoost(AnswersLabel):
     """A partner's side of training: ``codes`` of its aligned rows, ``width`` codes per column.
 
     Args:
@@ -83,6 +84,8 @@ class PartnerBoost:
         min_node_rows: refuse to sum a node of fewer rows (a node of one row tells its gradient).
         backend: where the sums are made and packed (:mod:`vsplit.boosting.backend`; default: this process).
     """
+
+    protocol = "boosting partner"
 
     def __init__(self, codes: np.ndarray, *, width: int, label: str = "bank", schemes: tuple[str, ...] = ("ou",),
                  min_key_bits: int = MIN_KEY_BITS, insecure_small_key_for_tests: bool = False,
@@ -125,21 +128,9 @@ class PartnerBoost:
         self._tree = int(trees) - 1
         self._records = [(int(c), int(b), int(m)) for c, b, m in np.asarray(records, dtype=np.int64).reshape(-1, 3)]
 
-    def expects(self, peer: str) -> bool:
-        """The partner waits for the label party until :class:`Finish`."""
-        return peer == self.label and not self.done
-
-    def start(self) -> list[Outgoing]:
-        """The label party speaks first."""
-        return []
-
-    def receive(self, sender: str, msg: Message) -> list[Outgoing]:
-        """Take one message from the label party; answer it."""
-        if sender != self.label or not isinstance(msg, self._expect):
-            raise ProtocolError(f"boosting partner: unexpected {type(msg).__name__} from {sender!r}")
-        handler = {BoostHello: self._hello, Gradients: self._gradients, Level: self._level, Record: self._record,
-                   Finish: self._finish}[type(msg)]
-        return handler(msg)
+    def _handlers(self) -> dict[type, Any]:
+        return {BoostHello: self._hello, Gradients: self._gradients, Level: self._level, Record: self._record,
+                Finish: self._finish}
 
     def _hello(self, msg: BoostHello) -> list[Outgoing]:
         if msg.version != VERSION:

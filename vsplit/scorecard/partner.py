@@ -22,14 +22,15 @@ from __future__ import annotations
 
 import json
 import secrets
+from typing import Any
 
 import numpy as np
 
 from vsplit.errors import ProtocolError
 from vsplit.he import MIN_KEY_BITS, Ciphertexts, PublicKey, decode_ciphertexts, encode_ciphertexts
 from vsplit.he._lib import heu_modules
+from vsplit.protocol.answering import AnswersLabel
 from vsplit.protocol.machine import Outgoing
-from vsplit.protocol.message import Message
 from vsplit.scorecard.columns import WoeColumns
 from vsplit.scorecard.messages import (
     INT_BYTES,
@@ -50,7 +51,7 @@ from vsplit.scorecard.points import PointsTable, Scaling
 MASK_MARGIN_BITS = 64
 
 
-class PartnerScorecard:
+class PartnerScorecard(AnswersLabel):
     """A partner's side of training; its ``result`` is its coefficients (one per attribute of ``columns``).
 
     Args:
@@ -61,6 +62,8 @@ class PartnerScorecard:
         share_names, share_points: what its entry in the label party's model card shows beyond its number of
             attributes (its attribute names; its points table, bin labels included).
     """
+
+    protocol = "scorecard partner"
 
     def __init__(self, columns: WoeColumns, *, label: str = "bank", schemes: tuple[str, ...] = ("ou",),
                  min_key_bits: int = MIN_KEY_BITS, insecure_small_key_for_tests: bool = False,
@@ -85,20 +88,8 @@ class PartnerScorecard:
         self.done = False
         self.result: np.ndarray | None = None
 
-    def expects(self, peer: str) -> bool:
-        """The partner waits for the label party until its last step."""
-        return peer == self.label and not self.done
-
-    def start(self) -> list[Outgoing]:
-        """The label party speaks first."""
-        return []
-
-    def receive(self, sender: str, msg: Message) -> list[Outgoing]:
-        """Take one message from the label party; answer it."""
-        if sender != self.label or not isinstance(msg, self._expect):
-            raise ProtocolError(f"scorecard partner: unexpected {type(msg).__name__} from {sender!r}")
-        handler = {ScoreHello: self._hello, Residuals: self._residuals, Unmasked: self._unmasked}[type(msg)]
-        return handler(msg)
+    def _handlers(self) -> dict[type, Any]:
+        return {ScoreHello: self._hello, Residuals: self._residuals, Unmasked: self._unmasked}
 
     def _hello(self, msg: ScoreHello) -> list[Outgoing]:
         if msg.version != VERSION:

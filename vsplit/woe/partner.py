@@ -23,14 +23,15 @@ Example:
 from __future__ import annotations
 
 from collections.abc import Sequence
+from typing import Any
 
 import numpy as np
 
 from vsplit.boosting.backend import Backend, SerialBackend
 from vsplit.errors import ProtocolError
 from vsplit.he import MIN_KEY_BITS, Ciphertexts, Packing, PublicKey, decode_ciphertexts
+from vsplit.protocol.answering import AnswersLabel
 from vsplit.protocol.machine import Outgoing
-from vsplit.protocol.message import Message
 from vsplit.woe.fine import CATEGORY, FineBins
 from vsplit.woe.maps import WoeMap
 from vsplit.woe.messages import VERSION, WoeClassing, WoeHello, WoeLabels, WoeShape, WoeSums
@@ -62,7 +63,7 @@ def bin_groups(codes: np.ndarray, n_bins: Sequence[int]) -> tuple[list[list[int]
     return groups, np.asarray(skipped, dtype=np.int32), np.concatenate(sizes)
 
 
-class PartnerWoe:
+class PartnerWoe(AnswersLabel):
     """A partner's side of the binning.
 
     Args:
@@ -74,6 +75,8 @@ class PartnerWoe:
         schemes, min_key_bits, insecure_small_key_for_tests: which keys it accepts.
         backend: where the sums are made (:mod:`vsplit.boosting.backend`; default: this process).
     """
+
+    protocol = "woe partner"
 
     def __init__(self, fine: Sequence[FineBins], *, codes: np.ndarray, label: str = "bank", share_names: bool = False,
                  min_bin_rows: int = 1, schemes: tuple[str, ...] = ("ou",), min_key_bits: int = MIN_KEY_BITS,
@@ -95,20 +98,8 @@ class PartnerWoe:
         self.done = False
         self.result: PartyBinning | None = None
 
-    def expects(self, peer: str) -> bool:
-        """The partner waits for the label party until the classing."""
-        return peer == self.label and not self.done
-
-    def start(self) -> list[Outgoing]:
-        """The label party speaks first."""
-        return []
-
-    def receive(self, sender: str, msg: Message) -> list[Outgoing]:
-        """Take one message from the label party; answer it."""
-        if sender != self.label or not isinstance(msg, self._expect):
-            raise ProtocolError(f"woe partner: unexpected {type(msg).__name__} from {sender!r}")
-        handler = {WoeHello: self._hello, WoeLabels: self._labels, WoeClassing: self._classing}[type(msg)]
-        return handler(msg)
+    def _handlers(self) -> dict[type, Any]:
+        return {WoeHello: self._hello, WoeLabels: self._labels, WoeClassing: self._classing}
 
     def _hello(self, msg: WoeHello) -> list[Outgoing]:
         if msg.version != VERSION:
