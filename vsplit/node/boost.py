@@ -32,6 +32,7 @@ from vsplit.config.topology import topology_of
 from vsplit.errors import CheckpointError, ConfigError
 from vsplit.node.aligned import AlignedNode, NodeResult, Scored, psi_summary
 from vsplit.node.boost_state import Encoder, bins_state, holdout_mask, trees_from, trees_state
+from vsplit.node.model_file import read_model
 from vsplit.node.node import PartyNode
 from vsplit.node.outputs import Scores
 from vsplit.runtime.checkpoint import interpreting, load_checkpoint, save_checkpoint
@@ -282,13 +283,8 @@ class BoostNode(PartyNode, kinds=("boosting",)):
         """This party's ``model.npz`` (trees or records, encoder, bins)."""
         from vsplit.boosting import Bins, BoostModel, PartnerModel
 
-        path = self.folder / "model.npz"
-        if not path.is_file():
-            raise CheckpointError(f"{self.name}: no trained model at {path}; train first (vsplit train --config ...)")
-        state = load_checkpoint(path, run_id=self.config.output.run_id, party=self.name)
-        if state.get("kind") != "boosting" or state.get("role") != self.role:
-            raise CheckpointError(f"{path} is not a {self.role} party's boosting model; predict with the config it "
-                                  "was trained with")
+        path, state = read_model(self.folder, run_id=self.config.output.run_id, party=self.name, role=self.role,
+                                 kind="boosting", what="boosting model")
         with interpreting(path):
             self.encoder = Encoder.from_state(state["encoder"])
             b = state["bins"]

@@ -28,13 +28,14 @@ from vsplit.config import PartyConfig, resolve
 from vsplit.config.boosting import small_keys_allowed
 from vsplit.config.scorecard import scorecard_params
 from vsplit.config.topology import topology_of
-from vsplit.errors import CheckpointError, ConfigError
+from vsplit.errors import ConfigError
 from vsplit.node.aligned import AlignedNode, NodeResult, Scored, psi_summary
 from vsplit.node.boost import BoostNode
+from vsplit.node.model_file import read_model
 from vsplit.node.node import PartyNode
 from vsplit.node.outputs import Scores
 from vsplit.node.woe import WoeNode
-from vsplit.runtime.checkpoint import interpreting, load_checkpoint, save_checkpoint
+from vsplit.runtime.checkpoint import interpreting, save_checkpoint
 from vsplit.transport.channel import Channel
 
 
@@ -195,13 +196,8 @@ class ScorecardNode(PartyNode, kinds=("scorecard",)):
         from vsplit.scorecard import Scaling
         from vsplit.woe.maps import WoeMap
 
-        path = self.folder / "model.npz"
-        if not path.is_file():
-            raise CheckpointError(f"{self.name}: no trained model at {path}; train first (vsplit train --config ...)")
-        state = load_checkpoint(path, run_id=self.config.output.run_id, party=self.name)
-        if state.get("kind") != "scorecard" or state.get("role") != self.role:
-            raise CheckpointError(f"{path} is not a {self.role} party's scorecard; predict with the config it was "
-                                  "trained with")
+        path, state = read_model(self.folder, run_id=self.config.output.run_id, party=self.name, role=self.role,
+                                 kind="scorecard", what="scorecard")
         with interpreting(path):
             self.maps = [WoeMap.from_state(m) for m in state["maps"]]
             self.coef = np.asarray(state["coef"], dtype=np.float64)
