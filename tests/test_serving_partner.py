@@ -252,7 +252,7 @@ def test_bank_asking_for_another_collaborations_run_is_refused_before_anything_i
 # -- the partner's SIGTERM -------------------------------------------------------------------------------------------
 
 
-def test_partner_dialing_a_bank_that_is_down_stops_within_two_seconds_of_sigterm(run, tmp_path):
+def test_partner_dialing_a_bank_that_is_down_stops_promptly_on_sigterm(run, tmp_path):
     log = tmp_path / "shop.log"
     hold = socket.socket()  # bound, never listening: every dial there is refused, whoever else runs tests
     hold.bind(("127.0.0.1", 0))
@@ -267,7 +267,9 @@ def test_partner_dialing_a_bank_that_is_down_stops_within_two_seconds_of_sigterm
         os.kill(proc.pid, signal.SIGTERM)
         began = time.monotonic()
         code = proc.wait(timeout=30)
-        assert time.monotonic() - began < 2.5 and code == 0, log.read_text()[-2000:]
+        # 0.7-0.9 s on a quiet machine (the dial in hand, then the interpreter's exit); the bound is loose because
+        # the suite's other worker may hold both cores: what it catches is a daemon that waits out its dial timeout
+        assert time.monotonic() - began < 5 and code == 0, log.read_text()[-2000:]
     finally:
         if proc.poll() is None:
             proc.kill()
