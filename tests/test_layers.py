@@ -86,7 +86,7 @@ LAYERS: tuple[tuple[str, tuple[str, ...]], ...] = (
                      "vsplit.explain")),
     ("front doors", (
         "vsplit.estimator", "vsplit.bagging", "vsplit.horizontal.run", "vsplit.node", "vsplit.boosting_estimator",
-        "vsplit.estimator_file", "vsplit.pooled_trees", "vsplit.ensemble",
+        "vsplit.estimator_file", "vsplit.views_estimator", "vsplit.pooled_trees", "vsplit.ensemble",
         "vsplit.scorecard_estimator", "vsplit.woe.notebook",
     )),
     ("tools", ("vsplit.evaluation", "vsplit.baselines", "vsplit.privacy", "vsplit.pilot", "vsplit.serve",

@@ -43,7 +43,7 @@ from typing import Any
 
 import numpy as np
 import pandas as pd
-from sklearn.base import BaseEstimator, ClassifierMixin
+from sklearn.base import ClassifierMixin
 from sklearn.metrics import accuracy_score
 from sklearn.utils.validation import check_is_fitted
 
@@ -61,12 +61,13 @@ from vsplit.explain.path import PathExplanation, explain_trees
 from vsplit.he import SCHEMES
 from vsplit.runtime.inprocess import connect, run_machines
 from vsplit.runtime.psi import align_estimator_rows
+from vsplit.views_estimator import ViewsEstimator
 
 __all__ = ["PathExplanation", "SplitBoostClassifier"]
 METRICS = ("logloss", "auc")
 
 
-class SplitBoostClassifier(ClassifierMixin, BaseEstimator):
+class SplitBoostClassifier(ClassifierMixin, ViewsEstimator):
     """Binary gradient-boosted trees trained across parties held as separate DataFrames (vertical SecureBoost).
 
     A scikit-learn classifier whose ``X`` is ``{party name: DataFrame}``, the 0/1 (or no/yes) labels a column of the
@@ -101,6 +102,8 @@ class SplitBoostClassifier(ClassifierMixin, BaseEstimator):
             index of the last kept tree and the validation score after each tree.
         node_values_: each tree's node values (the explanations' path values); ``psi_stats_``, ``fit_seconds_``.
     """
+
+    allows_nan = True  # missing values have a bin of their own
 
     def __init__(
         self,
@@ -152,15 +155,6 @@ class SplitBoostClassifier(ClassifierMixin, BaseEstimator):
         self.min_node_rows = min_node_rows
         self.alignment = alignment
         self.random_state = random_state
-
-    def __sklearn_tags__(self) -> Any:
-        tags = super().__sklearn_tags__()
-        tags.input_tags.two_d_array = False  # X is {party: DataFrame}, not a 2-D array
-        tags.input_tags.dict = True
-        tags.input_tags.categorical = True
-        tags.input_tags.string = True
-        tags.input_tags.allow_nan = True
-        return tags
 
     # -- training --------------------------------------------------------------------------------------------------
     def fit(self, views: Mapping[str, pd.DataFrame]) -> SplitBoostClassifier:

@@ -43,7 +43,7 @@ from typing import Any, TypeVar
 import numpy as np
 import pandas as pd
 import torch
-from sklearn.base import BaseEstimator, ClassifierMixin, RegressorMixin, clone
+from sklearn.base import ClassifierMixin, RegressorMixin, clone
 from sklearn.metrics import accuracy_score, r2_score
 from sklearn.utils.validation import check_is_fitted
 from torch import nn
@@ -65,6 +65,7 @@ from vsplit.protocol.training.hooks import TrainingHooks
 from vsplit.runtime.progress import TqdmProgress
 from vsplit.runtime.psi import align_estimator_rows
 from vsplit.topology.graph import Topology
+from vsplit.views_estimator import ViewsEstimator
 
 MODES = ("split", "label_party_only", "centralized")
 KINDS = ("vertical", "vanilla", "u_shaped")
@@ -83,7 +84,7 @@ class Traffic:
     stats: Any
 
 
-class _SplitEstimator(BaseEstimator):
+class _SplitEstimator(ViewsEstimator):
     """What :class:`SplitClassifier` and :class:`SplitRegressor` share: the parameters (listed at
     :class:`SplitClassifier`), ``fit``, ``evaluate`` and the fitted attributes.
     """
@@ -185,14 +186,6 @@ class _SplitEstimator(BaseEstimator):
         self.hooks = hooks
         self.callbacks = callbacks
         self.reset_modules = reset_modules
-
-    def __sklearn_tags__(self) -> Any:
-        tags = super().__sklearn_tags__()
-        tags.input_tags.two_d_array = False  # X is {party: DataFrame}, not a 2-D array
-        tags.input_tags.dict = True
-        tags.input_tags.categorical = True
-        tags.input_tags.string = True
-        return tags
 
     def clone(self: E, **changes: Any) -> E:
         """A new, unfitted estimator with the same parameters except ``changes`` (:func:`sklearn.base.clone`)."""

@@ -33,7 +33,7 @@ from typing import Any
 
 import numpy as np
 import pandas as pd
-from sklearn.base import BaseEstimator, ClassifierMixin
+from sklearn.base import ClassifierMixin
 from sklearn.utils.validation import check_is_fitted
 
 from vsplit.data.tables import normalise_ids
@@ -51,9 +51,10 @@ from vsplit.scorecard import (
     columns_from_maps,
     sigmoid,
 )
+from vsplit.views_estimator import ViewsEstimator
 
 
-class SplitScorecard(ClassifierMixin, BaseEstimator):
+class SplitScorecard(ClassifierMixin, ViewsEstimator):
     """A scorecard across the cut: WOE binning of every party's attributes, then logistic regression on the WOE of
     the selected ones, scaled to points; ``X`` is ``{party: DataFrame}`` (each with the ID column, the label
     party's with the label).
@@ -71,6 +72,8 @@ class SplitScorecard(ClassifierMixin, BaseEstimator):
         selected_: party -> its selected attributes; ``value_report_``: the binning's value report.
         points_tables_: party -> its :class:`~vsplit.scorecard.PointsTable`; ``base_points_``: the intercept's.
     """
+
+    allows_nan = True  # missing values have a bin of their own
 
     def __init__(self, *, label_party: str = "bank", label: str = "y", id_column: str = "customer_id",
                  positive_label: object = None, categorical: Mapping[str, Sequence[str]] | None = None,
@@ -104,15 +107,6 @@ class SplitScorecard(ClassifierMixin, BaseEstimator):
         self.insecure_small_key_for_tests = insecure_small_key_for_tests
         self.alignment = alignment
         self.random_state = random_state
-
-    def __sklearn_tags__(self) -> Any:
-        tags = super().__sklearn_tags__()
-        tags.input_tags.two_d_array = False  # X is {party: DataFrame}, not a 2-D array
-        tags.input_tags.dict = True
-        tags.input_tags.categorical = True
-        tags.input_tags.string = True
-        tags.input_tags.allow_nan = True
-        return tags
 
     def fit(self, views: Mapping[str, pd.DataFrame]) -> SplitScorecard:
         """Align, bin across the cut, select, and train the scorecard.
