@@ -457,6 +457,9 @@ def _inject(run: Run, fault: Fault, rng: random.Random) -> None:
         proc.send_signal(signal.SIGCONT)
         fault.note = f"{pause:.1f} s"
     elif fault.kind == "kill_resume":
+        if proc.poll() is not None:  # it had already exited: killing it now would inject nothing
+            fault.note = f"{fault.victim} had already exited ({proc.returncode})"
+            return
         proc.kill()
     elif fault.kind == "disk_full":
         run.fill(fault.victim)

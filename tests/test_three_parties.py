@@ -252,3 +252,30 @@ def test_partner_failing_between_protocols_tells_the_hub_which_tells_the_other_p
     assert "missing.parquet" in str(errors["telco"])
     assert isinstance(errors["bank"], RemoteAbort) and str(errors["bank"]).startswith("telco aborted")
     assert isinstance(errors["shop"], RemoteAbort) and str(errors["shop"]).startswith("bank aborted")
+
+
+def test_a_partner_a_stage_ahead_waits_for_that_stage_when_the_pump_holds():
+    """A partner done with one stage (its scorecard card sent) starts the next (the test table's PSI) while the hub
+    still waits for another partner: its next frame must wait in its channel, not reach the current machine."""
+    ends = {p: memory_pair() for p in PARTNERS}
+    pump = Pump("bank", {p: hub for p, (hub, _) in ends.items()}, session=SESSION, hold=True)
+    first, second = Gather(list(PARTNERS), declares=True), Gather(list(PARTNERS), declares=True)
+    seen: list[str] = []
+    first.receive = lambda sender, msg, g=first: (seen.append(f"first:{sender}"), Gather.receive(g, sender, msg))[1]
+    pump.begin(first)
+    _send_part(ends["shop"][1], 0)
+    _send_part(ends["shop"][1], 1)  # shop is already in the next stage
+    _poll_all(pump)
+    assert seen == ["first:shop"] and not first.done  # the second frame was held, not fed to the first stage
+    _send_part(ends["telco"][1], 0)
+    _poll_all(pump)
+    assert first.done
+    pump.begin(second)
+    _poll_all(pump)
+    assert second.missing == {"telco"}  # shop's held frame reached the stage it belongs to
+
+
+def test_the_scorecard_node_holds_frames_of_a_later_stage():
+    from vsplit.node.scorecard import ScorecardNode
+
+    assert ScorecardNode.pump_options(None)["hold"] is True  # type: ignore[arg-type]

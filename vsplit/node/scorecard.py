@@ -90,6 +90,11 @@ class ScorecardNode(PartyNode, kinds=("scorecard",)):
         if not heu_available():
             raise ConfigError(f"model.kind = \"scorecard\": {_HINT}")
 
+    def pump_options(self) -> dict[str, Any]:
+        """A partner whose card is in moves on to the test table's PSI while others still send theirs: its frames wait
+        for the stage they belong to (``hold``)."""
+        return {"hold": True}
+
     def _key_options(self) -> dict[str, Any]:
         s = self.config.scorecard
         return {"insecure_small_key_for_tests": small_keys_allowed()} | (
