@@ -88,3 +88,30 @@ def batch_predict(root: Path, run_id: str) -> pd.DataFrame:
     paths = _in_threads({p: (lambda p=p: nodes[p].predict(resolve(configs[p], "data/test.parquet"),
                                                           channels=channels[p])) for p in COLUMNS})
     return pd.read_csv(paths["bank"], dtype={"customer_id": str})
+
+
+class Tap:
+    """A channel that records every frame it sends (the frames a party puts on the wire, for privacy checks)."""
+
+    def __init__(self, channel) -> None:
+        self.channel, self.frames = channel, []
+
+    def send(self, frame) -> None:
+        self.frames.append(bytes(frame))
+        self.channel.send(frame)
+
+    def recv(self, timeout):
+        return self.channel.recv(timeout)
+
+    def close(self) -> None:
+        self.channel.close()
+
+
+def quietly(serve, channel) -> None:
+    """Run a partner daemon's ``serve(channel)`` until the test closes the link."""
+    from vsplit.errors import TransportError
+
+    try:
+        serve(channel)
+    except TransportError:  # the test closed the link
+        pass

@@ -21,6 +21,7 @@ from vsplit.config.boosting import SMALL_KEYS_ENV
 SCRIPT = Path(__file__).resolve().parents[1] / "benchmarks" / "boosting.py"
 
 
+@pytest.mark.slow  # covered by benchmarks/boosting.py itself (results-boosting.json)
 def test_quick_run_reports_every_figure_with_the_issue_key_names(tmp_path: Path) -> None:
     out = tmp_path / "results.json"
     out.write_text(json.dumps({"serve": {"live": {"p99_ms": 1.0}}}))  # kept when serving is not re-run

@@ -21,7 +21,7 @@ pytest.importorskip("heu")
 
 from _boosting_support import NAMES, small_keys, train_boosting
 from _pilot_support import start, wait_all
-from _serving_support import _channels, _in_threads
+from _serving_support import Tap, _channels, _in_threads
 from _three_party_support import COLUMNS, PARTNERS
 
 from vsplit.boosting import fit_bins, fit_pooled
@@ -165,22 +165,6 @@ def test_reason_codes_name_the_banks_columns_and_each_partner_anonymously(run):
         assert mine["rows"] > 100 and "explanations.csv" not in mine.get("files", [])
         assert not (run / "runs" / RUN / partner / "explanations" / "j1" / "attributions.csv").exists()
 
-
-class Tap:
-    """A channel that records every frame it sends."""
-
-    def __init__(self, channel) -> None:
-        self.channel, self.frames = channel, []
-
-    def send(self, frame) -> None:
-        self.frames.append(bytes(frame))
-        self.channel.send(frame)
-
-    def recv(self, timeout):
-        return self.channel.recv(timeout)
-
-    def close(self) -> None:
-        self.channel.close()
 
 
 def test_tapped_partner_frames_are_psi_and_its_decision_bits_only(run, pooled):

@@ -25,9 +25,9 @@ pytest.importorskip("heu")
 
 from _boosting_support import batch_predict, small_keys, train_boosting
 from _pilot_support import free_port, start
+from _serving_support import Tap, quietly
 
 from vsplit.config import load_config
-from vsplit.errors import TransportError
 from vsplit.transport.codec import decode
 from vsplit.transport.memory import memory_pair
 
@@ -173,28 +173,6 @@ def test_bank_and_two_partner_processes_serve_the_trees_live_then_cached_as_batc
 # -- the frames, tapped in one process ---------------------------------------------------------------------------------
 
 
-class Tap:
-    """A channel that records every frame it sends."""
-
-    def __init__(self, channel) -> None:
-        self.channel, self.frames = channel, []
-
-    def send(self, frame) -> None:
-        self.frames.append(bytes(frame))
-        self.channel.send(frame)
-
-    def recv(self, timeout):
-        return self.channel.recv(timeout)
-
-    def close(self) -> None:
-        self.channel.close()
-
-
-def _quietly(serve, channel) -> None:
-    try:
-        serve(channel)
-    except TransportError:  # the test closed the link
-        pass
 
 
 def _pair(root: Path, mode: str):
@@ -211,7 +189,7 @@ def _pair(root: Path, mode: str):
         hub, end = memory_pair()
         taps[p] = (Tap(hub), Tap(end))
         daemons[p] = PartnerDaemon(load_config(root / p / "party.toml", overrides=common))
-        threading.Thread(target=_quietly, args=(daemons[p].serve, taps[p][1]), daemon=True).start()
+        threading.Thread(target=quietly, args=(daemons[p].serve, taps[p][1]), daemon=True).start()
         wire = Wire(taps[p][0], peer=p, session=serve_session("bank", p))
         wire.send(scorer.admit(wire.recv(10)))
         scorer.connected(PartnerLink(wire, on_message=scorer.on_message))

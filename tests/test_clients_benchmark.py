@@ -8,11 +8,14 @@ import subprocess
 import sys
 from pathlib import Path
 
+import pytest
+
 SCRIPT = Path(__file__).resolve().parents[1] / "benchmarks" / "clients.py"
 SCHEDULES = {"sequential", "splitfed_v1", "splitfed_v2", "fedavg", "split", "pooled", "best_bank_alone"}
 ROWS = 200
 
 
+@pytest.mark.slow  # covered by benchmarks/clients.py itself (results-clients.json)
 def test_one_entry_one_seed_one_round_reports_every_schedule() -> None:
     args = ["--only", "iid/3", "--seeds", "1", "--rounds", "1", "--rows", str(ROWS), "--secure-aggregation", "off"]
     done = subprocess.run([sys.executable, str(SCRIPT), *args], capture_output=True, text=True, timeout=120)

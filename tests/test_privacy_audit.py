@@ -38,6 +38,7 @@ def small_presets(monkeypatch):
     return asked
 
 
+@pytest.mark.slow  # covered by benchmarks/privacy_audit.py (every defense over seeds)
 def test_audit_averages_each_defense_setting_over_seeds_and_prices_it_against_none():
     report = audit(small, defenses=["none", "label_dp:epsilon=1"], seeds=2, epochs=2, known_labels=[40], aux_rows=80)
     rows = report.rows()

@@ -23,11 +23,10 @@ import numpy as np
 import pandas as pd
 import pytest
 from _pilot_support import free_port, start
-from _serving_support import train_run
+from _serving_support import Tap, quietly, train_run
 from _three_party_support import COLUMNS, PARTNERS
 
 from vsplit.config import load_config
-from vsplit.errors import TransportError
 from vsplit.transport.codec import decode
 from vsplit.transport.memory import memory_pair
 
@@ -199,28 +198,6 @@ def test_reasons_in_cached_mode_are_refused_409_naming_the_field(run):
 # -- the frames, tapped in one process ---------------------------------------------------------------------------------
 
 
-class Tap:
-    """A channel that records every frame it sends."""
-
-    def __init__(self, channel) -> None:
-        self.channel, self.frames = channel, []
-
-    def send(self, frame) -> None:
-        self.frames.append(bytes(frame))
-        self.channel.send(frame)
-
-    def recv(self, timeout):
-        return self.channel.recv(timeout)
-
-    def close(self) -> None:
-        self.channel.close()
-
-
-def _quietly(serve, channel) -> None:
-    try:
-        serve(channel)
-    except TransportError:  # the test closed the link
-        pass
 
 
 def _numbers(messages: list) -> np.ndarray:
@@ -254,7 +231,7 @@ def test_tapped_partner_answers_an_explanation_with_one_number_per_applicant_and
         hub, end = memory_pair()
         to_partner[p], to_bank[p] = Tap(hub), Tap(end)
         daemon = PartnerDaemon(load_config(root / p / "party.toml", overrides=common))
-        threading.Thread(target=_quietly, args=(daemon.serve, to_bank[p]), daemon=True).start()
+        threading.Thread(target=quietly, args=(daemon.serve, to_bank[p]), daemon=True).start()
         wire = Wire(to_partner[p], peer=p, session=serve_session("bank", p))
         wire.send(scorer.admit(wire.recv(10)))
         scorer.connected(PartnerLink(wire, on_message=scorer.on_message))

@@ -21,7 +21,7 @@ import numpy as np
 import pandas as pd
 import pytest
 from _pilot_support import free_port, start
-from _serving_support import batch_predict, train_run
+from _serving_support import Tap, batch_predict, quietly, train_run
 
 from vsplit.config import load_config
 from vsplit.errors import TransportError
@@ -305,28 +305,6 @@ def _delta_reaches_the_bank(client: httpx.Client, root: Path, rows: list[dict], 
 # -- the frames, tapped in one process ---------------------------------------------------------------------------------
 
 
-class Tap:
-    """A channel that records every frame it sends."""
-
-    def __init__(self, channel) -> None:
-        self.channel, self.frames = channel, []
-
-    def send(self, frame) -> None:
-        self.frames.append(bytes(frame))
-        self.channel.send(frame)
-
-    def recv(self, timeout):
-        return self.channel.recv(timeout)
-
-    def close(self) -> None:
-        self.channel.close()
-
-
-def _quietly(serve, channel) -> None:
-    try:
-        serve(channel)
-    except TransportError:  # the test closed the link
-        pass
 
 
 def _pair(root: Path, mode: str):
@@ -344,7 +322,7 @@ def _pair(root: Path, mode: str):
         hub, end = memory_pair()
         taps[p] = Tap(hub)
         daemon = PartnerDaemon(load_config(root / p / "party.toml", overrides=common))
-        threading.Thread(target=_quietly, args=(daemon.serve, end), daemon=True).start()
+        threading.Thread(target=quietly, args=(daemon.serve, end), daemon=True).start()
         wire = Wire(taps[p], peer=p, session=serve_session("bank", p))
         wire.send(scorer.admit(wire.recv(10)))
         scorer.connected(PartnerLink(wire, on_message=scorer.on_message))
