@@ -138,3 +138,43 @@ def test_a_bag_of_bank_alone_networks_is_evaluated_on_the_same_customers(fitted)
     bag = SplitBag(networks=2, mode="label_party_only", epochs=1, min_steps=0, random_state=0,
                    alignment="join").fit(views)
     assert bag.evaluate(views)["n_scored"] == KNOWN and bag.evaluate(views, customers="all")["n_scored"] == N
+
+
+def test_on_a_small_table_the_bank_models_are_compared_over_five_folds_and_the_choice_is_saved(fitted, tmp_path):
+    """The regression's figure is the mean test AUC of its five fold fits, recomputed here by hand; the network's
+    is its own folds' (each trained on the other four, its epoch chosen on validation rows of those)."""
+    from sklearn.model_selection import StratifiedKFold
+
+    from vsplit.app.fallback import BY_FOLDS, FOLDS, LOGISTIC, _rows, load_bank_only, save_bank_only
+    from vsplit.data.tables import all_ids
+    from vsplit.models.logistic import LogisticModel
+    from vsplit.models.seeds import derive_seed
+    from vsplit.party import LabelParty
+
+    clf, views = fitted
+    bank = clf.fallback_
+    assert bank.chosen_by == BY_FOLDS and set(bank.val_auc) == {"network", LOGISTIC}
+    party = bank.party
+    own = np.argsort(all_ids(party.ids), kind="stable")
+    y = party.labels.numpy().astype(np.int64)
+    splitter = StratifiedKFold(FOLDS, shuffle=True, random_state=derive_seed(0, "bank-only folds") % 2**32)
+    aucs = []
+    for fit, held in splitter.split(own, y[own]):
+        model = LogisticModel.fit(_rows(party, own[fit], 0), y[own[fit]],
+                                  cardinalities=party.preprocessor.cardinalities)
+        aucs.append(roc_auc(y[own[held]], model.proba(_rows(party, own[held], 0))))
+    assert bank.val_auc[LOGISTIC] == pytest.approx(float(np.mean(aucs)), abs=1e-12)
+    assert bank.describe()["chosen_by"] == BY_FOLDS
+
+    path = save_bank_only(bank, tmp_path / "fallback.npz", run_id="r")
+    again = load_bank_only(path, lambda _: LabelParty("bank", views["bank"], label="y", settings=clf._settings(),
+                                                       seed=0), run_id="r", party="bank")
+    assert again.chosen_by == BY_FOLDS
+
+
+def test_a_table_above_the_cross_validation_size_is_judged_on_validation_rows(monkeypatch, one_thread):
+    import vsplit.app.fallback as fallback
+
+    monkeypatch.setattr(fallback, "CV_ROWS", 100)
+    clf = SplitClassifier(epochs=2, lr=1e-7, fallback=True, random_state=0, alignment="join").fit(_views())
+    assert clf.fallback_.chosen_by == fallback.BY_VALIDATION

@@ -87,7 +87,7 @@ LAYERS: tuple[tuple[str, tuple[str, ...]], ...] = (
     ("front doors", (
         "vsplit.estimator", "vsplit.bagging", "vsplit.horizontal.run", "vsplit.node", "vsplit.boosting_estimator",
         "vsplit.estimator_file", "vsplit.views_estimator", "vsplit.pooled_trees", "vsplit.ensemble",
-        "vsplit.scorecard_estimator", "vsplit.woe.notebook",
+        "vsplit.scorecard_estimator", "vsplit.woe.notebook", "vsplit.candidates",
     )),
     ("tools", ("vsplit.evaluation", "vsplit.baselines", "vsplit.privacy", "vsplit.pilot", "vsplit.serve",
                "vsplit.explain.process", "vsplit.monitor.process", "vsplit.tune.trial", "vsplit.tune.between",

@@ -140,7 +140,9 @@ class _SplitEstimator(ViewsEstimator):
         reset_modules: bool = True,
         fallback: bool = False,
         init_seeds: Mapping[str, int] | None = None,
+        candidates: str = "network",
     ) -> None:
+        self.candidates = candidates
         self.init_seeds = init_seeds
         self.fallback = fallback
         self.pipeline_window = pipeline_window
@@ -275,6 +277,9 @@ class _SplitEstimator(ViewsEstimator):
         self.fit_seconds_ = time.perf_counter() - started
         self.n_aligned_ = len(self.rows_[self.label_party])
         self.fallback_ = self._fit_fallback(views[self.label_party])
+        from vsplit.candidates import fit_candidates
+
+        fit_candidates(self, views)
         return self
 
     def _fit_fallback(self, table: pd.DataFrame) -> Any:
@@ -467,6 +472,10 @@ class _SplitEstimator(ViewsEstimator):
         p[label_rows] = result
         known = np.zeros(len(label_ids), dtype=bool)
         known[label_rows] = True
+        if getattr(self, "scorecard_", None) is not None:  # candidates="network+scorecard": the blend of both
+            from vsplit.candidates import blend
+
+            p = blend(p, self.scorecard_.predict_proba(views)[:, 1])
         if getattr(self, "calibrator_", None) is not None:  # the label party's calibration (calibrate)
             p = self.calibrator_.apply(p)
         return p, known
@@ -509,6 +518,10 @@ class _SplitEstimator(ViewsEstimator):
         """
         from vsplit.explain.local import explain_views
 
+        if getattr(self, "scorecard_", None) is not None:
+            raise ConfigError("explain covers the network; with candidates='network+scorecard' the scorecard's "
+                              "reasons are its points: scorecard_.points(views) (each attribute's points and the "
+                              "reason codes)")
         return explain_views(self, views, steps=steps, chunk=chunk, share_top_k=share_top_k, method=method)
 
     # -- helpers ---------------------------------------------------------------------------------------------------
@@ -546,6 +559,9 @@ class _SplitEstimator(ViewsEstimator):
             raise ConfigError("split training needs at least two parties' views")
         if not 0 <= self.validation_fraction < 1:
             raise ConfigError(f"validation_fraction must be in [0, 1), got {self.validation_fraction}")
+        from vsplit.candidates import check_candidates
+
+        check_candidates(self.candidates)
         if self.alignment not in ("psi", "join"):
             raise ConfigError(f"alignment must be 'psi' or 'join', got {self.alignment!r}")
         if self.epochs < 1 or (self.batch_size is not None and self.batch_size < 1):
@@ -656,6 +672,9 @@ class SplitClassifier(ClassifierMixin, _SplitEstimator):
         init_seeds: the seed of each named party's initial weights, dropout stream and the modules it owns (default:
             ``random_state`` for every party): the init seeds the parties of a run between organizations hold
             (:mod:`vsplit.models.secret`), to build the same model here, e.g. the centralized run of the oracle.
+        candidates: ``"network"`` (default) or ``"network+scorecard"``: also train the split scorecard and score
+            with the mean of both models' log-odds, for a small table (binary, vertical; :mod:`vsplit.candidates`,
+            ``scorecard_``; docs/models.md, "Small tables").
 
     Modules of your own. ``fit`` trains the very modules you pass (as PyTorch would); a clone trains copies. With a
     built-in topology (``"vertical"``, ``"vanilla"``, ``"u_shaped"``) the output width of each of your source

@@ -253,6 +253,11 @@ class _Party(_Segments):
     def has_features(self) -> bool:
         return self.model is not None
 
+    @property
+    def streamed(self) -> bool:
+        """Whether this party reads its rows from Parquet batch by batch (:meth:`stream_from`)."""
+        return self._stream is not None
+
     def rows_of(self, rows: np.ndarray) -> Inputs:
         """This party's inputs for its own row indices ``rows`` (an alignment): sliced from its tensors, or, after
         :meth:`stream_from`, read from Parquet batch by batch (:class:`~vsplit.data.batch_inputs.ParquetInputs`)."""

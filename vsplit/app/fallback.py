@@ -4,9 +4,12 @@ Theory of operation. A split model can score only the customers every partner kn
 trains, next to the split, its best own model on its own columns alone (in this process, with nothing sent to
 anyone): the same network (the ``label_party_only`` baseline; same settings, same seeds) and a regularized logistic
 regression on the same prepared columns (:mod:`vsplit.models.logistic`), fitted on the network's training rows. The
-one with the better AUC on the network's validation rows is chosen (:attr:`BankOnly.chosen`; a tie goes to the
-regression), and the regression is then fitted again on all the rows: on a small table the network may barely train,
-and a broken baseline would inflate the split's gain.
+one with the better AUC is chosen (:attr:`BankOnly.chosen`; a tie goes to the regression), and the regression is then
+fitted again on all the rows: on a small table the network may barely train, and a broken baseline would inflate the
+split's gain. The AUC is the mean over :data:`FOLDS` stratified folds of the bank's rows (each model trained on the
+other folds, the network early-stopped on validation rows of those) when the bank has at most :data:`CV_ROWS` rows,
+and the network's validation rows on a larger table: a tenth of 1,000 rows holds a dozen positives, and on such rows
+the network won on validation rows and lost on the test rows on some seeds of ``benchmarks/small_tables.py``.
 It is saved with its run as ``fallback.npz`` (arrays only) and is the report's bank-alone baseline. At prediction
 time the customers PSI found unknown to a partner are scored by this model, and each score says which model made it
 (:data:`SPLIT` or :data:`BANK_ONLY`). :func:`score_bank_only` is the one call batch prediction, the notebook
@@ -27,6 +30,7 @@ Example:
 
 from __future__ import annotations
 
+import copy
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -58,6 +62,12 @@ NETWORK = "network"
 BANK_MODELS = (NETWORK, LOGISTIC)
 #: a chosen bank model whose validation AUC is at most this far from 0.5 gets a warning (:func:`weak_warning`)
 NEAR_CHANCE = 0.05
+#: the bank's models are compared by cross-validation on at most this many rows (more: on validation rows)
+CV_ROWS = 10_000
+#: the folds of that cross-validation
+FOLDS = 5
+#: how the choice was made (:attr:`BankOnly.chosen_by`)
+BY_VALIDATION, BY_FOLDS = "validation rows", f"{FOLDS}-fold cross-validation"
 
 
 @dataclass
@@ -72,13 +82,16 @@ class BankOnly:
     logistic: LogisticModel | None = None
     #: which model scores: :data:`NETWORK` or ``"logistic_regression"``
     chosen: str = NETWORK
-    #: each candidate's AUC on the bank's validation rows
+    #: each candidate's AUC on the bank's validation rows, or its mean over the folds (:attr:`chosen_by`)
     val_auc: dict[str, float] = field(default_factory=dict)
+    #: :data:`BY_VALIDATION` or :data:`BY_FOLDS`
+    chosen_by: str = BY_VALIDATION
 
     def describe(self) -> dict[str, Any]:
-        """What the report says of the bank's model: which one scores, each candidate's validation AUC, and a
-        warning when the chosen one is near chance."""
-        out: dict[str, Any] = {"model": self.chosen, "val_auc": {k: round(v, 4) for k, v in self.val_auc.items()}}
+        """What the report says of the bank's model: which one scores, each candidate's validation AUC (and how it
+        was measured), and a warning when the chosen one is near chance."""
+        out: dict[str, Any] = {"model": self.chosen, "val_auc": {k: round(v, 4) for k, v in self.val_auc.items()},
+                               "chosen_by": self.chosen_by}
         if warning := weak_warning(self):
             out["warning"] = warning
         return out
@@ -109,12 +122,45 @@ def train_bank_only(party: LabelParty, *, schedule: Schedule, session: bytes) ->
     """Train ``party`` (a freshly built label party) on its own columns alone; return the fitted model."""
     run = own_topology(party)
     own = np.argsort(all_ids(party.ids), kind="stable")
+    folds = party.task.name == "binary" and len(own) <= CV_ROWS and not party.streamed
+    pristine = copy.deepcopy(party) if folds else None  # untrained: each fold trains a copy of it
     trained = run_sessions({party.name: train_session(party, run, schedule=schedule, rows=own)},
                            session=session)[party.name].result
     model = BankOnly(party=party, run=run, history=trained.history, best_epoch=trained.best_epoch)
     if party.task.name == "binary":
         _choose(model, own, schedule)
+        if pristine is not None:
+            _choose_by_folds(model, pristine, own, schedule, session=session)
     return model
+
+
+def _choose_by_folds(model: BankOnly, pristine: LabelParty, own: np.ndarray, schedule: Schedule, *,
+                     session: bytes) -> None:
+    """Choose between the network and the regression by their mean AUC over :data:`FOLDS` stratified folds of
+    ``own`` (each trained on the other folds, as on every row: same settings, same seeds); a tie goes to the
+    regression. Needs both labels in every fold; else the validation-rows choice stands."""
+    from sklearn.model_selection import StratifiedKFold
+
+    y = pristine.labels.numpy().astype(np.int64)
+    if np.bincount(y[own], minlength=2).min() < FOLDS:
+        return
+    splitter = StratifiedKFold(FOLDS, shuffle=True, random_state=derive_seed(schedule.seed, "bank-only folds") % 2**32)
+    aucs: dict[str, list[float]] = {NETWORK: [], LOGISTIC: []}
+    cards = pristine.preprocessor.cardinalities if pristine.preprocessor is not None else []
+    for k, (fit, held) in enumerate(splitter.split(own, y[own])):
+        fit, held = own[fit], own[held]
+        party = copy.deepcopy(pristine)
+        run = own_topology(party)
+        fold = (session + f":fold{k}".encode())[-16:]
+        run_sessions({party.name: train_session(party, run, schedule=schedule, rows=fit)}, session=fold)
+        scored = run_sessions({party.name: score_session(party, run, (party.ids, party.inputs), rows=held)},
+                              session=fold)[party.name].result
+        aucs[NETWORK].append(roc_auc(y[held], np.asarray(scored, dtype=np.float64)))
+        logistic = LogisticModel.fit(_rows(party, fit, schedule.seed), y[fit], cardinalities=cards)
+        aucs[LOGISTIC].append(roc_auc(y[held], logistic.proba(_rows(party, held, schedule.seed))))
+    model.val_auc = {name: float(np.mean(values)) for name, values in aucs.items()}
+    model.chosen = NETWORK if model.val_auc[NETWORK] > model.val_auc[LOGISTIC] else LOGISTIC
+    model.chosen_by = BY_FOLDS
 
 
 def _choose(model: BankOnly, own: np.ndarray, schedule: Schedule) -> None:
@@ -187,7 +233,7 @@ def save_bank_only(model: BankOnly, path: Path, *, run_id: str) -> Path:
         "segments": {s: m.state_dict() for s, m in party.modules_for(model.run, task_width=party.task_width).items()},
         "feature_columns": party.feature_columns, "numeric_embedding": party.numeric_kind,
         "settings": {k: getattr(party.settings, k) for k in ARCHITECTURE},
-        "chosen": model.chosen, "val_auc": dict(model.val_auc),
+        "chosen": model.chosen, "val_auc": dict(model.val_auc), "chosen_by": model.chosen_by,
     }
     if model.logistic is not None:
         state["logistic"] = model.logistic.state()
@@ -224,7 +270,8 @@ def load_bank_only(path: Path, build: Callable[[dict[str, Any]], LabelParty], *,
         except (KeyError, ValueError) as exc:
             raise CheckpointError(f"{path}: its logistic regression is damaged ({exc}); train the run again") from exc
     return BankOnly(party=alone, run=run, history=[], best_epoch=None, logistic=logistic, chosen=chosen,
-                    val_auc={str(k): float(v) for k, v in dict(state.get("val_auc", {})).items()})
+                    val_auc={str(k): float(v) for k, v in dict(state.get("val_auc", {})).items()},
+                    chosen_by=str(state.get("chosen_by", BY_VALIDATION)))
 
 
 @dataclass

@@ -93,10 +93,12 @@ def bank_model_lines(bank_model: dict[str, Any]) -> list[str]:
     'The bank-alone baseline, and the fallback for customers a partner do'
     """
     aucs = ", ".join(f"{k.replace('_', ' ')} {v:.4f}" for k, v in bank_model.get("val_auc", {}).items())
+    by = bank_model.get("chosen_by", "validation rows")
+    where = f"in {by} of its rows" if by != "validation rows" else "on its validation rows"
     lines = ["", "### The bank alone", "",
              f"The bank-alone baseline, and the fallback for customers a partner does not know, is the bank's "
-             f"{bank_model['model'].replace('_', ' ')} on its own columns: the better of its own models on its "
-             f"validation rows ({'validation AUC: ' + aucs if aucs else 'no validation rows'})."]
+             f"{bank_model['model'].replace('_', ' ')} on its own columns: the better of its own models {where} "
+             f"({'AUC: ' + aucs if aucs else 'no validation rows'})."]
     if bank_model.get("warning"):
         lines += ["", f"> **Warning.** {bank_model['warning']}"]
     return lines
