@@ -54,7 +54,7 @@ from vsplit.errors import ConfigError
 from vsplit.models.seeds import derive_seed
 from vsplit.pooled_trees import PooledBoostClassifier
 
-__all__ = ["TREE_GRID", "WEIGHTS", "SplitEnsemble", "choose_weight", "log_odds"]
+__all__ = ["TREE_GRID", "WEIGHTS", "SplitEnsemble", "choose_weight", "log_odds", "weighted_explanation"]
 
 #: the network's weight candidates (the trees get ``1 - w``)
 WEIGHTS = tuple(round(0.05 * k, 2) for k in range(21))
@@ -247,19 +247,26 @@ class SplitEnsemble:
         """Per-party contributions of the ensemble's log-odds: ``w / networks`` times each network's
         (:meth:`SplitClassifier.explain <vsplit.estimator.SplitClassifier.explain>`, ``options`` go there) plus
         ``1 - w`` times the trees' (path attribution), on the rows every party knows, in sorted-ID order."""
-        from vsplit.explain.explanation import Explanation
-
         parts = [(self.weight_ / len(self.bag_.estimators_), clf.explain(views, **options))
                  for clf in self.bag_.estimators_]
         parts.append((1 - self.weight_, self.trees_.explain(views)))
-        ids = sorted(parts[-1][1].ids)
-        score, base = np.zeros(len(ids)), np.zeros(len(ids))
-        features, groups = None, None
-        for w, e in parts:
-            at = pd.Index(e.ids).get_indexer(ids)
-            score, base = score + w * np.asarray(e.score)[at], base + w * np.asarray(e.baseline_score)[at]
-            f, g = w * e.features.iloc[at].set_axis(ids), w * e.groups.iloc[at].set_axis(ids)
-            features = f if features is None else features + f
-            groups = g if groups is None else groups + g
-        return Explanation(label_party=parts[0][1].label_party, ids=ids, score=score, baseline_score=base,
-                           features=features, groups=groups, method="ensemble")
+        return weighted_explanation(parts)
+
+
+def weighted_explanation(parts: list[tuple[float, Any]]) -> Any:
+    """The explanation of a weighted sum of models' log-odds from each model's (``(weight, explanation)`` pairs,
+    the last one's rows kept, in sorted-ID order): the same weighted sums of their scores, baselines, and per-column
+    and per-party contributions (:meth:`SplitEnsemble.explain`; ``vsplit explain`` of an ensemble run)."""
+    from vsplit.explain.explanation import Explanation
+
+    ids = sorted(parts[-1][1].ids)
+    score, base = np.zeros(len(ids)), np.zeros(len(ids))
+    features, groups = None, None
+    for w, e in parts:
+        at = pd.Index(e.ids).get_indexer(ids)
+        score, base = score + w * np.asarray(e.score)[at], base + w * np.asarray(e.baseline_score)[at]
+        f, g = w * e.features.iloc[at].set_axis(ids), w * e.groups.iloc[at].set_axis(ids)
+        features = f if features is None else features + f
+        groups = g if groups is None else groups + g
+    return Explanation(label_party=parts[0][1].label_party, ids=ids, score=score, baseline_score=base,
+                       features=features, groups=groups, method="ensemble")

@@ -48,6 +48,8 @@ def train_summary(result: Any, *, report: Path | None) -> str:
     elif result.history:
         chosen = "" if result.best_epoch is None else f", epoch {result.best_epoch + 1} chosen"
         head.append(f"{len(result.history)} epochs run{chosen};")
+    if getattr(result, "weight", None) is not None:  # an ensemble ([model] kind = "ensemble")
+        head.append(f"the networks weigh {result.weight:g}, the trees {1 - result.weight:g};")
     head.append(f"{sum(result.seconds.values()):.0f} s")
     lines = [" ".join(head)]
     test = result.test or {}

@@ -23,7 +23,7 @@ from vsplit.config.schema import PartyConfig
 
 #: set to "1" only by tests: lets ``boosting.key_bits`` go down to 1024 (OU) / 512 (Paillier), with a warning
 SMALL_KEYS_ENV = "VSPLIT_INSECURE_SMALL_HE_KEYS_FOR_TESTS"
-MODEL_KINDS = ("network", "boosting", "scorecard")
+MODEL_KINDS = ("network", "boosting", "scorecard", "ensemble")
 
 
 def small_keys_allowed(environ: Mapping[str, str] | None = None) -> bool:
@@ -36,7 +36,7 @@ def boosting_checks(config: PartyConfig, *, environ: Mapping[str, str] | None = 
     kind, b = config.model.kind, config.boosting
     if kind not in MODEL_KINDS:
         return [f"model.kind: must be one of {', '.join(MODEL_KINDS)}; got {kind!r}"]
-    if kind != "boosting":
+    if kind not in ("boosting", "ensemble"):  # an ensemble's trees are [boosting]'s
         return []
     errors = []
     if config.topology.kind != "vertical":
@@ -67,7 +67,7 @@ def boosting_checks(config: PartyConfig, *, environ: Mapping[str, str] | None = 
                       "without a better held-out loss after which training stops, e.g. 5")
     elif b.early_stopping_rounds and config.party.role == "label" and not config.train.validation_fraction > 0:
         errors.append("boosting.early_stopping_rounds: needs held-out rows; set train.validation_fraction, e.g. 0.1")
-    if config.train.networks != 1:
+    if config.train.networks != 1 and kind == "boosting":
         errors.append("train.networks: a bag of networks is for kind = \"network\"; set 1 with boosting")
     return errors
 

@@ -209,6 +209,9 @@ def _cross_checks(config: PartyConfig, folder: Path, *, check_files: bool) -> li
     from vsplit.config.scorecard import scorecard_checks
 
     errors += scorecard_checks(config)
+    from vsplit.config.ensemble import ensemble_checks
+
+    errors += ensemble_checks(config)
     if kind == "horizontal":
         from vsplit.config.horizontal import horizontal_checks
 

@@ -117,8 +117,9 @@ class DataSection:
 
 @dataclass(frozen=True)
 class ModelSection:
-    #: "network" (split neural networks), "boosting" (vertical gradient-boosted trees, ``[boosting]``) or
-    #: "scorecard" (a vertical scorecard on WOE inputs, ``[woe]`` and ``[scorecard]``)
+    #: "network" (split neural networks), "boosting" (vertical gradient-boosted trees, ``[boosting]``),
+    #: "scorecard" (a vertical scorecard on WOE inputs, ``[woe]`` and ``[scorecard]``) or "ensemble" (networks and
+    #: trees combined by the label party, ``[ensemble]`` and ``[boosting]``)
     kind: str = "network"
     embedding_width: int = 16
     #: the defaults are the default recipe's (vsplit.models.recipe: RECIPE; PLAIN is the network before it)
@@ -481,6 +482,24 @@ class ScorecardSection:
 
 
 @dataclass(frozen=True)
+class EnsembleSection:
+    """``[model] kind = "ensemble"``: split networks and vertical boosted trees, combined by the label party on the
+    log-odds scale (docs/ensemble.md); the networks take the usual ``[model]``/``[train]`` keys, the trees
+    ``[boosting]``."""
+
+    #: every party (the same on all): networks of the bag, each its own seed (as ``train.networks`` does)
+    networks: int = 1
+    #: label party: the share of its training rows set aside (stratified, drawn with train.seed) to choose the weight
+    weight_fraction: float = 0.1
+    #: label party: the networks' candidate weights, the trees getting 1 - w (empty: 0, 0.05, ..., 1)
+    weights: tuple[float, ...] = ()
+    #: every party (the same on all): a fixed weight of the networks in [0, 1] instead; no rows set aside
+    weight: float | None = None
+    #: every party (the same on all): once the weight is chosen, train both parts again on every row
+    refit: bool = True
+
+
+@dataclass(frozen=True)
 class PartyConfig:
     party: PartySection
     network: NetworkSection
@@ -499,5 +518,6 @@ class PartyConfig:
     boosting: BoostingSection = field(default_factory=BoostingSection)
     woe: WoeSection = field(default_factory=WoeSection)
     scorecard: ScorecardSection = field(default_factory=ScorecardSection)
+    ensemble: EnsembleSection = field(default_factory=EnsembleSection)
     #: the file the config came from (for resolving relative paths and error messages)
     source: str = ""

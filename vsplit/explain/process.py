@@ -83,6 +83,8 @@ def explain_party(config: PartyConfig, input_path: Path | None, *, job: str | No
     node = PartyNode(config, progress=False)
     if config.model.kind == "boosting":
         return _explain_trees(config, node, input_path, job=job, channels=channels, began=began)
+    if config.model.kind == "ensemble":  # networks and trees: the combination's contributions
+        return _explain_ensemble(config, node, input_path, job=job, channels=channels, began=began)
     if not isinstance(node, AlignedNode):
         raise ConfigError(f"{config.source}: vsplit explain explains vertical, vanilla and U-shaped splits, not "
                           f"{config.topology.kind!r}")
@@ -180,6 +182,75 @@ def _trees_session(node: Any, table: pd.DataFrame, *, psi: Any, source: Path | N
         else PartnerPredict(node.model, codes=codes, label=node.hub)
     yield "explain", machine
     return rows, codes, getattr(machine, "bits", None)
+
+
+def _explain_ensemble(config: PartyConfig, node: Any, input_path: Path | None, *, job: str,
+                      channels: Mapping[str, Channel] | None, began: float) -> Path:
+    """``vsplit explain`` of an ensemble run (:class:`~vsplit.node.ensemble.EnsembleNode`): the per-party
+    contributions of the combination, as :meth:`vsplit.ensemble.SplitEnsemble.explain` defines them in memory.
+
+    Over one pump: PSI of the rows and each network of the bag's explanation machines in turn on those aligned rows
+    (a network run's exchange), then the trees' PSI and prediction round keeping the partners' decision bits at the
+    bank (a trees run's). The bank weighs each network's explanation by ``w / networks`` and the trees' path
+    attribution by ``1 - w`` (:func:`vsplit.ensemble.weighted_explanation`): its own columns' and each partner's
+    contributions add up to the ensemble's log-odds, written as a network run's. A partner keeps each network's
+    attributions of its own columns (their weighted sum needs ``w``, which only the bank holds)."""
+    from vsplit.boosting.explain import kept_values
+    from vsplit.ensemble import weighted_explanation
+    from vsplit.explain.path import explain_trees
+
+    node.load_model()
+    trees = node.trees
+    values = kept_values(trees.model, trees.params) if node.role == "label" else None  # before any peer is dialed
+    table, _ = node.read_input(input_path, None)
+    folder = node.folder / FOLDER / job
+    folder.mkdir(parents=True, exist_ok=True)
+    session = _ensemble_session(node, table, folder=folder, source=input_path)
+    channels = dict(channels) if channels is not None else node.open_channels()
+    pump = node.pump(channels, purpose=":explain")
+    rows, results, (tree_rows, codes, bits) = node.drive(session, channels, pump)
+    ids = [str(v) for v in table[config.data.id_column].to_numpy()[rows]]
+    summary: dict[str, Any] = {"run_id": config.output.run_id, "party": node.name, "job": job,
+                               "communication": pump.stats.as_dict(), "rows": len(ids)}
+    if node.role == "label":
+        share = node.weight / len(results)
+        parts = [(share, explanation_of(node.name, ids, result)) for result in results]
+        tree_ids = [str(v) for v in table[config.data.id_column].to_numpy()[tree_rows]]
+        parts.append((1 - node.weight, explain_trees(trees.model, values or [], own_codes=codes, decisions=bits,
+                                                     ids=tree_ids, own_columns=list(trees.encoder.columns),
+                                                     partners=trees.partners, label_party=node.name)))
+        summary.update(_label_outputs(config, weighted_explanation(parts), folder), weight=node.weight)
+    elif results and results[0].columns:
+        frames = [pd.DataFrame(r.values, columns=[f"{c}@network{k}" for c in r.columns]) for k, r in enumerate(results)]
+        local = pd.concat(frames, axis=1)
+        local.insert(0, config.data.id_column, ids)
+        write_atomic(folder / "attributions.csv", local.to_csv(index=False).encode(), within=node.folder)
+        summary["attributions"] = "attributions.csv, each network's (kept by this party; never sent)"
+        summary["shared_top_k"] = config.explain.share_top_k
+    summary["seconds"] = round(time.perf_counter() - began, 3)
+    path = folder / "explain.json"
+    write_atomic(path, (json.dumps(summary, indent=2, default=_plain) + "\n").encode(), within=node.folder)
+    return path
+
+
+def _ensemble_session(node: Any, table: pd.DataFrame, *, folder: Path, source: Path | None) -> Any:
+    """PSI, each network's explanation machines on the aligned rows, then the trees' PSI and prediction round; the
+    outcome is ``(aligned rows, each network's PartyExplanation, (the trees' rows, codes, bits))``."""
+    nets, ex = node.nets, node.config.explain
+    with about_file(source):
+        prepared = [p.prepare(table) for p in nets.networks]
+    psi = nets.psi_settings("explain", state_dir=folder / "psi-state" / "networks")
+    options = {"steps": ex.steps, "chunk": ex.chunk, "share_top_k": ex.share_top_k, "method": ex.method}
+    first = yield from explain_session(nets.networks[0], nets.topology, prepared[0], psi=psi, **options)
+    results = [first.result]
+    for party, inputs in zip(nets.networks[1:], prepared[1:], strict=True):
+        more = yield from explain_session(party, nets.topology, inputs, rows=first.rows, **options)
+        results.append(more.result)
+    tree_part = yield from _trees_session(node.trees, table, source=source,
+                                          psi=node.trees.psi_settings("explain", state_dir=folder / "psi-state" /
+                                                                      "trees"))
+    rows = first.rows if first.rows is not None else np.zeros(0, dtype=np.int64)
+    return rows, results, tree_part
 
 
 def _label_outputs(config: PartyConfig, explanation: Explanation, folder: Path) -> dict[str, Any]:

@@ -65,6 +65,8 @@ class Scored:
     rows: np.ndarray
     proba: np.ndarray | None
     psi: dict[str, Any]
+    #: a bag at the label party: each network's predictions (``proba`` is their mean), for the ensemble's node
+    each: list[np.ndarray] | None = None
 
 
 @dataclass
@@ -213,13 +215,7 @@ class AlignedNode(PartyNode, kinds=("vertical", "vanilla", "u_shaped")):
         ``(training outcome, scored test table or None)``."""
         self._psi_backend = self.open_psi_backend()
         try:
-            outcome = yield from self._train_session()
-            self._trained, self.more_networks = [outcome], []
-            for network in range(1, self.config.train.networks):  # a bag: the same rows, each its own seed
-                party = self._build_party(self.table, network=network)
-                self.more_networks.append(party)
-                self._trained.append((yield from self._train_session(party, network=network, rows=outcome.rows)))
-            self.save_model()
+            outcome = yield from self.train_networks()
             scored = None
             if outcome.extra["machine"].plan.then_score:  # the label party has a test table: every party scores it
                 test, source = self._test_table_to_score()
@@ -232,6 +228,18 @@ class AlignedNode(PartyNode, kinds=("vertical", "vanilla", "u_shaped")):
             if self._psi_backend is not None:
                 self._psi_backend.close()
                 self._psi_backend = None
+
+    def train_networks(self, rows: np.ndarray | None = None) -> Any:
+        """Train every network of this party (a bag: the same rows, each its own seed), then ``model.npz``; ``rows``:
+        already aligned (the ensemble's node, :mod:`vsplit.node.ensemble`). The first network's training outcome."""
+        outcome = yield from self._train_session(rows=rows)
+        self._trained, self.more_networks = [outcome], []
+        for network in range(1, self.config.train.networks):
+            party = self._build_party(self.table, network=network)
+            self.more_networks.append(party)
+            self._trained.append((yield from self._train_session(party, network=network, rows=outcome.rows)))
+        self.save_model()
+        return outcome
 
     def finish(self, outcome: Any, comm: dict[str, Any], seconds: Mapping[str, float], *,
                lost: Iterable[str] = ()) -> NodeResult:
@@ -375,7 +383,8 @@ class AlignedNode(PartyNode, kinds=("vertical", "vanilla", "u_shaped")):
         rows = outcome.rows if outcome.rows is not None else np.zeros(0, dtype=np.int64)
         proba = np.mean(results, axis=0) if isinstance(self.party, LabelParty) else None
         psi = psi_summary(outcome.alignment) if outcome.alignment is not None else {}
-        return Scored(table=table if table is not None else pd.DataFrame(), ids=ids, rows=rows, proba=proba, psi=psi)
+        return Scored(table=table if table is not None else pd.DataFrame(), ids=ids, rows=rows, proba=proba, psi=psi,
+                      each=[np.asarray(r) for r in results] if proba is not None else None)
 
     def label_party_only(self, test: pd.DataFrame, rows: np.ndarray) -> dict[str, float] | None:
         """The baseline the label party can compute alone, scored on the same rows: its own columns alone

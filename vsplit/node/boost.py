@@ -108,33 +108,13 @@ class BoostNode(PartyNode, kinds=("boosting",)):
         """PSI, the agreement on where to start, the trees, and (if configured) the test table's PSI and scoring;
         its outcome is ``(alignment, scored test table or None)``."""
         from vsplit.app.session import psi_machine
-        from vsplit.boosting import fit_bins
         from vsplit.psi.alignment import canonical_rows
 
         self._psi_backend = self.open_psi_backend()
         try:
             ids = self.table[self.config.data.id_column]
             alignment = yield "psi", psi_machine(self.name, self.topology, ids, self.psi_settings())
-            rows = canonical_rows(alignment)
-            self.encoder = Encoder.fit(self.table[self.feature_columns], categorical=self.config.data.categorical)
-            values = self.encoder.transform(self.table.iloc[rows][self.feature_columns])
-            self.bins = fit_bins(values, categorical=self.encoder.categorical, max_bins=self.config.boosting.max_bins)
-            codes = self.bins.transform(values)
-            start, over, holdout = yield "resume", self._resume_machine(len(rows))
-            self._resumed_from = start
-            saved = self._restore(start)
-            self.trees_done = start
-            if over:
-                self.model = self._model_from(saved)
-            else:
-                training = self._train_machine(codes, rows, saved, holdout=holdout)
-                cpu = time.process_time()
-                self.model = yield "train", training
-                cpu = time.process_time() - cpu
-                self.trees_done = training.trees
-                self.losses = list(getattr(training.machine, "losses", []))
-                self.work_seconds = {**training.inner.seconds, "checkpoints": training.seconds, "cpu": cpu}
-            self.save_model()
+            yield from self.train_stages(canonical_rows(alignment))
             test = self._test_table()
             scored = None
             if test is not None:
@@ -145,6 +125,32 @@ class BoostNode(PartyNode, kinds=("boosting",)):
             if self._psi_backend is not None:
                 self._psi_backend.close()
                 self._psi_backend = None
+
+    def train_stages(self, rows: np.ndarray) -> Any:
+        """The stages after the alignment (``rows``: this party's aligned rows, in the agreed order): the bins, the
+        agreement on where to start, the trees; then ``model.npz`` (also run by the ensemble's node,
+        :mod:`vsplit.node.ensemble`)."""
+        from vsplit.boosting import fit_bins
+
+        self.encoder = Encoder.fit(self.table[self.feature_columns], categorical=self.config.data.categorical)
+        values = self.encoder.transform(self.table.iloc[rows][self.feature_columns])
+        self.bins = fit_bins(values, categorical=self.encoder.categorical, max_bins=self.config.boosting.max_bins)
+        codes = self.bins.transform(values)
+        start, over, holdout = yield "resume", self._resume_machine(len(rows))
+        self._resumed_from = start
+        saved = self._restore(start)
+        self.trees_done = start
+        if over:
+            self.model = self._model_from(saved)
+        else:
+            training = self._train_machine(codes, rows, saved, holdout=holdout)
+            cpu = time.process_time()
+            self.model = yield "train", training
+            cpu = time.process_time() - cpu
+            self.trees_done = training.trees
+            self.losses = list(getattr(training.machine, "losses", []))
+            self.work_seconds = {**training.inner.seconds, "checkpoints": training.seconds, "cpu": cpu}
+        self.save_model()
 
     # -- training ----------------------------------------------------------------------------------------------------
     def _resume_machine(self, rows: int) -> Any:

@@ -35,8 +35,8 @@ from vsplit.serve.messages import pair_digest
 
 
 def model_kind(config: PartyConfig) -> str:
-    """``"boosting"`` or ``"scorecard"`` if the saved model of ``config.output.run_id`` is one, else ``"network"``
-    (also when there is no readable model file: the network loader then says what is missing)."""
+    """``"boosting"``, ``"scorecard"`` or ``"ensemble"`` if the saved model of ``config.output.run_id`` is one, else
+    ``"network"`` (also when there is no readable model file: the network loader then says what is missing)."""
     from vsplit.serve.runs import _record
 
     try:
@@ -46,7 +46,7 @@ def model_kind(config: PartyConfig) -> str:
     meta = _record(folder / "model.npz") if (folder / "model.npz").is_file() else None
     tree = meta.get("tree") if isinstance(meta, dict) else None
     pairs = tree.get("__dict__") if isinstance(tree, dict) else None
-    for kind in ("boosting", "scorecard"):
+    for kind in ("boosting", "scorecard", "ensemble"):
         if isinstance(pairs, list) and ["kind", kind] in pairs:
             return kind
     return "network"
@@ -86,7 +86,11 @@ class BoostPartnerModel:
 
     @classmethod
     def load(cls, config: PartyConfig) -> BoostPartnerModel:
-        node = load_boost_node(config)
+        return cls.of(load_boost_node(config), config)
+
+    @classmethod
+    def of(cls, node: Any, config: PartyConfig) -> BoostPartnerModel:
+        """The partner model of ``node``, a boosting node of ``config`` with its model loaded."""
         records = len(node.model.columns)
         return cls(node=node, run_id=config.output.run_id, casefold=config.psi.case_fold,
                    digest=boost_digest(config.output.run_id, config.party.name, records))
@@ -131,12 +135,16 @@ class BoostBankModel:
 
     @classmethod
     def load(cls, config: PartyConfig) -> BoostBankModel:
-        from vsplit.boosting.forest import Forest
-
         if config.party.role != "label":
             raise ConfigError(f"party.role: the scoring service runs at the label party, {config.party.name} is "
                               f"{config.party.role!r}")
-        node = load_boost_node(config)
+        return cls.of(load_boost_node(config), config)
+
+    @classmethod
+    def of(cls, node: Any, config: PartyConfig) -> BoostBankModel:
+        """The bank model of ``node``, a boosting node of ``config`` with its model loaded."""
+        from vsplit.boosting.forest import Forest
+
         forest = Forest.of(node.model, partners=len(node.partners))
         run_id = config.output.run_id
         partners = {p: ("", n, boost_digest(run_id, p, n)) for p, n in zip(node.partners, forest.records,

@@ -58,6 +58,11 @@ def load_node(config: PartyConfig) -> Any:
                           "differ from batch prediction; serve a run trained without defenses")
     node = PartyNode(config, progress=False)
     node.load_model()
+    return evaluating(node)
+
+
+def evaluating(node: Any) -> Any:
+    """``node`` (a network node, its model loaded) with every network's modules in evaluation mode."""
     for party in node.networks:
         for module in party.modules_for(node.topology, task_width=_width(party)).values():
             module.eval()
@@ -129,10 +134,19 @@ class PartnerModel:
             from vsplit.serve.scorecard_model import ScorecardPartnerModel
 
             return ScorecardPartnerModel.load(config)
+        if _kind(config) == "ensemble":  # networks and trees: both parts' answers, side by side
+            from vsplit.serve.ensemble_model import EnsemblePartnerModel
+
+            return EnsemblePartnerModel.load(config, networks=cls.of)
         if config.party.role != "feature":
             raise ConfigError(f"party.role: the partner daemon serves a feature party, {config.party.name} is "
                               f"{config.party.role!r}; the bank runs the HTTP service (same command)")
-        node = load_node(config)
+        return cls.of(load_node(config), config)
+
+    @classmethod
+    def of(cls, node: Any, config: PartyConfig) -> PartnerModel:
+        """The partner model of ``node``, a network node of ``config`` with its model loaded (:func:`load_node`)."""
+        evaluating(node)
         me = config.party.name
         (cut,) = node.topology.cuts_out_of(me)
         digest = bag_digest(config.output.run_id, node.topology.view_fingerprint(me), len(node.networks))
@@ -204,10 +218,19 @@ class BankModel:
             from vsplit.serve.scorecard_model import ScorecardBankModel
 
             return ScorecardBankModel.load(config)
+        if _kind(config) == "ensemble":  # networks and trees, combined with the run's weight
+            from vsplit.serve.ensemble_model import EnsembleBankModel
+
+            return EnsembleBankModel.load(config, networks=cls.of)
         if config.party.role != "label":
             raise ConfigError(f"party.role: the scoring service runs at the label party, {config.party.name} is "
                               f"{config.party.role!r}")
-        node = load_node(config)
+        return cls.of(load_node(config), config)
+
+    @classmethod
+    def of(cls, node: Any, config: PartyConfig) -> BankModel:
+        """The bank model of ``node``, a network node of ``config`` with its model loaded (:func:`load_node`)."""
+        evaluating(node)
         me, topology = config.party.name, node.topology
         bag = len(node.networks)
         partners = {c.src_owner: (c.src, int(np.prod(c.shapes[0])) * bag,

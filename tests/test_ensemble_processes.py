@@ -1,0 +1,241 @@
+"""The split ensemble between organizations (``[model] kind = "ensemble"``): a bank and two partners as three OS
+processes over mutual TLS train a bag of split networks and vertical boosted trees, the bank chooses the weight on
+rows it set aside and both parts are refitted on every row; the weight, its validation scores and ``vsplit
+predict``'s probabilities equal :class:`vsplit.ensemble.SplitEnsemble` in one process with the same rows, seeds and
+settings (tests/_ensemble_support.py); bad settings and ``--resume`` fail clearly.
+
+One trained run (module fixture) serves every test of the file.
+"""
+
+from __future__ import annotations
+
+import json
+import threading
+import warnings
+
+import numpy as np
+import pandas as pd
+import pytest
+
+pytest.importorskip("heu")
+
+from _ensemble_support import NAMES, NETWORKS, SETS, TREES, in_memory, prepare, views
+from _pilot_support import start, wait_all
+from _serving_support import Tap, quietly
+
+from vsplit.config import load_config
+from vsplit.config.boosting import SMALL_KEYS_ENV
+from vsplit.errors import CheckpointError, ConfigError
+from vsplit.runtime.checkpoint import load_checkpoint
+from vsplit.runtime.jobs import PredictJob
+
+RUN = "ens-tls"
+
+
+def _launch(root, configs, command: list[str], tag: str, *, timeout: float = 180, each=lambda party: []) -> None:
+    logs = {p: root / f"{p}-{tag}.log" for p in configs}
+    procs = {p: start([*command, "--config", str(c), "--quiet", *SETS, *each(p)], log=logs[p])
+             for p, c in configs.items()}
+    wait_all(procs, logs, timeout=timeout)
+
+
+@pytest.fixture(scope="module")
+def trained(tmp_path_factory):
+    """One ensemble run as three processes over mutual TLS, then ``vsplit predict``'s code (``PartyNode.predict``)
+    on every party's test table, in threads over memory channels: a second set of processes would only start the
+    same code again."""
+    from _serving_support import _channels, _in_threads
+
+    from vsplit.node import PartyNode
+
+    root = tmp_path_factory.mktemp("ensemble")
+    configs = prepare(root, RUN)
+    with pytest.MonkeyPatch.context() as patch:
+        patch.setenv(SMALL_KEYS_ENV, "1")
+        _launch(root, configs, ["train"], "train")
+        nodes = {p: PartyNode(load_config(c, overrides=SETS[1::2]), progress=False) for p, c in configs.items()}
+        channels = _channels()
+        _in_threads({p: (lambda p=p: nodes[p].predict(root / p / "data" / "test.parquet", channels=channels[p],
+                                                       job=PredictJob.open(nodes[p].folder, "j1")))
+                     for p in configs})
+    return root
+
+
+@pytest.fixture(autouse=True)
+def _small_keys(monkeypatch):
+    monkeypatch.setenv(SMALL_KEYS_ENV, "1")  # the configs name 1024-bit keys: tests only
+
+
+@pytest.fixture(scope="module")
+def reference(trained):
+    """The same ensemble in one process."""
+    return in_memory(trained)
+
+
+def _result(root, party: str) -> dict:
+    return json.loads((root / "runs" / RUN / party / "result.json").read_text())
+
+
+def test_three_processes_over_tls_choose_the_weight_split_ensemble_chooses_in_one_process(trained, reference):
+    result = _result(trained, "bank")
+    assert result["weight"] == reference.weight_
+    assert dict(map(tuple, result["weight_scores"])) == pytest.approx(reference.weight_scores_, abs=1e-6)
+    assert result["validation_auc"] == pytest.approx(reference.validation_auc_, abs=1e-6)
+    # refitted on every row: the trees kept, scaled by the rows' ratio, as the in-memory refit
+    assert result["refit"] and result["trees"] == reference.refit_trees_params_["n_estimators"] > TREES
+    assert 0.5 < result["test"]["auc"] <= 1 and result["test"]["n_scored"] > 100
+    assert len(result["networks"]) == NETWORKS and result["networks"][0]["epochs_run"] == len(result["history"]) > 0
+    assert f"the networks weigh {reference.weight_:g}" in (trained / "bank-train.log").read_text()
+    folder = trained / "runs" / RUN
+    for party in NAMES:  # each part its own model file; only the bank's top-level file holds the weight
+        state = load_checkpoint(folder / party / "model.npz", run_id=RUN, party=party)
+        assert state["kind"] == "ensemble" and state["networks"] == NETWORKS
+        assert ("weight" in state) == (party == "bank")
+        assert all((folder / party / part / "model.npz").is_file() for part in ("networks", "trees"))
+        assert not (folder / party / "trees" / "checkpoints").exists()  # nothing resumes an ensemble: none kept
+        if party != "bank":
+            assert _result(trained, party)["weight"] is None and _result(trained, party)["test"] is None
+
+
+def test_vsplit_predict_equals_split_ensemble_in_one_process(trained, reference):
+    got = pd.read_csv(trained / "runs" / RUN / "bank" / "predictions" / "j1" / "predictions.csv",
+                      dtype={"customer_id": str}).set_index("customer_id")
+    scored = got[got["status"] == "scored"]["probability"]
+    test = views(trained, "test")
+    ids = test["bank"]["customer_id"].astype(str)
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore", UserWarning)  # customers a partner does not know: NaN
+        expected = pd.Series(reference.predict_proba(test)[:, 1], index=ids)
+        trees = pd.Series(reference.trees_.predict_proba(test)[:, 1], index=ids)
+    assert len(scored) == int(expected.notna().sum()) > 100
+    np.testing.assert_allclose(scored.to_numpy(), expected[scored.index].to_numpy(), rtol=0, atol=1e-5)
+    assert (got["status"] != "scored").sum() == len(ids) - len(scored)  # the others are listed, not scored
+    if 0 < reference.weight_ < 1:  # the combination is neither part alone
+        assert np.abs(scored.to_numpy() - trees[scored.index].to_numpy()).max() > 1e-3
+
+
+def test_an_ensemble_refuses_resume_before_reaching_any_peer(trained):
+    from vsplit.node import PartyNode
+
+    config = load_config(trained / "bank" / "party.toml")
+    with pytest.raises(CheckpointError, match="--resume does not resume an ensemble"):
+        PartyNode(config, resume=True, progress=False).before_connect()
+
+
+@pytest.mark.parametrize(("override", "expected"), [
+    ("ensemble.weight_fraction=0", "ensemble.weight_fraction: 0(.0)? is out of range"),
+    ("ensemble.weights=[0.5, 2.0]", "ensemble.weights: .* in \\[0, 1\\]"),
+    ("ensemble.weight=1.5", "ensemble.weight: 1.5"),
+    ("ensemble.networks=0", "ensemble.networks: 0 is out of range"),
+    ("train.networks=2", "train.networks: an ensemble's bag is ensemble.networks"),
+    ("boosting.max_depth=0", "boosting.max_depth: 0 is out of range"),
+])
+def test_bad_ensemble_settings_are_refused_naming_the_key(trained, override, expected):
+    with pytest.raises(ConfigError, match=expected):
+        load_config(trained / "bank" / "party.toml", overrides=[override])
+
+
+# -- serving: the bank's scorer and the partners' daemons joined in one process over memory links --------------------
+
+
+def test_served_scores_equal_vsplit_predict_with_one_partner_round_trip_for_both_parts(trained):
+    """Live mode: each partner answers every batch once, its embeddings and its decision bits side by side."""
+    from vsplit.serve import messages as m
+    from vsplit.serve.links import PartnerLink
+    from vsplit.serve.partner import PartnerDaemon
+    from vsplit.serve.scorer import Row, Scorer
+    from vsplit.serve.wire import Wire, serve_session
+    from vsplit.transport.codec import decode
+    from vsplit.transport.memory import memory_pair
+
+    common = [*(SETS[1::2]), 'serve.table="data/test.parquet"', "serve.mode=live"]
+    scorer = Scorer(load_config(trained / "bank" / "party.toml", overrides=common))
+    taps, daemons = {}, {}
+    try:
+        for p in NAMES[1:]:
+            hub, end = memory_pair()
+            taps[p] = (Tap(hub), Tap(end))
+            daemons[p] = PartnerDaemon(load_config(trained / p / "party.toml", overrides=common))
+            threading.Thread(target=quietly, args=(daemons[p].serve, taps[p][1]), daemon=True).start()
+            wire = Wire(taps[p][0], peer=p, session=serve_session("bank", p))
+            wire.send(scorer.admit(wire.recv(10)))
+            scorer.connected(PartnerLink(wire, on_message=scorer.on_message))
+        version = scorer.model
+        test = pd.read_parquet(trained / "bank" / "data" / "test.parquet")
+        rows = [Row(id=str(r["customer_id"]), features={c: (r[c].item() if hasattr(r[c], "item") else r[c])
+                                                         for c in version.columns}) for r in test.to_dict("records")]
+        scored = [s for at in range(0, len(rows), 64) for s in scorer.score(rows[at:at + 64])]
+        batches = -(-len(rows) // 64)
+        served = pd.Series({s.id: s.score for s in scored if s.model == "split"})
+        batch = pd.read_csv(trained / "runs" / RUN / "bank" / "predictions" / "j1" / "predictions.csv",
+                            dtype={"customer_id": str}).set_index("customer_id")
+        expected = batch[batch["status"] == "scored"]["probability"]
+        assert sorted(served.index) == sorted(expected.index) and len(served) > 100
+        np.testing.assert_allclose(served.to_numpy(), expected[served.index].to_numpy(), rtol=0, atol=1e-6)
+        assert all(s.score is None for s in scored if s.id not in served.index)  # no bank-only model: no score
+        for p, (_, partner_tap) in taps.items():
+            replies = [a for a in (decode(f)[1] for f in partner_tap.frames) if isinstance(a, m.EmbedReply)]
+            assert len(replies) == batches  # one answer per batch serves the networks and the trees
+            networks = version.networks.partners[p][1]
+            records = len(daemons[p].models[RUN].trees.node.model.columns)
+            for reply in replies:
+                assert reply.values.dtype == np.float32 and reply.values.shape[1] == networks + records
+                assert set(np.unique(reply.values[:, networks:]).tolist()) <= {0.0, 1.0}
+    finally:
+        for daemon in daemons.values():
+            daemon.close()
+        for tap, other in taps.values():
+            tap.close()
+            other.close()
+
+
+def test_vsplit_explain_gives_the_combinations_contributions_as_split_ensemble_explains_them(trained, reference):
+    """``vsplit explain``'s code (explain_party) at every party, in threads over memory channels: the bank's per-row
+    contributions of its columns and of each partner add up to the ensemble's log-odds of ``vsplit predict`` and
+    equal SplitEnsemble.explain in one process."""
+    from _serving_support import _channels, _in_threads
+
+    from vsplit.ensemble import log_odds
+    from vsplit.explain.process import explain_party
+
+    configs = {p: load_config(trained / p / "party.toml", overrides=SETS[1::2]) for p in NAMES}
+    channels = _channels()
+    paths = _in_threads({p: (lambda p=p: explain_party(configs[p], trained / p / "data" / "test.parquet", job="e1",
+                                                       channels=channels[p])) for p in NAMES})
+    folder = paths["bank"].parent
+    got = pd.read_csv(folder / "explanations.csv", dtype={"customer_id": str}).set_index("customer_id")
+    summary = json.loads(paths["bank"].read_text())
+    assert summary["weight"] == reference.weight_ and summary["method"] == "ensemble"
+    parts = [c for c in got.columns if c not in ("score", "baseline_score", "probability", "baseline_probability")]
+    assert {"party:shop", "party:telco"} <= set(parts) and "age" in parts
+    np.testing.assert_allclose(got[parts].sum(axis=1), got["score"] - got["baseline_score"], atol=1e-4)
+    batch = pd.read_csv(trained / "runs" / RUN / "bank" / "predictions" / "j1" / "predictions.csv",
+                        dtype={"customer_id": str}).set_index("customer_id")
+    assert len(got) == int((batch["status"] == "scored").sum()) > 100
+    np.testing.assert_allclose(got["score"], log_odds(batch.loc[got.index, "probability"].to_numpy()), atol=1e-4)
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore", UserWarning)
+        expected = reference.explain(views(trained, "test")).table(id_column="customer_id").set_index("customer_id")
+    np.testing.assert_allclose(got[parts].to_numpy(), expected.loc[got.index, parts].to_numpy(), atol=1e-4)
+    for p in NAMES[1:]:  # a partner keeps each network's attributions of its own columns
+        local = json.loads(paths[p].read_text())
+        assert local["rows"] == len(got) and "attributions.csv" in local["attributions"]
+
+
+def test_parties_configured_with_other_ensemble_settings_refuse_each_other_naming_the_key(trained):
+    """The parties' nodes in threads over memory channels: the shop does not refit; the bank stops before any PSI,
+    naming the shop and the key, and the partners are told the settings disagree."""
+    from _serving_support import _channels, in_threads_with_errors
+
+    from vsplit.errors import ProtocolError, RemoteAbort
+    from vsplit.node import PartyNode
+
+    sets = {"shop": ["ensemble.refit=false"]}
+    nodes = {p: PartyNode(load_config(trained / p / "party.toml", overrides=[
+        *SETS[1::2], "output.run_id=mixed", 'data.test_path=""', *sets.get(p, [])]), progress=False) for p in NAMES}
+    channels = _channels()
+    _, errors = in_threads_with_errors({p: (lambda p=p: nodes[p].run(channels[p])) for p in NAMES}, timeout=60)
+    assert isinstance(errors.get("bank"), ProtocolError), errors
+    assert "'shop'" in str(errors["bank"]) and "ensemble.refit = false" in str(errors["bank"])
+    assert isinstance(errors.get("shop"), RemoteAbort) and "settings disagree" in str(errors["shop"])
+    assert not (trained / "runs" / "mixed" / "bank" / "model.npz").exists()
