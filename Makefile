@@ -44,7 +44,7 @@ browser:
 
 # Two workers, one per core of the CI machine; a test file stays on one worker (its module fixtures run once)
 test: $(STAMP) lint docs browser
-	$(PY) -m pytest -n 2 --dist loadfile
+	$(PY) -m pytest -n 2 --dist loadfile --durations=30
 
 bench: $(STAMP)
 	$(PY) benchmarks/quality.py
