@@ -54,6 +54,8 @@ def test_resume_without_a_checkpoint_is_refused(tmp_path):
     prepare_preset(data, tmp_path)
     configs = write_configs(tmp_path, port=free_port(), run_id="never-ran")
     log = tmp_path / "bank.log"
-    proc = start(["train", "--config", str(configs["bank"]), "--resume", "--quiet"], log=log)
+    # no partner runs: the bank's wait to tell it why it stops (vsplit.node.early) is cut to the connect timeout
+    proc = start(["train", "--config", str(configs["bank"]), "--resume", "--quiet",
+                  "--set", "network.connect_timeout_s=2"], log=log)
     assert proc.wait(timeout=120) == 1
     assert "--resume given but no checkpoint" in log.read_text()

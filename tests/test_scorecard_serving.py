@@ -24,7 +24,8 @@ pytest.importorskip("heu")
 import _boosting_support
 from _boosting_support import batch_predict, small_keys, train_boosting
 from _pilot_support import free_port, start
-from test_boosting_serving import Parties, Tap, _frames_sent, _quietly, _rows
+from _serving_support import quietly
+from test_boosting_serving import Parties, Tap, _frames_sent, _rows
 
 from vsplit.config import load_config
 from vsplit.transport.codec import decode
@@ -186,7 +187,7 @@ def _pair(root: Path, mode: str):
         hub, end = memory_pair()
         taps[p] = (Tap(hub), Tap(end))
         daemons[p] = PartnerDaemon(load_config(root / p / "party.toml", overrides=common))
-        threading.Thread(target=_quietly, args=(daemons[p].serve, taps[p][1]), daemon=True).start()
+        threading.Thread(target=quietly, args=(daemons[p].serve, taps[p][1]), daemon=True).start()
         wire = Wire(taps[p][0], peer=p, session=serve_session("bank", p))
         wire.send(scorer.admit(wire.recv(10)))
         scorer.connected(PartnerLink(wire, on_message=scorer.on_message))
