@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import threading
 from pathlib import Path
+from typing import Any
 
 import pandas as pd
 from _pilot_support import free_port
@@ -115,3 +116,34 @@ def quietly(serve, channel) -> None:
         serve(channel)
     except TransportError:  # the test closed the link
         pass
+
+
+def joined_in_memory(bank: Path, partners: dict[str, Path], overrides: list[str]) -> tuple[Any, dict, dict]:
+    """The bank's scorer (config ``bank``) and every partner's daemon (``partners``: name -> config) joined in this
+    process over memory links, each with ``overrides``; every frame each side sends is tapped: ``(scorer, {partner:
+    (bank's tap, partner's tap)}, {partner: daemon})``."""
+    from vsplit.serve.links import PartnerLink
+    from vsplit.serve.partner import PartnerDaemon
+    from vsplit.serve.scorer import Scorer
+    from vsplit.serve.wire import Wire, serve_session
+
+    scorer = Scorer(load_config(bank, overrides=overrides))
+    taps, daemons = {}, {}
+    for p, config in partners.items():
+        hub, end = memory_pair()
+        taps[p] = (Tap(hub), Tap(end))
+        daemons[p] = PartnerDaemon(load_config(config, overrides=overrides))
+        threading.Thread(target=quietly, args=(daemons[p].serve, taps[p][1]), daemon=True).start()
+        wire = Wire(taps[p][0], peer=p, session=serve_session("bank", p))
+        wire.send(scorer.admit(wire.recv(10)))
+        scorer.connected(PartnerLink(wire, on_message=scorer.on_message))
+    return scorer, taps, daemons
+
+
+def close_joined(taps: dict, daemons: dict) -> None:
+    """Close what :func:`joined_in_memory` opened: every daemon and both ends of every link."""
+    for daemon in daemons.values():
+        daemon.close()
+    for tap, other in taps.values():
+        tap.close()
+        other.close()

@@ -12,7 +12,6 @@ from __future__ import annotations
 import json
 import signal
 import subprocess
-import threading
 import time
 from pathlib import Path
 
@@ -25,11 +24,10 @@ pytest.importorskip("heu")
 
 from _boosting_support import batch_predict, small_keys, train_boosting
 from _pilot_support import free_port, start
-from _serving_support import Tap, quietly
+from _serving_support import close_joined, joined_in_memory
 
 from vsplit.config import load_config
 from vsplit.transport.codec import decode
-from vsplit.transport.memory import memory_pair
 
 PARTNERS = ("shop", "telco")
 RUN = "trees-1"
@@ -177,23 +175,8 @@ def test_bank_and_two_partner_processes_serve_the_trees_live_then_cached_as_batc
 
 def _pair(root: Path, mode: str):
     """The bank's scorer and two partner daemons joined in one process; every frame each side sends is tapped."""
-    from vsplit.serve.links import PartnerLink
-    from vsplit.serve.partner import PartnerDaemon
-    from vsplit.serve.scorer import Scorer
-    from vsplit.serve.wire import Wire, serve_session
-
     common = [f"serve.mode={mode}", 'serve.table="data/serve.parquet"', f"output.run_id={RUN}"]
-    scorer = Scorer(load_config(root / "bank" / "party.toml", overrides=common))
-    taps, daemons = {}, {}
-    for p in PARTNERS:
-        hub, end = memory_pair()
-        taps[p] = (Tap(hub), Tap(end))
-        daemons[p] = PartnerDaemon(load_config(root / p / "party.toml", overrides=common))
-        threading.Thread(target=quietly, args=(daemons[p].serve, taps[p][1]), daemon=True).start()
-        wire = Wire(taps[p][0], peer=p, session=serve_session("bank", p))
-        wire.send(scorer.admit(wire.recv(10)))
-        scorer.connected(PartnerLink(wire, on_message=scorer.on_message))
-    return scorer, taps, daemons
+    return joined_in_memory(root / "bank" / "party.toml", {p: root / p / "party.toml" for p in PARTNERS}, common)
 
 
 def _secrets(daemon) -> set[bytes]:
@@ -242,11 +225,7 @@ def test_tapped_partner_answers_are_decision_bits_only_and_equal_batch(run):
                 for frame in partner_tap.frames:
                     assert not any(s in frame for s in secrets)  # no bin edge, no raw value of the partner
         finally:
-            for daemon in daemons.values():
-                daemon.close()
-            for tap, other in taps.values():
-                tap.close()
-                other.close()
+            close_joined(taps, daemons)
 
 
 def test_flat_forest_walk_equals_the_trees_walk_bit_for_bit(run):

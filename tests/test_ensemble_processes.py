@@ -10,7 +10,6 @@ One trained run (module fixture) serves every test of the file.
 from __future__ import annotations
 
 import json
-import threading
 import warnings
 
 import numpy as np
@@ -21,7 +20,7 @@ pytest.importorskip("heu")
 
 from _ensemble_support import NAMES, NETWORKS, SETS, TREES, in_memory, prepare, views
 from _pilot_support import start, wait_all
-from _serving_support import Tap, quietly
+from _serving_support import close_joined, joined_in_memory
 
 from vsplit.config import load_config
 from vsplit.config.boosting import SMALL_KEYS_ENV
@@ -141,25 +140,14 @@ def test_bad_ensemble_settings_are_refused_naming_the_key(trained, override, exp
 def test_served_scores_equal_vsplit_predict_with_one_partner_round_trip_for_both_parts(trained):
     """Live mode: each partner answers every batch once, its embeddings and its decision bits side by side."""
     from vsplit.serve import messages as m
-    from vsplit.serve.links import PartnerLink
-    from vsplit.serve.partner import PartnerDaemon
-    from vsplit.serve.scorer import Row, Scorer
-    from vsplit.serve.wire import Wire, serve_session
+    from vsplit.serve.scorer import Row
     from vsplit.transport.codec import decode
-    from vsplit.transport.memory import memory_pair
 
     common = [*(SETS[1::2]), 'serve.table="data/test.parquet"', "serve.mode=live"]
-    scorer = Scorer(load_config(trained / "bank" / "party.toml", overrides=common))
     taps, daemons = {}, {}
     try:
-        for p in NAMES[1:]:
-            hub, end = memory_pair()
-            taps[p] = (Tap(hub), Tap(end))
-            daemons[p] = PartnerDaemon(load_config(trained / p / "party.toml", overrides=common))
-            threading.Thread(target=quietly, args=(daemons[p].serve, taps[p][1]), daemon=True).start()
-            wire = Wire(taps[p][0], peer=p, session=serve_session("bank", p))
-            wire.send(scorer.admit(wire.recv(10)))
-            scorer.connected(PartnerLink(wire, on_message=scorer.on_message))
+        scorer, taps, daemons = joined_in_memory(trained / "bank" / "party.toml",
+                                                 {p: trained / p / "party.toml" for p in NAMES[1:]}, common)
         version = scorer.model
         test = pd.read_parquet(trained / "bank" / "data" / "test.parquet")
         rows = [Row(id=str(r["customer_id"]), features={c: (r[c].item() if hasattr(r[c], "item") else r[c])
@@ -182,11 +170,7 @@ def test_served_scores_equal_vsplit_predict_with_one_partner_round_trip_for_both
                 assert reply.values.dtype == np.float32 and reply.values.shape[1] == networks + records
                 assert set(np.unique(reply.values[:, networks:]).tolist()) <= {0.0, 1.0}
     finally:
-        for daemon in daemons.values():
-            daemon.close()
-        for tap, other in taps.values():
-            tap.close()
-            other.close()
+        close_joined(taps, daemons)
 
 
 def test_vsplit_explain_gives_the_combinations_contributions_as_split_ensemble_explains_them(trained, reference):

@@ -32,6 +32,7 @@ from vsplit.config import PartyConfig, resolve
 from vsplit.config.names import run_folder
 from vsplit.errors import ConfigError
 from vsplit.serve.messages import pair_digest
+from vsplit.serve.named import FromNode
 
 
 def model_kind(config: PartyConfig) -> str:
@@ -118,7 +119,7 @@ class BoostPartnerModel:
 
 
 @dataclass
-class BoostBankModel:
+class BoostBankModel(FromNode):
     """The bank's trees of a boosting run, scoring rows with the partners' decision bits."""
 
     node: Any
@@ -150,14 +151,6 @@ class BoostBankModel:
         partners = {p: ("", n, boost_digest(run_id, p, n)) for p, n in zip(node.partners, forest.records,
                                                                             strict=True)}
         return cls(node=node, run_id=run_id, partners=partners, forest=forest, casefold=config.psi.case_fold)
-
-    @property
-    def name(self) -> str:
-        return str(self.node.name)
-
-    @property
-    def id_column(self) -> str:
-        return str(self.node.config.data.id_column)
 
     @property
     def columns(self) -> dict[str, str]:

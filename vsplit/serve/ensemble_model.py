@@ -26,6 +26,7 @@ import numpy as np
 from vsplit.config import PartyConfig
 from vsplit.errors import ConfigError
 from vsplit.serve.messages import pair_digest
+from vsplit.serve.named import FromNode
 
 
 def ensemble_digest(run_id: str, networks: str, trees: str) -> str:
@@ -90,7 +91,7 @@ class EnsemblePartnerModel:
 
 
 @dataclass
-class EnsembleBankModel:
+class EnsembleBankModel(FromNode):
     """The bank's networks and trees of an ensemble run, combined with the run's weight."""
 
     node: Any
@@ -118,14 +119,6 @@ class EnsembleBankModel:
                     for p, (_, w, digest) in nets.partners.items()}
         return cls(node=node, networks=nets, trees=trees, run_id=run_id, partners=partners,
                    casefold=config.psi.case_fold)
-
-    @property
-    def name(self) -> str:
-        return str(self.node.name)
-
-    @property
-    def id_column(self) -> str:
-        return str(self.node.config.data.id_column)
 
     @property
     def columns(self) -> dict[str, str]:

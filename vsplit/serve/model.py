@@ -34,6 +34,7 @@ import pandas as pd
 from vsplit.config import PartyConfig
 from vsplit.errors import ConfigError
 from vsplit.serve.messages import pair_digest
+from vsplit.serve.named import FromNode
 
 #: rows per forward pass when a partner embeds its whole table
 CHUNK = 8192
@@ -187,7 +188,7 @@ class PartnerModel:
 
 
 @dataclass
-class BankModel:
+class BankModel(FromNode):
     """The bank's model of run ``run_id``: its bottom and top, the partners' cuts, and the bank-only fallback."""
 
     node: Any
@@ -256,10 +257,6 @@ class BankModel:
                    fast=compile_forward(topology, me, modules), fast_alone=alone, more=more)
 
     @property
-    def name(self) -> str:
-        return str(self.node.name)
-
-    @property
     def nulls(self) -> bool:
         """Whether a bank column may be null in a request (``data.missing`` is not ``"error"``)."""
         return self.node.config.data.missing != "error"
@@ -267,10 +264,6 @@ class BankModel:
     def valid(self, values: np.ndarray) -> bool:
         """Whether a partner's answer holds embeddings: float32, every value finite."""
         return values.dtype == np.float32 and bool(np.isfinite(values).all())
-
-    @property
-    def id_column(self) -> str:
-        return str(self.node.config.data.id_column)
 
     @property
     def columns(self) -> dict[str, str]:

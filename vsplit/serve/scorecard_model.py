@@ -32,6 +32,7 @@ import pandas as pd
 from vsplit.config import PartyConfig
 from vsplit.errors import ConfigError
 from vsplit.serve.messages import pair_digest
+from vsplit.serve.named import FromNode
 
 
 def scorecard_digest(run_id: str, partner: str, attributes: int) -> str:
@@ -113,7 +114,7 @@ class ScorecardPartnerModel:
 
 
 @dataclass
-class ScorecardBankModel:
+class ScorecardBankModel(FromNode):
     """The bank's scorecard of a run: its points table, the base points, the scale; scores rows with the partners'
     points."""
 
@@ -140,14 +141,6 @@ class ScorecardBankModel:
                     for p in node.partners}
         return cls(node=node, run_id=run_id, partners=partners, table=node.points_table(),
                    base_points=node.scaling.base_points(node.intercept), casefold=config.psi.case_fold)
-
-    @property
-    def name(self) -> str:
-        return str(self.node.name)
-
-    @property
-    def id_column(self) -> str:
-        return str(self.node.config.data.id_column)
 
     @property
     def columns(self) -> dict[str, str]:
