@@ -71,3 +71,34 @@ def test_a_missing_id_column_at_the_partner_stops_the_bank_at_once(tmp_path, dat
     assert bank_code == 1 and "partner aborted" in bank_log and "(code 7)" in bank_log, bank_log
     assert abs(bank_end - partner_end) < 10, (bank_end, partner_end)  # untold, it would listen on for 60 s
     assert "client_no" not in bank_log
+
+
+def test_a_bank_whose_predict_input_is_missing_stops_the_partners_predict_at_once(tmp_path, data):
+    """``vsplit predict`` too: the bank's --input names no file, so it stops before scoring and tells the partner in
+    the prediction session; the partner stops with it instead of dialling on for its connect timeout."""
+    from _pilot_support import wait_all
+
+    prepare_preset(data, tmp_path)
+    configs = write_configs(tmp_path, port=free_port(), run_id="predict-early", extra="[train]\nepochs = 1\n")
+    logs = {p: tmp_path / f"{p}-train.log" for p in configs}
+    wait_all({p: start(["train", "--config", str(c), "--quiet"], log=logs[p]) for p, c in configs.items()}, logs,
+             timeout=180)
+    inputs = {"bank": str(tmp_path / "bank" / "data" / "nope.parquet"),
+              "partner": str(tmp_path / "partner" / "data" / "test.parquet")}
+    logs = {p: tmp_path / f"{p}-predict.log" for p in configs}
+    began = time.monotonic()
+    procs = {p: start(["predict", "--config", str(c), "--quiet", "--job", "j", "--input", inputs[p]], log=logs[p])
+             for p, c in configs.items()}
+    ended: dict[str, float] = {}
+    while len(ended) < len(procs):
+        for p, proc in procs.items():
+            if p not in ended and proc.poll() is not None:
+                ended[p] = time.monotonic() - began
+        assert time.monotonic() - began < 3 * TIMEOUT_S, {p: logs[p].read_text()[-1500:] for p in logs}
+        time.sleep(0.05)
+    bank, partner = logs["bank"].read_text(), logs["partner"].read_text()
+    assert procs["bank"].returncode == 1 and "--input" in bank and "no such file" in bank, bank
+    assert "stops before scoring; telling partner" in bank, bank
+    assert procs["partner"].returncode == 1 and "bank aborted" in partner, partner
+    assert abs(ended["partner"] - ended["bank"]) < 10, ended  # untold, it would dial on for 60 s
+    assert "nope.parquet" not in partner  # the code only: nothing of the bank's message

@@ -23,6 +23,8 @@ from vsplit.cli.main import main
 EPOCHS = 3
 TRAIN = f"[train]\nepochs = {EPOCHS}\nbatch_size = 256\npatience = 100\nmonitor = \"val_loss\"\n\n[psi]\nbuckets = 16\n"
 RUN = "daily"
+#: no partner runs these: the bank tells it why it stops (vsplit.node.early) within 1 s, not its connect timeout
+ALONE = ["--set", "network.connect_timeout_s=1"]
 
 
 def _predict(root: Path, configs: dict[str, Path], job: str, ids: list[str] | None, *, tables: dict[str, Path],
@@ -111,7 +113,7 @@ def test_predict_jobs_in_a_row_and_a_killed_job_resumed_never_touch_each_other(t
         assert not list((run / party / "predictions").glob("*/psi-state")), party
 
     # a job ID is used once; --resume names a job that is unfinished
-    bank = ["predict", "--config", str(configs["bank"]), "--job", "day-1", "--input", str(tables["bank"])]
+    bank = ["predict", "--config", str(configs["bank"]), "--job", "day-1", "--input", str(tables["bank"]), *ALONE]
     assert main(bank) == 1 and "already ran" in capsys.readouterr().err
     assert main([*bank, "--resume"]) == 1 and "this job finished" in capsys.readouterr().err
 
@@ -122,13 +124,15 @@ def test_paths_on_the_command_line_are_from_the_current_folder_and_errors_name_t
     elsewhere = tmp_path / "elsewhere"
     elsewhere.mkdir()
     monkeypatch.chdir(elsewhere)
-    assert main(["predict", "--config", str(configs["bank"]), "--input", "data/test.parquet", "--job", "x"]) == 1
+    assert main(["predict", "--config", str(configs["bank"]), "--input", "data/test.parquet", "--job", "x",
+                 *ALONE]) == 1
     err = capsys.readouterr().err
     assert "--input data/test.parquet: no such file" in err and str(elsewhere) in err
     assert not (tmp_path / "runs" / "paths" / "bank" / "predictions" / "x").exists()  # nothing claimed
     (elsewhere / "ids.csv").write_text("customer_id\n1\n")
     table = str(configs["bank"].parent / "data" / "test.parquet")
-    assert main(["predict", "--config", str(configs["bank"]), "--input", table, "--ids", "ids.csv", "--job", "y"]) == 1
+    assert main(["predict", "--config", str(configs["bank"]), "--input", table, "--ids", "ids.csv", "--job", "y",
+                 *ALONE]) == 1
     err = capsys.readouterr().err  # the inputs were found (ids.csv from the current folder): the model is missing
     assert "model.npz" in err and "no such file" not in err
     bad = configs["bank"].read_text().replace('test_path = "data/test.parquet"', 'test_path = "data/nope.parquet"')

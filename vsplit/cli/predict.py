@@ -44,14 +44,19 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
 def run(args: argparse.Namespace) -> int:
     from vsplit.cli.logs import log_to_run_folder
     from vsplit.config import load_config
+    from vsplit.errors import VsplitError
     from vsplit.node import PartyNode
     from vsplit.runtime.jobs import PredictJob
 
     config = load_config(args.config, overrides=args.overrides)
     node = PartyNode(config, progress=False)
-    table, ids = _given(args.input, "--input"), _given(args.ids, "--ids")
+    try:
+        table, ids = _given(args.input, "--input"), _given(args.ids, "--ids")
+        job = PredictJob.open(node.folder, args.job, resume=args.resume)
+    except VsplitError as exc:  # the peers are told at once rather than left waiting (vsplit.node.early)
+        node.tell_peers_before_scoring(exc)
+        raise
     peers = [b.strip() for b in args.banks.split(",") if b.strip()] if args.banks else None
-    job = PredictJob.open(node.folder, args.job, resume=args.resume)
     with log_to_run_folder(job.folder, max_mb=node.config.output.log_max_mb):
         path = node.predict(table, ids_path=ids, job=job, peers=peers)
     from vsplit.cli.summary import predict_summary

@@ -192,8 +192,13 @@ class PartyNode:
         """
         job = job if job is not None else PredictJob.open(self.folder)
         began = time.perf_counter()
-        self.load_model()
-        table, requested = self.read_input(table_path, ids_path)
+        try:
+            self.load_model()
+            table, requested = self.read_input(table_path, ids_path)
+        except VsplitError as exc:
+            if channels is None:  # the peers are told at once rather than left waiting (vsplit.node.early)
+                self.tell_peers_before_scoring(exc)
+            raise
         scores = self.score_table(table, channels=channels, peers=peers, psi_state=job.psi_state, source=table_path)
         summary: dict[str, Any] = {"run_id": self.config.output.run_id, "party": self.name, "job": job.id,
                                    "resumed": job.resumed, **scores.summary,
@@ -208,6 +213,14 @@ class PartyNode:
         job.finish()
         write_json(job.folder / "predict.json", summary, within=self.folder)  # written last: the job is done
         return path
+
+    def tell_peers_before_scoring(self, error: BaseException) -> list[str]:
+        """Tell the peers, in the prediction session, that this party stops before scoring because of ``error`` (an
+        abort code only; :func:`vsplit.node.early.tell_peers`): the peers told."""
+        from vsplit.node.early import tell_peers
+
+        return tell_peers(self.config, error, session=session_id(self.config.output.run_id + ":predict"),
+                          when="scoring")
 
     def read_input(self, table_path: Path | None, ids_path: Path | None) -> tuple[Any, list[str] | None]:
         """This party's table of the customers to score (``--input``) and the IDs asked for (``--ids``), if any."""
