@@ -1,5 +1,6 @@
-"""A party that fails its own checks before training tells its peer at once (an abort code, never text), as two OS
-processes over mutual TLS: the peer exits within seconds instead of waiting out its connect timeout in silence."""
+"""A party that fails its own checks before training (or scoring) tells its peer at once (an abort code, never
+text), as two OS processes over mutual TLS: the peer exits within seconds instead of waiting out its connect timeout
+in silence."""
 
 from __future__ import annotations
 
@@ -27,6 +28,11 @@ def _run_until_both_exit(root, configs) -> dict[str, tuple[int, float, str]]:
     logs = {p: root / f"{p}.log" for p in configs}
     began = time.monotonic()
     procs = {p: start(["train", "--config", str(c), "--quiet"], log=logs[p]) for p, c in configs.items()}
+    return _until_both_exit(procs, logs, began)
+
+
+def _until_both_exit(procs, logs, began: float) -> dict[str, tuple[int, float, str]]:
+    """Wait for every process; each one's exit code, the second (since ``began``) it exited at, and its output."""
     ended: dict[str, float] = {}
     while len(ended) < len(procs):
         for p, proc in procs.items():
@@ -89,16 +95,10 @@ def test_a_bank_whose_predict_input_is_missing_stops_the_partners_predict_at_onc
     began = time.monotonic()
     procs = {p: start(["predict", "--config", str(c), "--quiet", "--job", "j", "--input", inputs[p]], log=logs[p])
              for p, c in configs.items()}
-    ended: dict[str, float] = {}
-    while len(ended) < len(procs):
-        for p, proc in procs.items():
-            if p not in ended and proc.poll() is not None:
-                ended[p] = time.monotonic() - began
-        assert time.monotonic() - began < 3 * TIMEOUT_S, {p: logs[p].read_text()[-1500:] for p in logs}
-        time.sleep(0.05)
-    bank, partner = logs["bank"].read_text(), logs["partner"].read_text()
-    assert procs["bank"].returncode == 1 and "--input" in bank and "no such file" in bank, bank
+    out = _until_both_exit(procs, logs, began)
+    (bank_code, bank_end, bank), (partner_code, partner_end, partner) = out["bank"], out["partner"]
+    assert bank_code == 1 and "--input" in bank and "no such file" in bank, bank
     assert "stops before scoring; telling partner" in bank, bank
-    assert procs["partner"].returncode == 1 and "bank aborted" in partner, partner
-    assert abs(ended["partner"] - ended["bank"]) < 10, ended  # untold, it would dial on for 60 s
+    assert partner_code == 1 and "bank aborted" in partner, partner
+    assert abs(partner_end - bank_end) < 10, (bank_end, partner_end)  # untold, it would dial on for 60 s
     assert "nope.parquet" not in partner  # the code only: nothing of the bank's message
