@@ -28,13 +28,12 @@ import pandas as pd
 
 from vsplit.config import PartyConfig, resolve
 from vsplit.config.boosting import boost_params, small_keys_allowed
-from vsplit.config.topology import topology_of
 from vsplit.errors import CheckpointError, ConfigError
 from vsplit.node.aligned import AlignedNode, NodeResult, Scored, psi_summary
 from vsplit.node.boost_state import Encoder, bins_state, holdout_mask, trees_from, trees_state
 from vsplit.node.model_file import read_model
-from vsplit.node.node import PartyNode
 from vsplit.node.outputs import Scores
+from vsplit.node.own_table import OwnTableNode
 from vsplit.runtime.checkpoint import interpreting, load_checkpoint, save_checkpoint
 from vsplit.transport.channel import Channel
 
@@ -57,11 +56,10 @@ class BoostResult(NodeResult):
     work_seconds: dict[str, float] = field(default_factory=dict)
 
 
-class BoostNode(PartyNode, kinds=("boosting",)):
+class BoostNode(OwnTableNode, kinds=("boosting",)):
     """Runs one party of a vertical split with boosted trees, as configured by ``config``."""
 
-    psi_settings = AlignedNode.psi_settings
-    open_psi_backend = AlignedNode.open_psi_backend
+    needs_he = 'model.kind = "boosting"'
     forget_psi_progress = AlignedNode.forget_psi_progress
     _test_table = AlignedNode._test_table
     _record_for_serving = AlignedNode._record_for_serving
@@ -69,17 +67,10 @@ class BoostNode(PartyNode, kinds=("boosting",)):
 
     def __init__(self, config: PartyConfig, *, resume: bool = False, progress: bool = True) -> None:
         super().__init__(config, resume=resume, progress=progress)
-        from vsplit.data.sources import read_table
-
-        d = config.data
-        self.table = read_table(resolve(config, d.path), id_column=d.id_column, features=d.features, label=d.label)
-        self.topology = topology_of(config)
         self.params = boost_params(config)
-        self._psi_backend: Any = None
         self.encoder: Encoder | None = None
         self.bins: Any = None
         self.model: Any = None  # BoostModel (label party) or PartnerModel
-        self.partners: list[str] = list(config.network.peers) if self.role == "label" else []
         self._resumed_from = 0
         self._held = 0
         self.trees_done = 0
@@ -87,21 +78,8 @@ class BoostNode(PartyNode, kinds=("boosting",)):
         self.work_seconds: dict[str, float] = {}
 
     # -- what the program supplies -----------------------------------------------------------------------------------
-    @property
-    def feature_columns(self) -> list[str] | None:
-        label = self.config.data.label
-        return [str(c) for c in self.table.columns if c not in (self.config.data.id_column, label)]
-
-    @property
-    def hub(self) -> str:
-        """The label party's name (a partner's one peer)."""
-        return self.name if self.role == "label" else next(iter(self.config.network.peers))
-
     def before_connect(self) -> None:
-        from vsplit.he._lib import _HINT, heu_available
-
-        if not heu_available():
-            raise ConfigError(f"model.kind = \"boosting\": {_HINT}")
+        super().before_connect()  # the homomorphic extra
         self._held = self._newest_tree()  # a bad --resume fails before any peer is reached
 
     def session(self) -> Any:

@@ -27,13 +27,12 @@ import pandas as pd
 from vsplit.config import PartyConfig, resolve
 from vsplit.config.boosting import small_keys_allowed
 from vsplit.config.scorecard import scorecard_params
-from vsplit.config.topology import topology_of
 from vsplit.errors import ConfigError
 from vsplit.node.aligned import AlignedNode, NodeResult, Scored, psi_summary
 from vsplit.node.boost import BoostNode
 from vsplit.node.model_file import read_model
-from vsplit.node.node import PartyNode
 from vsplit.node.outputs import Scores
+from vsplit.node.own_table import OwnTableNode
 from vsplit.node.woe import WoeNode
 from vsplit.runtime.checkpoint import interpreting, save_checkpoint
 from vsplit.transport.channel import Channel
@@ -47,11 +46,10 @@ class ScorecardResult(NodeResult):
     iterations: int = 0
 
 
-class ScorecardNode(PartyNode, kinds=("scorecard",)):
+class ScorecardNode(OwnTableNode, kinds=("scorecard",)):
     """Runs one party of a vertical split with a scorecard, as configured by ``config``."""
 
-    psi_settings = AlignedNode.psi_settings
-    open_psi_backend = AlignedNode.open_psi_backend
+    needs_he = 'model.kind = "scorecard"'
     forget_psi_progress = AlignedNode.forget_psi_progress
     _test_table = AlignedNode._test_table
     _labels = BoostNode._labels
@@ -60,35 +58,12 @@ class ScorecardNode(PartyNode, kinds=("scorecard",)):
 
     def __init__(self, config: PartyConfig, *, resume: bool = False, progress: bool = True) -> None:
         super().__init__(config, resume=resume, progress=progress)
-        from vsplit.data.sources import read_table
-
-        d = config.data
-        self.table = read_table(resolve(config, d.path), id_column=d.id_column, features=d.features, label=d.label)
-        self.topology = topology_of(config)
         self.params, self.scaling = scorecard_params(config)
-        self.partners: list[str] = list(config.network.peers) if self.role == "label" else []
-        self._psi_backend: Any = None
         self.maps: list[Any] = []
         self.coef = np.zeros(0)
         self.intercept = 0.0
         self.cards: dict[str, Any] = {}
         self.iv: dict[str, float] = {}
-
-    @property
-    def feature_columns(self) -> list[str]:
-        d = self.config.data
-        return [str(c) for c in self.table.columns if c not in (d.id_column, d.label)]
-
-    @property
-    def hub(self) -> str:
-        """The label party's name (a partner's one peer)."""
-        return self.name if self.role == "label" else next(iter(self.config.network.peers))
-
-    def before_connect(self) -> None:
-        from vsplit.he._lib import _HINT, heu_available
-
-        if not heu_available():
-            raise ConfigError(f"model.kind = \"scorecard\": {_HINT}")
 
     def pump_options(self) -> dict[str, Any]:
         """A partner whose card is in moves on to the test table's PSI while others still send theirs: its frames wait

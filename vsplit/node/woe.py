@@ -24,12 +24,11 @@ from typing import Any
 
 import numpy as np
 
-from vsplit.config import PartyConfig, resolve
+from vsplit.config import PartyConfig
 from vsplit.config.boosting import small_keys_allowed
-from vsplit.config.topology import topology_of
 from vsplit.errors import CheckpointError, ConfigError
-from vsplit.node.aligned import AlignedNode, psi_summary
-from vsplit.node.node import PartyNode
+from vsplit.node.aligned import psi_summary
+from vsplit.node.own_table import OwnTableNode
 from vsplit.runtime.checkpoint import interpreting, load_checkpoint, save_checkpoint
 
 
@@ -52,45 +51,22 @@ def load_binning(folder: Path, *, run_id: str, party: str) -> Any:
     return PartyBinning(maps=maps, iv=iv)
 
 
-class WoeNode(PartyNode):
+class WoeNode(OwnTableNode):
     """Runs one party of ``vsplit bin`` as configured by ``config`` (a vertical split's party config)."""
 
-    psi_settings = AlignedNode.psi_settings
-    open_psi_backend = AlignedNode.open_psi_backend
+    needs_he = "vsplit bin"
 
     def __init__(self, config: PartyConfig, *, progress: bool = True) -> None:
-        super().__init__(config, resume=False, progress=progress)
-        from vsplit.data.sources import read_table
-
-        if config.topology.kind != "vertical" or self.role == "compute":
+        role = config.party.role
+        if config.topology.kind != "vertical" or role == "compute":
             raise ConfigError(f"topology.kind: `vsplit bin` runs in a vertical split with a label party and feature "
-                              f"parties; this config is {config.topology.kind!r}, role {self.role!r}")
-        d = config.data
-        self.table = read_table(resolve(config, d.path), id_column=d.id_column, features=d.features, label=d.label)
-        self.topology = topology_of(config)
-        self.partners: list[str] = list(config.network.peers) if self.role == "label" else []
-        self._psi_backend: Any = None
+                              f"parties; this config is {config.topology.kind!r}, role {role!r}")
+        super().__init__(config, resume=False, progress=progress)
         self.binning: Any = None
         self.report: Any = None
 
-    @property
-    def feature_columns(self) -> list[str]:
-        d = self.config.data
-        return [str(c) for c in self.table.columns if c not in (d.id_column, d.label)]
-
-    @property
-    def hub(self) -> str:
-        """The label party's name (a partner's one peer)."""
-        return self.name if self.role == "label" else next(iter(self.config.network.peers))
-
     def pump_options(self) -> dict[str, Any]:
         return {"purpose": ":bin"}  # frames of a training run under the same run id are refused
-
-    def before_connect(self) -> None:
-        from vsplit.he._lib import _HINT, heu_available
-
-        if not heu_available():
-            raise ConfigError(f"vsplit bin: {_HINT}")
 
     def session(self) -> Any:
         """PSI, then the binning; its outcome is the alignment."""

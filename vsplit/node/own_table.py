@@ -1,0 +1,53 @@
+"""The base of a vertical party that reads its own table whole and runs a homomorphic protocol over it: the
+boosted trees (:mod:`vsplit.node.boost`), WOE binning (:mod:`vsplit.node.woe`) and the scorecard
+(:mod:`vsplit.node.scorecard`).
+
+Each holds its table, the run's topology, the label party's partners, PSI configured as a network run's
+(:class:`~vsplit.node.aligned.AlignedNode`'s settings and backend), and refuses to start without the ``he`` extra,
+naming what needed it (:attr:`OwnTableNode.needs_he`), before any peer is reached.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+from vsplit.config import PartyConfig, resolve
+from vsplit.config.topology import topology_of
+from vsplit.errors import ConfigError
+from vsplit.node.aligned import AlignedNode
+from vsplit.node.node import PartyNode
+
+
+class OwnTableNode(PartyNode):
+    """A party of a vertical split over its own table (``data.path``, read whole) with a homomorphic protocol."""
+
+    psi_settings = AlignedNode.psi_settings
+    open_psi_backend = AlignedNode.open_psi_backend
+    #: what the missing ``he`` extra's error names, e.g. ``model.kind = "boosting"``
+    needs_he = ""
+
+    def __init__(self, config: PartyConfig, *, resume: bool = False, progress: bool = True) -> None:
+        super().__init__(config, resume=resume, progress=progress)
+        from vsplit.data.sources import read_table
+
+        d = config.data
+        self.table = read_table(resolve(config, d.path), id_column=d.id_column, features=d.features, label=d.label)
+        self.topology = topology_of(config)
+        self.partners: list[str] = list(config.network.peers) if self.role == "label" else []
+        self._psi_backend: Any = None
+
+    @property
+    def feature_columns(self) -> list[str]:
+        d = self.config.data
+        return [str(c) for c in self.table.columns if c not in (d.id_column, d.label)]
+
+    @property
+    def hub(self) -> str:
+        """The label party's name (a partner's one peer)."""
+        return self.name if self.role == "label" else next(iter(self.config.network.peers))
+
+    def before_connect(self) -> None:
+        from vsplit.he._lib import _HINT, heu_available
+
+        if not heu_available():
+            raise ConfigError(f"{self.needs_he}: {_HINT}")
