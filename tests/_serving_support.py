@@ -147,3 +147,54 @@ def close_joined(taps: dict, daemons: dict) -> None:
     for tap, other in taps.values():
         tap.close()
         other.close()
+
+
+class ServeProcesses:
+    """The serve processes of one test (the bank's HTTP service and the partners' daemons): a subclass's ``start``
+    builds each party's command and calls :meth:`launch`."""
+
+    def __init__(self, root: Path, *, http: int, link: int) -> None:
+        self.root, self.http, self.link = root, http, link
+        self.procs: dict[str, Any] = {}
+        self.logs: dict[str, Path] = {}
+
+    def launch(self, party: str, args: list[str], sets: list[str]) -> None:
+        """Start ``vsplit <args> --set <each of sets>`` for ``party``, logged to its own file."""
+        from _pilot_support import start
+
+        for item in sets:
+            args = [*args, "--set", item]
+        self.logs[party] = self.root / f"{party}-serve-{len(self.logs)}.log"
+        self.procs[party] = start(args, log=self.logs[party])
+
+    def wait_ready(self, client: Any, *, timeout: float = 90) -> dict:
+        """The bank's ``/healthz`` once it answers 200 (every process still running meanwhile)."""
+        import time
+
+        import httpx
+
+        deadline = time.monotonic() + timeout
+        while time.monotonic() < deadline:
+            for name, proc in self.procs.items():
+                assert proc.poll() is None, f"{name} exited:\n{self.logs[name].read_text()[-3000:]}"
+            try:
+                reply = client.get("/healthz")
+                if reply.status_code == 200:
+                    return reply.json()
+            except httpx.TransportError:
+                pass
+            time.sleep(0.2)
+        raise AssertionError("not ready: " + "\n".join(f"{n}: {p.read_text()[-1500:]}" for n, p in self.logs.items()))
+
+    def stop(self, party: str) -> int:
+        """SIGTERM ``party``'s process; its exit code."""
+        import signal
+
+        proc = self.procs.pop(party)
+        proc.send_signal(signal.SIGTERM)
+        return proc.wait(timeout=30)
+
+    def close(self) -> None:
+        for proc in self.procs.values():
+            proc.kill()
+            proc.wait(timeout=10)

@@ -10,8 +10,6 @@ bank's test customers with batch prediction.
 from __future__ import annotations
 
 import json
-import signal
-import subprocess
 import time
 from pathlib import Path
 
@@ -23,8 +21,8 @@ import pytest
 pytest.importorskip("heu")
 
 from _boosting_support import batch_predict, small_keys, train_boosting
-from _pilot_support import free_port, start
-from _serving_support import close_joined, joined_in_memory
+from _pilot_support import free_port
+from _serving_support import ServeProcesses, close_joined, joined_in_memory
 
 from vsplit.config import load_config
 from vsplit.transport.codec import decode
@@ -80,46 +78,15 @@ def _check_equal(served: pd.DataFrame, batch: pd.DataFrame) -> None:
     assert all(isinstance(u, list) and u for u in rest["unknown_to"])
 
 
-class Parties:
+class Parties(ServeProcesses):
     """The serve processes of one test: the bank's HTTP service and the partners' daemons."""
-
-    def __init__(self, root: Path, *, http: int, link: int) -> None:
-        self.root, self.http, self.link = root, http, link
-        self.procs: dict[str, subprocess.Popen] = {}
-        self.logs: dict[str, Path] = {}
 
     def start(self, party: str, *extra: str) -> None:
         sets = [f"serve.address=127.0.0.1:{self.link}", "serve.timeout_ms=3000", f"output.run_id={RUN}"]
         sets += [f"serve.http=127.0.0.1:{self.http}"] if party == "bank" else ['serve.table="data/serve.parquet"']
         args = ["serve", "--config", str(self.root / party / "party.toml")]
-        for item in [*sets, *extra]:
-            args += ["--set", item]
-        self.logs[party] = self.root / f"{party}-serve-{len(self.logs)}.log"
-        self.procs[party] = start(args, log=self.logs[party])
+        self.launch(party, args, [*sets, *extra])
 
-    def wait_ready(self, client: httpx.Client, *, timeout: float = 90) -> dict:
-        deadline = time.monotonic() + timeout
-        while time.monotonic() < deadline:
-            for name, proc in self.procs.items():
-                assert proc.poll() is None, f"{name} exited:\n{self.logs[name].read_text()[-3000:]}"
-            try:
-                reply = client.get("/healthz")
-                if reply.status_code == 200:
-                    return reply.json()
-            except httpx.TransportError:
-                pass
-            time.sleep(0.2)
-        raise AssertionError("not ready: " + "\n".join(f"{n}: {p.read_text()[-1500:]}" for n, p in self.logs.items()))
-
-    def stop(self, party: str) -> int:
-        proc = self.procs.pop(party)
-        proc.send_signal(signal.SIGTERM)
-        return proc.wait(timeout=30)
-
-    def close(self) -> None:
-        for proc in self.procs.values():
-            proc.kill()
-            proc.wait(timeout=10)
 
 
 def _frames_sent(client: httpx.Client) -> set[str]:

@@ -11,7 +11,6 @@ import asyncio
 import concurrent.futures
 import json
 import signal
-import subprocess
 import threading
 import time
 from pathlib import Path
@@ -20,8 +19,8 @@ import httpx
 import numpy as np
 import pandas as pd
 import pytest
-from _pilot_support import free_port, start
-from _serving_support import Tap, batch_predict, quietly, train_run
+from _pilot_support import free_port
+from _serving_support import ServeProcesses, Tap, batch_predict, quietly, train_run
 
 from vsplit.config import load_config
 from vsplit.errors import TransportError
@@ -71,13 +70,8 @@ def _check_equal(served: pd.DataFrame, batch: pd.DataFrame) -> None:
     assert (both["fallback"] == (both["model_x"] != "split")).all()
 
 
-class Parties:
+class Parties(ServeProcesses):
     """The serve processes of one test: the bank's HTTP service and the partners' daemons."""
-
-    def __init__(self, root: Path, *, http: int, link: int) -> None:
-        self.root, self.http, self.link = root, http, link
-        self.procs: dict[str, subprocess.Popen] = {}
-        self.logs: dict[str, Path] = {}
 
     def start(self, party: str, *extra: str, run_id: str = "v1") -> None:
         sets = [f"serve.address=127.0.0.1:{self.link}", "serve.timeout_ms=1500", "serve.reload_s=0.2"]
@@ -89,37 +83,11 @@ class Parties:
         else:  # a partner serves only the runs its config names (the swap loads v2)
             sets += ['serve.table="data/serve.parquet"', 'serve.runs=["v1", "v2"]']
         args = ["serve", "--config", str(self.root / party / "party.toml"), "--run-id", run_id]
-        for item in [*sets, *extra]:
-            args += ["--set", item]
-        self.logs[party] = self.root / f"{party}-serve-{len(self.logs)}.log"
-        self.procs[party] = start(args, log=self.logs[party])
+        self.launch(party, args, [*sets, *extra])
 
     def client(self) -> httpx.Client:
         return httpx.Client(base_url=f"http://127.0.0.1:{self.http}", timeout=30)
 
-    def wait_ready(self, client: httpx.Client, *, timeout: float = 90) -> dict:
-        deadline = time.monotonic() + timeout
-        while time.monotonic() < deadline:
-            for name, proc in self.procs.items():
-                assert proc.poll() is None, f"{name} exited:\n{self.logs[name].read_text()[-3000:]}"
-            try:
-                reply = client.get("/healthz")
-                if reply.status_code == 200:
-                    return reply.json()
-            except httpx.TransportError:
-                pass
-            time.sleep(0.2)
-        raise AssertionError("not ready: " + "\n".join(f"{n}: {p.read_text()[-1500:]}" for n, p in self.logs.items()))
-
-    def stop(self, party: str) -> int:
-        proc = self.procs.pop(party)
-        proc.send_signal(signal.SIGTERM)
-        return proc.wait(timeout=30)
-
-    def close(self) -> None:
-        for proc in self.procs.values():
-            proc.kill()
-            proc.wait(timeout=10)
 
 
 def _metric(client: httpx.Client, name: str) -> dict[str, float]:
