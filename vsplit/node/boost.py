@@ -32,10 +32,8 @@ from vsplit.errors import CheckpointError, ConfigError
 from vsplit.node.aligned import AlignedNode, NodeResult, Scored, psi_summary
 from vsplit.node.boost_state import Encoder, bins_state, holdout_mask, trees_from, trees_state
 from vsplit.node.model_file import read_model
-from vsplit.node.outputs import Scores
 from vsplit.node.own_table import OwnTableNode
 from vsplit.runtime.checkpoint import interpreting, load_checkpoint, save_checkpoint
-from vsplit.transport.channel import Channel
 
 log = logging.getLogger(__name__)
 
@@ -60,6 +58,7 @@ class BoostNode(OwnTableNode, kinds=("boosting",)):
     """Runs one party of a vertical split with boosted trees, as configured by ``config``."""
 
     needs_he = 'model.kind = "boosting"'
+    model_kind = "boosting"
     forget_psi_progress = AlignedNode.forget_psi_progress
     _test_table = AlignedNode._test_table
     _record_for_serving = AlignedNode._record_for_serving
@@ -309,21 +308,6 @@ class BoostNode(OwnTableNode, kinds=("boosting",)):
         ids = table[d.id_column].to_numpy()
         return Scored(table=table, ids=ids, rows=rows, proba=proba if self.role == "label" else None,
                       psi=psi_summary(alignment))
-
-    def score_table(self, table: pd.DataFrame | None, *, channels: Mapping[str, Channel] | None = None,
-                    peers: list[str] | None = None, psi_state: Path | None = None,
-                    source: Path | None = None) -> Scores:
-        """Score ``table``'s customers with the saved trees (``vsplit predict``); the label party gets the scores."""
-        assert table is not None
-        started = time.perf_counter()
-        scored, communication = self.exchange(self.score_session(table, psi_state=psi_state, source=source),
-                                              channels=channels, peers=peers)
-        out = Scores(seconds={"predict": round(time.perf_counter() - started, 3)}, communication=communication,
-                     summary={"psi": scored.psi, "model": "boosting"})
-        if self.role == "label":
-            out.ids = [str(v) for v in scored.ids]
-            out.by_id = dict(zip([out.ids[r] for r in scored.rows], np.asarray(scored.proba).tolist(), strict=True))
-        return out
 
     # -- outputs -----------------------------------------------------------------------------------------------------
     def finish(self, outcome: Any, comm: dict[str, Any], seconds: Mapping[str, float], *,

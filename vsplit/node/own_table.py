@@ -9,13 +9,20 @@ naming what needed it (:attr:`OwnTableNode.needs_he`), before any peer is reache
 
 from __future__ import annotations
 
+import time
+from collections.abc import Mapping
+from pathlib import Path
 from typing import Any
+
+import numpy as np
 
 from vsplit.config import PartyConfig, resolve
 from vsplit.config.topology import topology_of
 from vsplit.errors import ConfigError
 from vsplit.node.aligned import AlignedNode
 from vsplit.node.node import PartyNode
+from vsplit.node.outputs import Scores
+from vsplit.transport.channel import Channel
 
 
 class OwnTableNode(PartyNode):
@@ -25,6 +32,8 @@ class OwnTableNode(PartyNode):
     open_psi_backend = AlignedNode.open_psi_backend
     #: what the missing ``he`` extra's error names, e.g. ``model.kind = "boosting"``
     needs_he = ""
+    #: the model's name in ``predict.json`` (``boosting``, ``scorecard``)
+    model_kind = ""
 
     def __init__(self, config: PartyConfig, *, resume: bool = False, progress: bool = True) -> None:
         super().__init__(config, resume=resume, progress=progress)
@@ -51,3 +60,19 @@ class OwnTableNode(PartyNode):
 
         if not heu_available():
             raise ConfigError(f"{self.needs_he}: {_HINT}")
+
+    def score_table(self, table: Any, *, channels: Mapping[str, Channel] | None = None,
+                    peers: list[str] | None = None, psi_state: Path | None = None,
+                    source: Path | None = None) -> Scores:
+        """Score ``table``'s customers with the saved model (``vsplit predict``): this node's ``score_session`` with
+        the peers; the label party gets the probabilities of the customers every party knows."""
+        assert table is not None
+        started = time.perf_counter()
+        scored, communication = self.exchange(self.score_session(table, psi_state=psi_state, source=source),
+                                              channels=channels, peers=peers)
+        out = Scores(seconds={"predict": round(time.perf_counter() - started, 3)}, communication=communication,
+                     summary={"psi": scored.psi, "model": self.model_kind})
+        if self.role == "label":
+            out.ids = [str(v) for v in scored.ids]
+            out.by_id = dict(zip([out.ids[r] for r in scored.rows], np.asarray(scored.proba).tolist(), strict=True))
+        return out

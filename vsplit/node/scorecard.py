@@ -15,7 +15,6 @@ The run keeps no checkpoint: a run is binning plus ``scorecard.iterations`` step
 
 from __future__ import annotations
 
-import time
 from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -50,6 +49,7 @@ class ScorecardNode(OwnTableNode, kinds=("scorecard",)):
     """Runs one party of a vertical split with a scorecard, as configured by ``config``."""
 
     needs_he = 'model.kind = "scorecard"'
+    model_kind = "scorecard"
     forget_psi_progress = AlignedNode.forget_psi_progress
     _test_table = AlignedNode._test_table
     _labels = BoostNode._labels
@@ -227,15 +227,8 @@ class ScorecardNode(OwnTableNode, kinds=("scorecard",)):
                     source: Path | None = None) -> Scores:
         """Score ``table``'s customers with the saved scorecard (``vsplit predict``); the label party gets the
         probabilities and writes ``points.csv`` (beside ``predictions.csv``)."""
-        assert table is not None
-        started = time.perf_counter()
-        scored, communication = self.exchange(self.score_session(table, psi_state=psi_state, source=source),
-                                              channels=channels, peers=peers)
-        out = Scores(seconds={"predict": round(time.perf_counter() - started, 3)}, communication=communication,
-                     summary={"psi": scored.psi, "model": "scorecard"})
+        out = super().score_table(table, channels=channels, peers=peers, psi_state=psi_state, source=source)
         if self.role == "label":
-            out.ids = [str(v) for v in scored.ids]
-            out.by_id = dict(zip([out.ids[r] for r in scored.rows], np.asarray(scored.proba).tolist(), strict=True))
             folder = psi_state.parent if psi_state is not None else self.folder
             out.summary["points"] = self._write_points(folder).name
         return out
