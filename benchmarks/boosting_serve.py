@@ -33,7 +33,6 @@ import signal
 import subprocess
 import sys
 import tempfile
-import threading
 import time
 from pathlib import Path
 from typing import Any
@@ -41,6 +40,8 @@ from typing import Any
 import pandas as pd
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
+
+from serving import in_threads  # benchmarks/ is on the path (above)
 
 REPO = Path(__file__).resolve().parents[1]
 TREES, QUICK_TREES, DEPTH = 40, 8, 5
@@ -66,26 +67,6 @@ def prepare(root: Path, *, http: int, link: int, trees: int) -> list[str]:
             f"serve.http=127.0.0.1:{http}", "serve.timeout_ms=2000"]
 
 
-def _threads(work: dict[str, Any]) -> dict[str, Any]:
-    out: dict[str, Any] = {}
-    errors: list[BaseException] = []
-
-    def one(name: str) -> None:
-        try:
-            out[name] = work[name]()
-        except BaseException as exc:  # handed to the caller
-            errors.append(exc)
-
-    threads = [threading.Thread(target=one, args=(n,)) for n in work]
-    for t in threads:
-        t.start()
-    for t in threads:
-        t.join()
-    if errors:
-        raise errors[0]
-    return out
-
-
 def train_and_predict(root: Path, sets: list[str]) -> pd.DataFrame:
     """Train in this process (both nodes, memory channels), then batch-predict the bank's test table."""
     from vsplit.config import load_config
@@ -98,12 +79,12 @@ def train_and_predict(root: Path, sets: list[str]) -> pd.DataFrame:
 
     hub, end = memory_pair()
     trained = nodes('data.test_path=""')
-    _threads({"bank": lambda: trained["bank"].run({"partner": hub}),
+    in_threads({"bank": lambda: trained["bank"].run({"partner": hub}),
               "partner": lambda: trained["partner"].run({"bank": end})})
     hub, end = memory_pair()
     scoring = nodes()
     test = {p: root / "parties" / p / "data" / "test.parquet" for p in ("bank", "partner")}
-    paths = _threads({p: (lambda p=p, c=c: scoring[p].predict(test[p], channels=c))
+    paths = in_threads({p: (lambda p=p, c=c: scoring[p].predict(test[p], channels=c))
                       for p, c in (("bank", {"partner": hub}), ("partner", {"bank": end}))})
     return pd.read_csv(paths["bank"], dtype={"customer_id": str})
 

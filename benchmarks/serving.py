@@ -111,7 +111,8 @@ def prepare(root: Path, *, http: int, link: int) -> None:
     (root / "partner" / "party.toml").write_text(_PARTNER.format(seed=0, link=link))
 
 
-def _threads(work: dict[str, Any]) -> dict[str, Any]:
+def in_threads(work: dict[str, Any]) -> dict[str, Any]:
+    """Run each of ``work``'s callables in its own thread; their results by name (the first error re-raised)."""
     out: dict[str, Any] = {}
     errors: list[BaseException] = []
 
@@ -144,11 +145,11 @@ def train_and_predict(root: Path, run_id: str, seed: int) -> pd.DataFrame:
 
     hub, end = memory_pair()
     trained = nodes()
-    _threads({"bank": lambda: trained["bank"].run({"partner": hub}),
+    in_threads({"bank": lambda: trained["bank"].run({"partner": hub}),
               "partner": lambda: trained["partner"].run({"bank": end})})
     hub, end = memory_pair()
     scoring = nodes()
-    paths = _threads({p: (lambda p=p, c=c: scoring[p].predict(root / p / "data" / "test.parquet", channels=c))
+    paths = in_threads({p: (lambda p=p, c=c: scoring[p].predict(root / p / "data" / "test.parquet", channels=c))
                       for p, c in (("bank", {"partner": hub}), ("partner", {"bank": end}))})
     return pd.read_csv(paths["bank"], dtype={"customer_id": str})
 
