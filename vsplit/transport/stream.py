@@ -135,7 +135,8 @@ class WireStats:
     """What one channel put on and took off the wire.
 
     ``wire_bytes_*`` count raw TCP payload bytes (handshake, TLS records, length prefixes and heartbeats
-    included; segments the kernel sent again left out); ``payload_bytes_*`` count only the frames handed to ``send`` or returned by ``recv``.
+    included; segments the kernel sent again left out); ``payload_bytes_*`` count only the frames handed to ``send``
+    or returned by ``recv``.
     """
 
     frames_sent: int
