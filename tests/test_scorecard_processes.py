@@ -2,7 +2,8 @@
 configured with ``[model] kind = "scorecard"``: PSI, binning across the cut, then training. Each party's
 coefficients (and the bank's intercept) equal the pooled run on the WOE matrix of every party's selected attributes
 (their saved WOE maps applied to the aligned training rows); ``vsplit predict`` gives the pooled model's
-probabilities, and points that add up to them; the bank's model card shows only what each partner shares.
+probabilities, and points that add up to them; the bank's model card shows only what each partner shares. telco
+sets no test table: it scores the bank's test customers from its training table.
 
 Small tables (the bundled bank sample cut to the bank's first 900 customers), 1024-bit test keys behind the
 test-only variable.
@@ -61,6 +62,13 @@ def trained(tmp_path_factory):
         configs = _prepare(root, RUN)
         shop = configs["shop"]
         shop.write_text(shop.read_text() + "share_names = true\nshare_points = true\n")
+        # telco keeps its customers in one table and sets no data.test_path (docs/pilot.md): it scores the bank's
+        # test customers from its training table, told by the bank that a test table follows
+        telco = root / "telco" / "data"
+        both = pd.concat([pd.read_parquet(telco / "train.parquet"), pd.read_parquet(telco / "test.parquet")])
+        both.to_parquet(telco / "train.parquet", index=False)
+        configs["telco"].write_text(configs["telco"].read_text().replace('test_path = "data/test.parquet"\n', ""))
+        assert "test_path" not in configs["telco"].read_text()
         logs = {p: root / f"{p}-train.log" for p in configs}
         procs = {p: start(["train", "--config", str(c), "--quiet"], log=logs[p]) for p, c in configs.items()}
         wait_all(procs, logs, timeout=240)
@@ -100,6 +108,17 @@ def test_three_processes_over_tls_equal_the_pooled_scorecard(trained):
     assert abs(float(models["bank"]["intercept"]) - intercept) < 1e-6
     result = json.loads((trained / "runs" / RUN / "bank" / "result.json").read_text())
     assert 0.2 < result["test"]["gini"] <= 1 and result["test"]["n_scored"] > 100
+
+
+def test_a_partner_without_a_test_table_scores_the_banks_test_customers_from_its_own(trained):
+    """telco set no data.test_path: the bank's word after training (vsplit.protocol.then_score) had it score the
+    bank's test customers from its training table, so the bank scored every test customer all three know."""
+    _, _, ids = _woe(trained, _models(trained), "test")
+    runs = trained / "runs" / RUN
+    bank = json.loads((runs / "bank" / "result.json").read_text())
+    telco = json.loads((runs / "telco" / "result.json").read_text())
+    assert bank["test"]["n_scored"] == len(ids) == telco["psi"]["test"]["intersection"]
+    assert "from data.path" in (runs / "telco" / "log.txt").read_text()
 
 
 def test_vsplit_predict_equals_the_pooled_model_and_points_add_up(trained):

@@ -26,7 +26,7 @@ from typing import Any
 import numpy as np
 import pandas as pd
 
-from vsplit.config import PartyConfig, resolve
+from vsplit.config import PartyConfig
 from vsplit.config.boosting import boost_params, small_keys_allowed
 from vsplit.errors import CheckpointError, ConfigError
 from vsplit.node.aligned import AlignedNode, NodeResult, Scored, psi_summary
@@ -60,7 +60,6 @@ class BoostNode(OwnTableNode, kinds=("boosting",)):
     needs_he = 'model.kind = "boosting"'
     model_kind = "boosting"
     forget_psi_progress = AlignedNode.forget_psi_progress
-    _test_table = AlignedNode._test_table
     _record_for_serving = AlignedNode._record_for_serving
     config_hash = AlignedNode.config_hash
 
@@ -92,11 +91,7 @@ class BoostNode(OwnTableNode, kinds=("boosting",)):
             ids = self.table[self.config.data.id_column]
             alignment = yield "psi", psi_machine(self.name, self.topology, ids, self.psi_settings())
             yield from self.train_stages(canonical_rows(alignment))
-            test = self._test_table()
-            scored = None
-            if test is not None:
-                source = resolve(self.config, self.config.data.test_path or "")
-                scored = yield from self.score_session(test, source=source, psi_stage="test psi")
+            scored = yield from self.then_score()
             return alignment, scored
         finally:
             if self._psi_backend is not None:
@@ -315,8 +310,9 @@ class BoostNode(OwnTableNode, kinds=("boosting",)):
         """This party's result (the label party: the test AUC on the shared test rows), result.json and report."""
         alignment, scored = outcome
         seconds = dict(seconds)
-        if "score" in seconds or "test psi" in seconds:
-            seconds["score"] = seconds.pop("test psi", 0.0) + seconds.pop("score", 0.0)
+        if "score" in seconds or "test psi" in seconds:  # the word that scoring follows, its PSI and its round
+            seconds["score"] = (seconds.pop("then score", 0.0) + seconds.pop("test psi", 0.0)
+                                + seconds.pop("score", 0.0))
         result = BoostResult(party=self.name, role=self.role, psi={"train": psi_summary(alignment)}, comm=comm,
                              trees=self.trees_done, validation_losses=[round(v, 6) for v in self.losses],
                              kept_trees=len(self.model.trees) if self.role == "label" else None,

@@ -4,7 +4,9 @@ boosted trees (:mod:`vsplit.node.boost`), WOE binning (:mod:`vsplit.node.woe`) a
 
 Each holds its table, the run's topology, the label party's partners, PSI configured as a network run's
 (:class:`~vsplit.node.aligned.AlignedNode`'s settings and backend), and refuses to start without the ``he`` extra,
-naming what needed it (:attr:`OwnTableNode.needs_he`), before any peer is reached.
+naming what needed it (:attr:`OwnTableNode.needs_he`), before any peer is reached. After training, the label party
+says whether its test table is scored next (:meth:`OwnTableNode.then_score`), so a partner without a test table of its
+own scores from its training table.
 """
 
 from __future__ import annotations
@@ -30,6 +32,8 @@ class OwnTableNode(PartyNode):
 
     psi_settings = AlignedNode.psi_settings
     open_psi_backend = AlignedNode.open_psi_backend
+    _test_table = AlignedNode._test_table
+    _test_table_to_score = AlignedNode._test_table_to_score
     #: what the missing ``he`` extra's error names, e.g. ``model.kind = "boosting"``
     needs_he = ""
     #: the model's name in ``predict.json`` (``boosting``, ``scorecard``)
@@ -60,6 +64,23 @@ class OwnTableNode(PartyNode):
 
         if not heu_available():
             raise ConfigError(f"{self.needs_he}: {_HINT}")
+
+    def then_score(self) -> Any:
+        """After training: the label party tells every partner whether its test table is scored next
+        (:mod:`vsplit.protocol.then_score`), and every party scores it if so (a partner without ``data.test_path``
+        from its training table); the outcome is the scored table (``score_session``'s) or ``None``."""
+        from vsplit.protocol.then_score import LabelThenScore, PartnerThenScore
+
+        if self.role == "label":
+            test = self._test_table()
+            source = resolve(self.config, self.config.data.test_path or "")
+            yield "then score", LabelThenScore(test is not None, partners=self.partners)
+        else:
+            follows = yield "then score", PartnerThenScore(label=self.hub)
+            test, source = self._test_table_to_score() if follows else (None, None)
+        if test is None:
+            return None
+        return (yield from self.score_session(test, source=source, psi_stage="test psi"))
 
     def score_table(self, table: Any, *, channels: Mapping[str, Channel] | None = None,
                     peers: list[str] | None = None, psi_state: Path | None = None,

@@ -23,7 +23,7 @@ from typing import Any
 import numpy as np
 import pandas as pd
 
-from vsplit.config import PartyConfig, resolve
+from vsplit.config import PartyConfig
 from vsplit.config.boosting import small_keys_allowed
 from vsplit.config.scorecard import scorecard_params
 from vsplit.errors import ConfigError
@@ -51,7 +51,6 @@ class ScorecardNode(OwnTableNode, kinds=("scorecard",)):
     needs_he = 'model.kind = "scorecard"'
     model_kind = "scorecard"
     forget_psi_progress = AlignedNode.forget_psi_progress
-    _test_table = AlignedNode._test_table
     _labels = BoostNode._labels
     _woe_machine = WoeNode._machine
     _backend = WoeNode._backend
@@ -105,11 +104,7 @@ class ScorecardNode(OwnTableNode, kinds=("scorecard",)):
             trained = yield "train", self._train_machine(columns, rows)
             self._take(trained)
             self.save_model()
-            test = self._test_table()
-            scored = None
-            if test is not None:
-                source = resolve(self.config, self.config.data.test_path or "")
-                scored = yield from self.score_session(test, source=source, psi_stage="test psi")
+            scored = yield from self.then_score()
             return alignment, scored
         finally:
             if self._psi_backend is not None:
@@ -254,8 +249,9 @@ class ScorecardNode(OwnTableNode, kinds=("scorecard",)):
         model-card section ``scorecard.md``."""
         alignment, scored = outcome
         seconds = dict(seconds)
-        if "score" in seconds or "test psi" in seconds:
-            seconds["score"] = seconds.pop("test psi", 0.0) + seconds.pop("score", 0.0)
+        if "score" in seconds or "test psi" in seconds:  # the word that scoring follows, its PSI and its round
+            seconds["score"] = (seconds.pop("then score", 0.0) + seconds.pop("test psi", 0.0)
+                                + seconds.pop("score", 0.0))
         result = ScorecardResult(party=self.name, role=self.role, psi={"train": psi_summary(alignment)}, comm=comm,
                                  attributes=[m.name for m in self.maps], iterations=self.params.iterations,
                                  seconds={k: round(v, 3) for k, v in seconds.items()})
