@@ -12,15 +12,16 @@ same customers; keys like ``default_credit_1000``) and seed, with :class:`vsplit
   AUCs; ``bank_network``: the bank's network alone (the ``label_party_only`` model) on the same rows;
 - ``bank_lr``: scikit-learn's logistic regression (one-hot categories, standardized numbers, ``C=1``) on the bank's
   columns, its training rows; ``pooled_lr``: the same on the pooled columns of the customers both parties know;
-- ``split``: the split network (the defaults, ``candidates="network"``); ``split_scorecard``: the split scorecard
-  (:class:`vsplit.SplitScorecard`'s defaults); ``split_blend``: ``candidates="network+scorecard"``, the mean of both
-  models' log-odds (:mod:`vsplit.candidates`; the same network and scorecard, trained once); ``gain``: the split's
-  AUC minus the bank-alone model's, as the report states it.
+- ``split``: the defaults (``candidates="auto"``: on these tables the split network blended with the split
+  scorecard, the mean of both models' log-odds, :mod:`vsplit.candidates`), with ``candidates_``, what the defaults
+  trained; ``split_network``: that same network alone (``candidates="network"``); ``split_scorecard``: that same
+  scorecard alone (:class:`vsplit.SplitScorecard`'s defaults); ``gain``: the split's AUC minus the bank-alone model's,
+  as the report states it.
 
 Every model is scored on the same test customers: the preset's whole test split restricted to the customers every
 party knows (the rows the split scores). ``summary``: ``worst_bank_alone_minus_lr`` (over every subsample and seed),
-``worst_split_minus_pooled_lr`` (mean of the seeds per subsample, the worst subsample), the same of the blend
-(``worst_split_blend_minus_pooled_lr``), ``broken_baselines`` (how
+``worst_split_minus_pooled_lr`` (mean of the seeds per subsample, the worst subsample), the same of the network alone
+(``worst_split_network_minus_pooled_lr``), ``broken_baselines`` (how
 many subsample-seeds report a baseline at or below 0.55 while ``bank_lr`` is above 0.65). ``meta``: wall time, load.
 Training runs in this process, one thread, the parties aligned by a plain join (the same rows as PSI).
 """
@@ -101,29 +102,29 @@ def one(name: str, size: int, seed: int, **params: Any) -> dict[str, Any]:
                           fallback=True, alignment="join", random_state=seed, **params)
     with warnings.catch_warnings():
         warnings.simplefilter("ignore")  # the partner-unknown and key-size notes; the figures say it all
-        clf = clf.set_params(candidates="network+scorecard").fit(train)
+        clf = clf.fit(train)
     seconds = round(time.perf_counter() - started, 2)
     y = (test[me][label] == data.positive_label).astype(int).to_numpy()
-    blended = clf.evaluate(test)
+    split = clf.evaluate(test)
     network_only = copy.copy(clf)
-    network_only.scorecard_ = None  # the same network, alone: what the defaults (candidates="network") train
-    split = network_only.evaluate(test)
-    card = clf.scorecard_.evaluate(test)
+    network_only.scorecard_ = None  # the same network, alone: what candidates="network" trains
+    network = network_only.evaluate(test)
+    card = clf.scorecard_.evaluate(test) if clf.scorecard_ is not None else {"auc": float("nan")}
     bank = clf.fallback_
     alone = float(roc_auc_score(y, score_bank_only(bank, test[me])))
-    network = float(roc_auc_score(y, score_bank_only(dataclasses.replace(bank, chosen=NETWORK), test[me])))
+    bank_network = float(roc_auc_score(y, score_bank_only(dataclasses.replace(bank, chosen=NETWORK), test[me])))
     pooled_train = data.pooled("train").merge(train[me][[ids]], on=ids)
     pooled_test = data.pooled("test").merge(test[me][[ids]], on=ids)
     lr = {"label": label, "positive": data.positive_label, "drop": [ids]}
     return {
         "bank_alone": {"auc": round(alone, 4), "model": bank.chosen,
                        "val_auc": {k: round(v, 4) for k, v in bank.val_auc.items()}},
-        "bank_network": {"auc": round(network, 4), "epochs": len(bank.history)},
+        "bank_network": {"auc": round(bank_network, 4), "epochs": len(bank.history)},
         "bank_lr": {"auc": round(logistic_auc(train[me], test[me], **lr), 4)},
-        "split": {"auc": round(split["auc"], 4), "n_scored": split["n_scored"], "epochs": len(clf.history_),
-                  "batch_size": clf.batch_size_},
+        "split": {"auc": round(split["auc"], 4), "n_scored": split["n_scored"], "candidates_": clf.candidates_},
+        "split_network": {"auc": round(network["auc"], 4), "n_scored": network["n_scored"],
+                          "epochs": len(clf.history_), "batch_size": clf.batch_size_},
         "split_scorecard": {"auc": round(card["auc"], 4)},
-        "split_blend": {"auc": round(blended["auc"], 4), "n_scored": blended["n_scored"]},
         "pooled_lr": {"auc": round(logistic_auc(pooled_train, pooled_test, **lr), 4)},
         "gain": {"auc": round(split["auc"] - alone, 4), "over": bank.chosen},
         "seconds": seconds,
@@ -153,7 +154,8 @@ def search(name: str, size: int, seed: int, *, holdout: float = 0.25) -> dict[st
     for key, params in CANDIDATES.items():
         for mode in ("split", "label_party_only"):
             clf = SplitClassifier(label_party=me, label=data.label, id_column=ids, positive_label=data.positive_label,
-                                  mode=mode, alignment="join", random_state=seed, **params).fit(fit)
+                                  mode=mode, alignment="join", random_state=seed, candidates="network",
+                                  **params).fit(fit)
             out.setdefault(key, {})[mode] = round(clf.evaluate(valid)["auc"], 4)
     return out
 
@@ -186,18 +188,21 @@ def summarise(results: dict[str, dict[str, dict[str, Any]]]) -> dict[str, Any]:
         return float(np.mean([r[model]["auc"] for r in seeds.values()]))
 
     per = {key: round(mean(seeds, "split") - mean(seeds, "pooled_lr"), 4) for key, seeds in results.items()}
-    blend = {key: round(mean(seeds, "split_blend") - mean(seeds, "pooled_lr"), 4) for key, seeds in results.items()}
+    network = {key: round(mean(seeds, "split_network") - mean(seeds, "pooled_lr"), 4)
+               for key, seeds in results.items()}
     return {
         "worst_bank_alone_minus_lr": round(min(r["bank_alone"]["auc"] - r["bank_lr"]["auc"] for r in runs), 4),
         "worst_split_minus_pooled_lr": min(per.values()),
         "split_minus_pooled_lr": per,
-        "worst_split_blend_minus_pooled_lr": min(blend.values()),
-        "split_blend_minus_pooled_lr": blend,
+        "worst_split_network_minus_pooled_lr": min(network.values()),
+        "split_network_minus_pooled_lr": network,
+        "split_trained": {c: sum(r["split"]["candidates_"] == c for r in runs)
+                          for c in sorted({r["split"]["candidates_"] for r in runs})},
         "broken_baselines": sum(r["bank_alone"]["auc"] <= BROKEN and r["bank_lr"]["auc"] > LR_FLOOR for r in runs),
         "bank_models_chosen": {m: sum(r["bank_alone"]["model"] == m for r in runs)
                                for m in sorted({r["bank_alone"]["model"] for r in runs})},
         "mean": {key: {m: round(mean(seeds, m), 4) for m in ("bank_alone", "bank_network", "bank_lr", "split",
-                                                               "split_scorecard", "split_blend", "pooled_lr",
+                                                               "split_network", "split_scorecard", "pooled_lr",
                                                                "gain")}
                  for key, seeds in results.items()},
     }
@@ -227,7 +232,7 @@ def main() -> int:
             for seed in args.seeds:
                 out = one(name, size, seed, **params)
                 results.setdefault(f"{name}_{size}", {})[str(seed)] = out
-                shown = ("bank_alone", "bank_network", "bank_lr", "split", "split_blend", "pooled_lr")
+                shown = ("bank_alone", "bank_network", "bank_lr", "split", "split_network", "pooled_lr")
                 print(f"{name}_{size} seed {seed}: " + ", ".join(f"{m} {out[m]['auc']:.4f}" for m in shown)
                       + f" ({out['bank_alone']['model']})",
                       file=sys.stderr, flush=True)

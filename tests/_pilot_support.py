@@ -81,7 +81,7 @@ def in_process_metrics(data, **settings) -> dict:
     threads = torch.get_num_threads()
     torch.set_num_threads(1)
     try:
-        clf = SplitClassifier(label_party="bank", label="y", positive_label="yes", random_state=0,
+        clf = SplitClassifier(candidates="network", label_party="bank", label="y", positive_label="yes", random_state=0,
                               **settings).fit(data.train)
     finally:
         torch.set_num_threads(threads)

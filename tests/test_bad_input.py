@@ -10,7 +10,8 @@ from vsplit.estimator import SplitClassifier
 
 
 def fit(views, **kwargs):
-    return SplitClassifier(label_party="bank", label="y", epochs=1, random_state=0, **kwargs).fit(views)
+    return SplitClassifier(label_party="bank", label="y", epochs=1, random_state=0, candidates="network",
+                           **kwargs).fit(views)
 
 
 def test_missing_feature_column_is_named_when_scoring(views):

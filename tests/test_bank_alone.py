@@ -33,7 +33,8 @@ def _views(seed: int = 0, *, noise_labels: bool = False) -> dict[str, pd.DataFra
 @pytest.fixture(scope="module")
 def fitted(one_thread) -> tuple[SplitClassifier, dict[str, pd.DataFrame]]:
     views = _views()
-    clf = SplitClassifier(epochs=2, lr=1e-7, fallback=True, random_state=0, alignment="join").fit(views)
+    clf = SplitClassifier(epochs=2, lr=1e-7, fallback=True, random_state=0, alignment="join",
+                          candidates="network").fit(views)
     return clf, views
 
 
@@ -176,5 +177,6 @@ def test_a_table_above_the_cross_validation_size_is_judged_on_validation_rows(mo
     import vsplit.app.fallback as fallback
 
     monkeypatch.setattr(fallback, "CV_ROWS", 100)
-    clf = SplitClassifier(epochs=2, lr=1e-7, fallback=True, random_state=0, alignment="join").fit(_views())
+    clf = SplitClassifier(epochs=2, lr=1e-7, fallback=True, random_state=0, alignment="join",
+                          candidates="network").fit(_views())
     assert clf.fallback_.chosen_by == fallback.BY_VALIDATION

@@ -23,7 +23,7 @@ TENSORS = {"Activations", "Gradients", "PackedActivations", "PackedGradients", "
 def fit(views, frames=None, **options):
     frames_before = len(frames) if frames is not None else 0
     clf = SplitClassifier(label_party="bank", label="y", epochs=3, batch_size=64, random_state=0, alignment="join",
-                          patience=None, **options).fit(views)
+                          patience=None, candidates="network", **options).fit(views)
     sent = {}
     for sender, _, msg, frame in (frames or [])[frames_before:]:
         kind = type(msg).__name__

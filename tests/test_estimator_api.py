@@ -68,7 +68,7 @@ def numeric_views(n: int = 300, seed: int = 0, *, regression: bool = False) -> d
             "partner": pd.DataFrame({"customer_id": ids[keep], "spend": spend[keep]})}
 
 
-FAST = {"epochs": 2, "batch_size": 64, "alignment": "join", "random_state": 0}
+FAST = {"epochs": 2, "batch_size": 64, "alignment": "join", "random_state": 0, "candidates": "network"}
 
 
 @pytest.mark.parametrize("estimator", [SplitClassifier, SplitRegressor], ids=lambda e: e.__name__)

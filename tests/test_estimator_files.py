@@ -33,7 +33,8 @@ def fitted() -> dict:
     views = _views()
     out = {"views": views}
     bank_y = {"bank": views["bank"].drop(columns=["amount"]), "shop": views["shop"]}
-    out["split"] = SplitClassifier(epochs=2, random_state=0, fallback=True).fit(_views(unknown=20))
+    out["split"] = SplitClassifier(epochs=2, random_state=0, fallback=True, candidates="network").fit(
+        _views(unknown=20))
     out["split"].calibrate(_views(unknown=20))
     out["alone"] = SplitClassifier(epochs=1, mode="label_party_only", numeric_embedding="periodic",
                                    random_state=0).fit(bank_y)
@@ -107,7 +108,7 @@ def test_loading_refuses_another_class_a_damaged_file_and_saving_refuses_modules
     with pytest.raises((CheckpointError, UnreadableCheckpoint)):
         SplitClassifier.load(tmp_path / "bad.npz")
     views = _views()
-    own = SplitClassifier(epochs=1, random_state=0, models={"shop": _Bottom()}).fit(
+    own = SplitClassifier(epochs=1, random_state=0, models={"shop": _Bottom()}, candidates="network").fit(
         {"bank": views["bank"].drop(columns=["amount"]), "shop": views["shop"]})
     with pytest.raises(ConfigError, match=r"models.*pickle or joblib"):
         own.save(tmp_path / "own.npz")

@@ -46,7 +46,7 @@ def views() -> dict[str, pd.DataFrame]:
 
 @pytest.fixture(scope="module")
 def vertical(views) -> SplitClassifier:
-    return SplitClassifier(epochs=3, random_state=0, alignment="join").fit(views)
+    return SplitClassifier(epochs=3, random_state=0, alignment="join", candidates="network").fit(views)
 
 
 def test_split_attributions_equal_captum_on_the_same_network_in_one_place(vertical, views):
@@ -139,7 +139,7 @@ def test_a_u_shaped_split_explains_at_the_client_and_the_server_learns_nothing_n
 
 def test_a_centralized_baseline_explains_the_same_columns_in_one_place(views):
     central = SplitClassifier(mode="centralized", epochs=3, random_state=0, alignment="join").fit(views)
-    split = SplitClassifier(epochs=3, random_state=0, alignment="join").fit(views)
+    split = SplitClassifier(epochs=3, random_state=0, alignment="join", candidates="network").fit(views)
     a, b = central.explain(views, steps=16), split.explain(views, steps=16)
     assert list(a.features.columns) == list(b.features.columns)
     np.testing.assert_allclose(a.partners["shop"].to_numpy(), b.partners["shop"].to_numpy(), atol=1e-4)

@@ -87,7 +87,7 @@ def _fit(topology: str, views) -> tuple[SplitClassifier, dict]:
         data = {"bank": views["bank"][["customer_id", "y"]], "shop": views["shop"]}
     else:
         data = views
-    clf = SplitClassifier(topology=topology, epochs=2, random_state=0, alignment="join",
+    clf = SplitClassifier(topology=topology, epochs=2, random_state=0, alignment="join", candidates="network",
                           **({"merge": "sum"} if topology == "vertical" else {}))
     return clf.fit(data), data
 
@@ -108,7 +108,8 @@ def test_exact_attributions_add_up_to_the_score_difference_in_every_topology(top
 
 
 def test_piecewise_linear_numeric_embeddings_are_integrated_exactly_too(views):
-    clf = SplitClassifier(epochs=1, random_state=0, alignment="join", numeric_embedding="piecewise").fit(views)
+    clf = SplitClassifier(epochs=1, random_state=0, alignment="join", numeric_embedding="piecewise",
+                          candidates="network").fit(views)
     exact = clf.explain(views)  # the kinks where a column crosses one of its bin edges are breakpoints as well
     assert exact.method == "exact" and exact.completeness_error().max() < 1e-9
     fine = clf.explain(views, method="quadrature", steps=128)
@@ -116,7 +117,8 @@ def test_piecewise_linear_numeric_embeddings_are_integrated_exactly_too(views):
 
 
 def test_a_segment_that_is_not_piecewise_linear_falls_back_to_the_quadrature_and_says_so(views):
-    clf = SplitClassifier(epochs=1, random_state=0, alignment="join", merge="attention").fit(views)
+    clf = SplitClassifier(epochs=1, random_state=0, alignment="join", merge="attention",
+                          candidates="network").fit(views)
     e = clf.explain(views, steps=16)
     assert e.method == "quadrature" and "Attention" in e.note and "not exact" in e.method_text()
     with pytest.raises(ConfigError, match=r"piecewise linear.*method=.quadrature."):

@@ -63,7 +63,7 @@ def test_links_in_the_committed_example_card_resolve(page):
 
 def test_links_in_a_generated_model_card_resolve_and_its_epoch_counts_from_one(tmp_path):
     views = make_views(n=300, seed=1)
-    clf = SplitClassifier(epochs=2, random_state=0, alignment="join").fit(views)
+    clf = SplitClassifier(candidates="network", epochs=2, random_state=0, alignment="join").fit(views)
     card = model_card(clf, views, views, draws=20)
     assert card["recipe"]["chosen_epoch"] == str(clf.best_epoch_ + 1)  # as the report's "Chosen epoch"
     markdown, html = write_model_card(tmp_path, card)

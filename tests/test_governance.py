@@ -36,7 +36,7 @@ def subset(views, start: int, stop: int):
 
 
 def _reasons(views, seed: int) -> pd.DataFrame:
-    clf = SplitClassifier(epochs=3, random_state=seed, alignment="join").fit(views)
+    clf = SplitClassifier(epochs=3, random_state=seed, alignment="join", candidates="network").fit(views)
     return reason_codes(clf.explain(views, steps=16), n=3, texts=TEXTS, threshold=0.5)
 
 
@@ -59,7 +59,7 @@ def test_reason_codes_are_deterministic_for_a_seed_and_say_which_partner(views, 
 
 
 def test_reasons_for_a_low_score_decline_are_the_inputs_that_pushed_it_down(views):
-    clf = SplitClassifier(epochs=3, random_state=0, alignment="join").fit(views)
+    clf = SplitClassifier(epochs=3, random_state=0, alignment="join", candidates="network").fit(views)
     e = clf.explain(views, steps=16)
     low = reason_codes(e, n=2, decline_when="low", threshold=0.5)
     assert (low["probability"] < 0.5).all() and (low["contribution_1"].dropna() < 0).all()
@@ -71,7 +71,7 @@ def test_reasons_for_a_low_score_decline_are_the_inputs_that_pushed_it_down(view
 def test_calibration_lowers_the_ece_of_a_deliberately_overconfident_model(views):
     train, valid, test = subset(views, 0, 300), subset(views, 300, 450), subset(views, 450, 600)
     # the plain network: 300 rows are too few for the recipe's dropout-regularised fit to be overconfident
-    clf = SplitClassifier(**{**PLAIN, "epochs": 4}, random_state=0, alignment="join").fit(train)
+    clf = SplitClassifier(**{**PLAIN, "epochs": 4}, random_state=0, alignment="join", candidates="network").fit(train)
     with torch.no_grad():  # overconfident: every log-odds times 5
         last = [m for m in clf.modules_["top"].modules() if isinstance(m, torch.nn.Linear)][-1]
         last.weight.mul_(5)
@@ -115,7 +115,8 @@ def test_stability_is_zero_for_identical_data_and_a_shift_past_the_band_for_a_sh
     assert population_stability(jobs, jobs) == 0.0
     assert population_stability(jobs, pd.Series(["a"] * 90 + ["b"] * 10)) > 0.25
 
-    clf = SplitClassifier(epochs=2, random_state=0, alignment="join", embedding_width=4).fit(views)
+    clf = SplitClassifier(epochs=2, random_state=0, alignment="join", embedding_width=4,
+                          candidates="network").fit(views)
     same = split_stability(clf, views, views)
     assert (same["stability"] == 0).all() and set(same["kind"]) == {"feature", "embedding", "score"}
     assert len(same[(same["party"] == "shop") & (same["kind"] == "embedding")]) == 4
@@ -128,7 +129,7 @@ def test_stability_is_zero_for_identical_data_and_a_shift_past_the_band_for_a_sh
 
 def test_the_model_card_renders_to_markdown_and_html(views, tmp_path):
     train, test = subset(views, 0, 400), subset(views, 400, 600)
-    clf = SplitClassifier(epochs=3, random_state=0, alignment="join").fit(train)
+    clf = SplitClassifier(epochs=3, random_state=0, alignment="join", candidates="network").fit(train)
     e = clf.explain(test, steps=16)
     card = model_card(clf, train, test, explanation=e, fairness_column="job", draws=50,
                       privacy={"defenses": ["noise"], "leakage": {"label leakage AUC": 0.52}})

@@ -141,6 +141,7 @@ def test_nodes_with_their_secrets_reach_the_in_process_run_given_the_same_init_s
     nodes["bank"].run({"partner": bank_end})
     worker.join(timeout=120)
     params = {"label_party": "bank", "label": "y", "positive_label": data.positive_label, "epochs": 1,
+              "candidates": "network",
               "dropout": 0.0, "numeric_embedding": "none"}
     clf = SplitClassifier(**params, random_state=0, init_seeds={"bank": 11, "partner": 22}).fit(data.train)
     got = {"bank": nodes["bank"].party.model, "top": nodes["bank"].party.top, "partner": nodes["partner"].party.model}

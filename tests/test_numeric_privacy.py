@@ -24,7 +24,7 @@ def bin_edges(model: torch.nn.Module) -> list[np.ndarray]:
 
 def test_no_frame_holds_a_partys_bin_edges(views, frames):
     clf = SplitClassifier(label_party="bank", label="y", epochs=1, batch_size=64, numeric_embedding="piecewise",
-                          random_state=0)
+                          random_state=0, candidates="network")
     clf.fit(views).predict_proba(views)
     assert frames, "the tap saw no frames"
     for name in ("partner", "bank"):

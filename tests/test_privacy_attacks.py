@@ -105,7 +105,8 @@ def monitored_fit(data: AuditData, *, gradient_hooks=(), embedding_hooks=(), **m
         observers={"partner": [monitor]},
     )
     SplitClassifier(
-        label_party="bank", label="y", epochs=6, batch_size=256, lr=3e-3, patience=None, random_state=0, hooks=hooks
+        label_party="bank", label="y", epochs=6, batch_size=256, lr=3e-3, patience=None, random_state=0, hooks=hooks,
+        candidates="network",
     ).fit(data.train)
     return monitor
 

@@ -19,7 +19,7 @@ def float_patterns(values: np.ndarray) -> list[bytes]:
 
 
 def test_frames_hold_no_raw_values_ids_or_labels(views, frames):
-    clf = SplitClassifier(label_party="bank", label="y", epochs=2, batch_size=64, random_state=0)
+    clf = SplitClassifier(candidates="network", label_party="bank", label="y", epochs=2, batch_size=64, random_state=0)
     clf.fit(views).predict_proba(views)
     assert frames, "the tap saw no frames"
 

@@ -69,7 +69,8 @@ def test_only_nopeek_also_protects_the_embeddings_sent_for_scoring(baseline, emb
 
 # -- switched off, a defense is not there ---------------------------------------------------------------------------
 
-SMALL = {"label_party": "bank", "label": "y", "epochs": 3, "batch_size": 128, "random_state": 3}
+SMALL = {"label_party": "bank", "label": "y", "epochs": 3, "batch_size": 128, "random_state": 3,
+         "candidates": "network"}  # the defenses act on the network
 
 
 @pytest.fixture(scope="module")

@@ -35,7 +35,8 @@ def parameters(clf: SplitClassifier) -> dict[str, torch.Tensor]:
 
 @pytest.mark.parametrize("recipe", RECIPES.values(), ids=RECIPES.keys())
 def test_split_equals_centralized_with_the_new_recipe(views, one_thread, recipe):
-    settings = dict(label_party="bank", label="y", epochs=2, batch_size=64, patience=None, random_state=0, **recipe)
+    settings = dict(label_party="bank", label="y", candidates="network",
+                    epochs=2, batch_size=64, patience=None, random_state=0, **recipe)
     split = SplitClassifier(mode="split", **settings).fit(views)
     pooled = SplitClassifier(mode="centralized", **settings).fit(views)
     assert isinstance(split.feature_parties_["partner"].model.numeric, NumericEmbedding)
@@ -52,7 +53,8 @@ def test_split_equals_centralized_with_the_new_recipe(views, one_thread, recipe)
 @pytest.mark.parametrize("change", [{"lr_schedule": "cosine"}, {"ema": 0.9}], ids=["cosine", "ema"])
 def test_the_schedule_and_the_average_change_what_is_trained(views, one_thread, change):
     """Neither option is a no-op: the same fit without either ends at other parameters."""
-    settings = dict(label_party="bank", label="y", epochs=2, batch_size=64, patience=None, random_state=0,
+    settings = dict(label_party="bank", label="y", candidates="network",
+                    epochs=2, batch_size=64, patience=None, random_state=0,
                     mode="split", lr_schedule="constant", ema=0.0)
     plain = parameters(SplitClassifier(**settings).fit(views))
     changed = parameters(SplitClassifier(**{**settings, **change}).fit(views))

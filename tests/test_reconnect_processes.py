@@ -78,7 +78,7 @@ def test_reset_in_epoch_two_is_survived_without_restarts_and_the_models_equal_an
     torch.set_num_threads(1)  # as the party processes (train.threads = 1): the same float reductions
     try:
         clf = SplitClassifier(label_party="bank", label="y", positive_label="yes", epochs=EPOCHS, batch_size=BATCH,
-                              patience=10, random_state=0).fit(secretflow_bank.train)
+                              patience=10, random_state=0, candidates="network").fit(secretflow_bank.train)
     finally:
         torch.set_num_threads(threads)
     bank = load_checkpoint(runs / "bank" / "model.npz", run_id=RUN, party="bank")

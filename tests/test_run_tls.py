@@ -55,7 +55,7 @@ def test_two_processes_over_tls_reach_the_in_process_parameters(tmp_path, bank_m
     torch.set_num_threads(1)
     try:
         clf = SplitClassifier(label_party="bank", label="y", positive_label="yes", epochs=epochs, random_state=0,
-                              **ahead, **model)
+                              candidates="network", **ahead, **model)
         clf.fit(bank_marketing.train)
     finally:
         torch.set_num_threads(threads)

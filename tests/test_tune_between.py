@@ -292,7 +292,7 @@ def test_a_trials_validation_auc_is_the_same_split_trained_in_a_notebook_on_the_
     torch.set_num_threads(1)  # as in the party processes (train.threads)
     try:
         clf = SplitClassifier(label_party="bank", label="y", positive_label="yes", random_state=0, epochs=2,
-                              batch_size=256, patience=100, numeric_embedding="piecewise",
+                              candidates="network", batch_size=256, patience=100, numeric_embedding="piecewise",
                               **estimator_params(best["values"])).fit({"bank": fit, **partners})
     finally:
         torch.set_num_threads(threads)

@@ -30,7 +30,7 @@ def test_estimator_warns_naming_the_party_and_column_of_an_unseen_category_and_s
     from vsplit import SplitClassifier
 
     views = _views()
-    clf = SplitClassifier(epochs=1, random_state=0).fit(views)
+    clf = SplitClassifier(candidates="network", epochs=1, random_state=0).fit(views)
     with warnings.catch_warnings():
         warnings.simplefilter("error", UnseenCategoryWarning)
         seen = clf.predict_proba(views)  # every category seen in training: no warning

@@ -76,7 +76,7 @@ class SplitBag:
         from vsplit.data.parquet_table import ParquetTable
 
         seed = int(self.params.get("random_state", 0))
-        base = SplitClassifier(**{**self.params, "random_state": seed})
+        base = SplitClassifier(**{"candidates": "network", **self.params, "random_state": seed})  # networks
         streamed = any(isinstance(table, ParquetTable) for table in views.values())
         init = self.params.get("init_seeds") or {}  # each party's init seed, strided per network as the run seed
         fitted = [fit_network(base.clone(random_state=network_seed(seed, i),

@@ -140,7 +140,7 @@ class _SplitEstimator(ViewsEstimator):
         reset_modules: bool = True,
         fallback: bool = False,
         init_seeds: Mapping[str, int] | None = None,
-        candidates: str = "network",
+        candidates: str = "auto",
     ) -> None:
         self.candidates = candidates
         self.init_seeds = init_seeds
@@ -475,7 +475,10 @@ class _SplitEstimator(ViewsEstimator):
         if getattr(self, "scorecard_", None) is not None:  # candidates="network+scorecard": the blend of both
             from vsplit.candidates import blend
 
-            p = blend(p, self.scorecard_.predict_proba(views)[:, 1])
+            with warnings.catch_warnings():  # the network's scoring already warned of customers it did not score
+                warnings.simplefilter("ignore", UserWarning)
+                card = self.scorecard_.predict_proba(views)[:, 1]
+            p = blend(p, card)
         if getattr(self, "calibrator_", None) is not None:  # the label party's calibration (calibrate)
             p = self.calibrator_.apply(p)
         return p, known
@@ -518,11 +521,12 @@ class _SplitEstimator(ViewsEstimator):
         """
         from vsplit.explain.local import explain_views
 
-        if getattr(self, "scorecard_", None) is not None:
-            raise ConfigError("explain covers the network; with candidates='network+scorecard' the scorecard's "
-                              "reasons are its points: scorecard_.points(views) (each attribute's points and the "
-                              "reason codes)")
-        return explain_views(self, views, steps=steps, chunk=chunk, share_top_k=share_top_k, method=method)
+        explanation = explain_views(self, views, steps=steps, chunk=chunk, share_top_k=share_top_k, method=method)
+        if getattr(self, "scorecard_", None) is not None:  # the blend (candidates): mixed with the scorecard's points
+            from vsplit.candidates import explain_blend
+
+            explanation = explain_blend(explanation, self.scorecard_, views)
+        return explanation
 
     # -- helpers ---------------------------------------------------------------------------------------------------
     def _settings(self) -> ModelSettings:
@@ -672,9 +676,11 @@ class SplitClassifier(ClassifierMixin, _SplitEstimator):
         init_seeds: the seed of each named party's initial weights, dropout stream and the modules it owns (default:
             ``random_state`` for every party): the init seeds the parties of a run between organizations hold
             (:mod:`vsplit.models.secret`), to build the same model here, e.g. the centralized run of the oracle.
-        candidates: ``"network"`` (default) or ``"network+scorecard"``: also train the split scorecard and score
-            with the mean of both models' log-odds, for a small table (binary, vertical; :mod:`vsplit.candidates`,
-            ``scorecard_``; docs/models.md, "Small tables").
+        candidates: ``"network+scorecard"`` also trains the split scorecard and scores with the mean of both
+            models' log-odds (binary, vertical, ``mode="split"``, the ``he`` extra); ``"network"`` trains the network
+            alone; ``"auto"`` (default) blends on a small table (at most 5,000 aligned training rows) where the
+            scorecard can join, else the network alone. ``candidates_`` says what was trained, ``scorecard_`` holds
+            the scorecard (:mod:`vsplit.candidates`; docs/models.md, "Small tables").
 
     Modules of your own. ``fit`` trains the very modules you pass (as PyTorch would); a clone trains copies. With a
     built-in topology (``"vertical"``, ``"vanilla"``, ``"u_shaped"``) the output width of each of your source
@@ -773,7 +779,8 @@ class SplitClassifier(ClassifierMixin, _SplitEstimator):
         :class:`~vsplit.tune.study.TuneResult` (``pip install 'vsplit[tune]'``; docs/tuning.md).
 
         Each trial trains a clone on a stratified ``1 - validation_fraction`` of the label party's rows and is scored
-        by its AUC on the rest; ``bounds`` maps a partner to its bounds (knob -> (low, high)), and a trial outside
+        by its AUC on the rest (the network alone: ``candidates`` adds the same scorecard whatever the trial);
+        ``bounds`` maps a partner to its bounds (knob -> (low, high)), and a trial outside
         them is refused and recorded, not fatal. ``storage`` is a journal file: a second call with it resumes the
         study. Fit the winner with ``clf.clone(**estimator_params(result.best_values)).fit(views)``.
 
@@ -791,7 +798,9 @@ class SplitClassifier(ClassifierMixin, _SplitEstimator):
         def score(values: dict[str, Any]) -> float:
             for party, limits in (bounds or {}).items():
                 check_trial(party, values, limits)
-            return self.clone(**estimator_params(values)).fit(fit).evaluate(valid)["auc"]
+            # the network alone: a blend's scorecard (candidates) does not depend on the trial's settings
+            trial = self.clone(**{**estimator_params(values), "candidates": "network"})
+            return trial.fit(fit).evaluate(valid)["auc"]
 
         return run_study(score, n_trials=n_trials, seed=self.random_state, space=space, storage=storage,
                          progress=progress)

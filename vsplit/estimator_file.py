@@ -6,8 +6,8 @@ loading one never runs code from it. It holds what scoring needs, and of the tra
 parameters, each party's fitted preprocessing (:meth:`~vsplit.data.preprocess.TablePreprocessor.state`), the
 reference row its explanations start from (the mean of its training rows, :class:`~vsplit.explain.paths.Baseline`),
 the shape of each default bottom (:mod:`vsplit.models.rebuild`), every trained module's ``state_dict``, the fitted
-attributes that describe the model (``classes_``, ``history_``, ``best_epoch_``, ...), the calibration and the
-bank-only fallback.
+attributes that describe the model (``classes_``, ``history_``, ``best_epoch_``, ...), the calibration, the
+bank-only fallback and a blend's scorecard (its WOE maps and coefficients, :meth:`vsplit.SplitScorecard.state`).
 ``load`` (:func:`read`, then :func:`restore`) builds each party again from these (no table needed), then loads the
 weights: ``predict_proba`` of the loaded estimator equals the saved one's, bit for bit. ``rows_`` and ``psi_stats_``
 (about the training rows) are not kept. Modules of your own (``models``, ``segments``), hooks, callbacks, a topology
@@ -167,8 +167,11 @@ def _state(est: Any) -> dict[str, Any]:
         "parties": {n: {"kind": _kind(est, n), **_party_state(p)} for n, p in parties.items()},
         "segments": {s: m.state_dict() for s, m in est.modules_.items()},
         "fitted": _fitted(est),
-        "calibrator": None, "fallback": None,
+        "calibrator": None, "fallback": None, "scorecard": None,
     }
+    scorecard = getattr(est, "scorecard_", None)
+    if scorecard is not None:  # the blend's scorecard (candidates): its maps and coefficients, as data
+        state["scorecard"] = {"params": _params(scorecard.get_params(deep=False)), "state": scorecard.state()}
     calibrator = getattr(est, "calibrator_", None)
     if calibrator is not None:
         state["calibrator"] = {"method": calibrator.method, "temperature": calibrator.temperature,
@@ -188,7 +191,7 @@ def _fitted(est: Any) -> dict[str, Any]:
     """Every fitted attribute (``..._``) that is plain data (``classes_``, ``history_``, ``best_epoch_``, ...);
     the parties, modules, training result and traffic are kept otherwise or not at all."""
     skip = {"label_party_", "feature_parties_", "compute_parties_", "topology_", "modules_", "result_", "pumps_",
-            "rows_", "psi_stats_", "fallback_", "calibrator_"}
+            "rows_", "psi_stats_", "fallback_", "calibrator_", "scorecard_"}
     out = {}
     for key, value in vars(est).items():
         if key.endswith("_") and not key.startswith("_") and key not in skip:
@@ -238,6 +241,11 @@ def _restore(state: dict[str, Any], cls: type) -> Any:
         est.calibrator_ = Calibrator(method=c["method"], temperature=float(c["temperature"]),
                                      x=tuple(map(float, c["x"])), y=tuple(map(float, c["y"])))
     est.fallback_ = _restore_fallback(est, state.get("fallback"), settings)
+    est.scorecard_ = None
+    if state.get("scorecard") is not None:
+        from vsplit.scorecard_estimator import SplitScorecard
+
+        est.scorecard_ = SplitScorecard.from_state(state["scorecard"]["state"], **state["scorecard"]["params"])
     return est
 
 

@@ -115,6 +115,7 @@ class SplitScorecard(ClassifierMixin, ViewsEstimator):
             ConfigError: a parameter out of range. DataError: views that cannot be used (a label that is not binary,
                 an attribute with a single value, no attribute kept by a partner).
         """
+        from vsplit.he import generate_keypair
         from vsplit.woe import information_value
         from vsplit.woe.notebook import labels_of
 
@@ -124,12 +125,15 @@ class SplitScorecard(ClassifierMixin, ViewsEstimator):
         label, partners = self.label_party, [n for n in views if n != self.label_party]
         if not partners:
             raise DataError("SplitScorecard: no partner view; a scorecard across the cut needs one")
+        # the label party's one key pair for the binning and the regression (a prime search: seconds at 2048 bits)
+        keys = generate_keypair(scheme=self.scheme, key_bits=self.key_bits,
+                                insecure_small_key_for_tests=self.insecure_small_key_for_tests)
         iv = information_value(
             views, label_party=label, label=self.label, id_column=self.id_column, positive_label=self.positive_label,
             categorical=self.categorical, fine_bins=self.fine_bins, share_names=self.share_names,
             min_bin_share=self.min_bin_share, monotonic=self.monotonic, max_coarse_bins=self.max_coarse_bins,
             scheme=self.scheme, key_bits=self.key_bits, insecure_small_key_for_tests=self.insecure_small_key_for_tests,
-            alignment=self.alignment, random_state=self.random_state)
+            alignment=self.alignment, random_state=self.random_state, keys=keys)
         self.value_report_, self.rows_ = iv.report, iv.rows
         self.selected_ = {n: iv.binnings[n].select(min_iv=self.min_iv, top_k=self.top_k) for n in views}
         for n in partners:
@@ -141,8 +145,7 @@ class SplitScorecard(ClassifierMixin, ViewsEstimator):
         labels = labels_of(views[label][self.label], name=self.label, party=label,
                            positive_label=self.positive_label)[iv.rows[label]]
         machines: dict[str, Any] = {label: LabelScorecard(
-            columns[label].matrix(), labels=labels, partners=partners, params=params, scaling=scaling,
-            scheme=self.scheme, key_bits=self.key_bits, insecure_small_key_for_tests=self.insecure_small_key_for_tests)}
+            columns[label].matrix(), labels=labels, partners=partners, params=params, scaling=scaling, keys=keys)}
         for n in partners:
             machines[n] = PartnerScorecard(columns[n], label=label, schemes=(self.scheme,),
                                            min_key_bits=min(self.key_bits, 2048), share_names=self._shares(n),
@@ -158,6 +161,46 @@ class SplitScorecard(ClassifierMixin, ViewsEstimator):
         self.classes_ = np.array([0, 1])
         self.fit_seconds_ = time.perf_counter() - started
         return self
+
+    # -- as data ---------------------------------------------------------------------------------------------------
+    def state(self) -> dict[str, Any]:
+        """What scoring needs, as plain arrays, numbers and strings (no pickle): every party's selected WOE maps and
+        coefficients, the intercept and the points scale. :meth:`SplitClassifier.save
+        <vsplit.estimator.SplitClassifier.save>` keeps a blend's scorecard this way; :meth:`from_state` reads it."""
+        check_is_fitted(self, "coef_")
+        s = self.scaling_
+        return {"label_party": self.label_party, "partners": list(self.partners_),
+                "maps": {n: [m.state() for m in maps] for n, maps in self.maps_.items()},
+                "coef": {n: np.asarray(c, dtype=np.float64) for n, c in self.coef_.items()},
+                "intercept": float(self.intercept_), "scaling": [s.base_score, s.base_odds, s.pdo],
+                "selected": {n: list(v) for n, v in self.selected_.items()}}
+
+    @classmethod
+    def from_state(cls, state: Mapping[str, Any], **params: Any) -> SplitScorecard:
+        """The fitted scorecard :meth:`state` wrote, with ``params`` (its estimator parameters); it scores
+        (``points``, ``predict_proba``, ``evaluate``) as the saved one did. ``value_report_`` and ``rows_`` (about
+        the training rows) are not kept."""
+        from vsplit.scorecard.columns import map_tables
+        from vsplit.woe.maps import WoeMap
+
+        card = cls(**params)
+        if str(state["label_party"]) != card.label_party:
+            raise ConfigError(f"a scorecard of label party {state['label_party']!r}, not {card.label_party!r}")
+        base_score, base_odds, pdo = (float(v) for v in state["scaling"])
+        card.scaling_ = Scaling(base_score=base_score, base_odds=base_odds, pdo=pdo)
+        card.partners_ = [str(n) for n in state["partners"]]
+        card.maps_ = {str(n): [WoeMap.from_state(m) for m in maps] for n, maps in state["maps"].items()}
+        card.coef_ = {str(n): np.asarray(c, dtype=np.float64).ravel() for n, c in state["coef"].items()}
+        card.selected_ = {str(n): [str(a) for a in v] for n, v in state["selected"].items()}
+        card.intercept_ = float(state["intercept"])
+        card.base_points_ = card.scaling_.base_points(card.intercept_)
+        card.points_tables_ = {}
+        for n, maps in card.maps_.items():
+            names, woe, labels = map_tables(maps)
+            card.points_tables_[n] = PointsTable.of(names=names, labels=labels, woe=woe, coef=card.coef_[n],
+                                                    scaling=card.scaling_)
+        card.classes_ = np.array([0, 1])
+        return card
 
     def _shares(self, party: str) -> bool:
         s = self.share_names

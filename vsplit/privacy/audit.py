@@ -153,7 +153,8 @@ def run_once(
         observers={p: [norms[p], directions[p]] for p in partners} if "label_leakage" in attacks else {},
         embedding_hooks={p: [taps[p]] for p in partners},  # last: records what the label party receives
     )
-    params = {"label_party": data.label_party, "label": data.label, "positive_label": data.positive_label}
+    params = {"label_party": data.label_party, "label": data.label, "positive_label": data.positive_label,
+              "candidates": "network"}  # the attacks read the network's embeddings and gradients
     clf = SplitClassifier(**{**params, **dict(estimator or {}), "random_state": seed})
     clf.set_params(hooks=merge_hooks(defense_hooks, attack_hooks))
     started = time.perf_counter()

@@ -92,7 +92,7 @@ def information_value(views: Mapping[str, pd.DataFrame], *, label_party: str = "
                       scheme: str = "ou", key_bits: int = 2048, insecure_small_key_for_tests: bool = False,
                       alignment: str = "psi", random_state: int = 0, taps: Iterable[Any] = (),
                       report_gini: bool = False, validation_share: float = 0.3, gini_draws: int = 200,
-                      scorecard: Any = None) -> InformationValue:
+                      scorecard: Any = None, keys: Any = None) -> InformationValue:
     """WOE binning and IV of every attribute of every party, the labels staying with ``label_party``.
 
     Args:
@@ -110,6 +110,8 @@ def information_value(views: Mapping[str, pd.DataFrame], *, label_party: str = "
             and a paired bootstrap interval (``gini_draws`` resamples) of their difference in the report
             (:mod:`vsplit.woe.gini`; ``report.gini``); ``scorecard``: its :class:`~vsplit.scorecard.ScorecardParams`
             (default: the defaults).
+        keys: the label party's key pair (:func:`vsplit.he.generate_keypair`; default: one made here from ``scheme``
+            and ``key_bits``), e.g. the one a scorecard trained next reuses.
 
     Raises:
         DataError: a label that is not binary, an attribute with a single value, a bin under the minimum size.
@@ -142,7 +144,7 @@ def information_value(views: Mapping[str, pd.DataFrame], *, label_party: str = "
             machines[name] = LabelWoe(fine, codes=codes, labels=labels, partners=partners, name=name,
                                       params=ClassingParams(min_bin_share=min_bin_share, monotonic=monotonic,
                                                             max_bins=max_coarse_bins),
-                                      scheme=scheme, key_bits=key_bits,
+                                      scheme=scheme, key_bits=key_bits, keys=keys,
                                       insecure_small_key_for_tests=insecure_small_key_for_tests)
         else:
             machines[name] = PartnerWoe(fine, codes=codes, label=label_party,
