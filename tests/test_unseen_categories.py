@@ -1,5 +1,6 @@
 """A category training never saw is flagged wherever a score is given: the estimator warns naming the party and the
-column, ``vsplit predict`` writes it in predictions.csv (``unseen_categories``), and ``vsplit serve`` answers it in a
+column, ``vsplit predict`` writes it in predictions.csv (``unseen_categories``; a partner in its own job's
+``unseen.csv``, the bank not told), and ``vsplit serve`` answers it in a
 ``warnings`` entry naming the field. The row is still scored (as the unknown category)."""
 
 from __future__ import annotations
@@ -15,6 +16,7 @@ from vsplit.config import load_config
 from vsplit.data.unseen import UnseenCategoryWarning, unseen_in_rows, unseen_in_table
 
 NEW_JOB = "astronaut"
+NEW_MONTH = "smarch"
 
 
 def _views(n: int = 200) -> dict[str, pd.DataFrame]:
@@ -56,7 +58,14 @@ def run(tmp_path_factory) -> dict:
     test.loc[test.index[:3], "job"] = NEW_JOB
     test.to_parquet(path, index=False)
     test["customer_id"] = test["customer_id"].astype(str)
-    return {"root": root, "test": test, "batch": batch_predict(root, "v1")}
+    telco_path = root / "telco" / "data" / "test.parquet"
+    telco = pd.read_parquet(telco_path)
+    shop = pd.read_parquet(root / "shop" / "data" / "test.parquet")["customer_id"].astype(str)
+    shared = telco["customer_id"].astype(str).isin(set(test["customer_id"]) & set(shop))
+    telco.loc[telco.index[shared][:2], "month"] = NEW_MONTH  # a partner's column: two customers all parties know
+    telco.to_parquet(telco_path, index=False)
+    telco_flagged = set(telco.loc[telco.index[shared][:2], "customer_id"].astype(str))
+    return {"root": root, "test": test, "batch": batch_predict(root, "v1"), "telco_flagged": telco_flagged}
 
 
 def test_predictions_file_names_the_column_holding_an_unseen_category(run):
@@ -67,6 +76,21 @@ def test_predictions_file_names_the_column_holding_an_unseen_category(run):
     others = by_id.drop(index=sorted(flagged))["unseen_categories"].fillna("")
     assert (others == "").all()
     assert by_id.loc[sorted(flagged), "probability"].notna().any()  # still scored, flagged
+
+
+def test_a_partner_flags_its_own_unseen_categories_in_its_own_job_and_the_bank_is_not_told(run):
+    import json
+
+    jobs = sorted((run["root"] / "runs" / "v1" / "telco" / "predictions").glob("*/predict.json"))
+    assert jobs, "telco wrote no prediction job"
+    summary = json.loads(jobs[-1].read_text())
+    assert summary["unseen_categories"] == {"rows": 2, "columns": {"month": 2}, "file": "unseen.csv"}
+    flagged = pd.read_csv(jobs[-1].parent / "unseen.csv", dtype={"customer_id": str})
+    assert set(flagged["customer_id"]) == run["telco_flagged"] and (flagged["unseen_categories"] == "month").all()
+    bank = run["batch"].set_index("customer_id").loc[sorted(run["telco_flagged"]), "unseen_categories"].fillna("")
+    assert not bank.str.contains("month").any()  # the bank's file names its own columns only
+    assert (run["root"] / "runs" / "v1" / "shop" / "predictions").is_dir()
+    assert not list((run["root"] / "runs" / "v1" / "shop" / "predictions").glob("*/unseen.csv"))
 
 
 def test_serving_answer_warns_naming_the_field_of_an_unseen_category(run):

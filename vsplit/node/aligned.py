@@ -540,6 +540,14 @@ class AlignedNode(PartyNode, kinds=("vertical", "vanilla", "u_shaped")):
 
             flags = unseen_in_table(self.party.preprocessor, scored.table)
             out.unseen = {i: f for i, f in zip(out.ids, flags, strict=True) if f}
+        elif getattr(self.party, "preprocessor", None) is not None and scored.table is not None:
+            from vsplit.data.unseen import unseen_in_table
+
+            # a partner flags its own columns in its own outputs: the label party is not told which they are
+            mine = scored.table.iloc[scored.rows]
+            ids = mine[self.config.data.id_column].astype(str)
+            flags = unseen_in_table(self.party.preprocessor, mine)
+            out.unseen = {i: f for i, f in zip(ids, flags, strict=True) if f}
         return out
 
     # -- checkpoints and outputs -------------------------------------------------------------------------------------

@@ -25,7 +25,7 @@ import hashlib
 import logging
 import sys
 import time
-from collections.abc import Callable, Generator, Iterable, Mapping
+from collections.abc import Callable, Generator, Iterable, Mapping, Sequence
 from pathlib import Path
 from typing import Any, ClassVar
 
@@ -210,9 +210,30 @@ class PartyNode:
                 job.folder, id_column=self.config.data.id_column, own=scores.ids, wanted=requested,
                 by_id=scores.by_id, fallback=scores.fallback, missing=scores.missing, me=self.name, within=self.folder,
                 unseen=scores.unseen)
+        elif scores.unseen:  # a party that scores nothing itself flags its own columns in its own job folder
+            summary["unseen_categories"] = self._write_unseen(job.folder, scores.unseen)
         job.finish()
         write_json(job.folder / "predict.json", summary, within=self.folder)  # written last: the job is done
         return path
+
+    def _write_unseen(self, folder: Path, unseen: Mapping[str, Sequence[str]]) -> dict[str, Any]:
+        """``unseen.csv`` in ``folder``: each scored customer of this party (a partner) whose columns hold a category
+        its training never saw, with those columns (``;``-separated), and a warning in its log; what
+        ``predict.json`` records of it. The label party is not told: each party flags its own columns."""
+        from collections import Counter
+
+        import pandas as pd
+
+        from vsplit.atomic import write_atomic
+        from vsplit.data.unseen import unseen_message
+
+        frame = pd.DataFrame({self.config.data.id_column: list(unseen),
+                              "unseen_categories": [";".join(c) for c in unseen.values()]})
+        write_atomic(folder / "unseen.csv", frame.to_csv(index=False).encode(), within=self.folder)
+        counts = Counter(c for columns in unseen.values() for c in columns)
+        logging.getLogger(__name__).warning("%s; the customers are in unseen.csv",
+                                            unseen_message(self.name, counts, rows=len(unseen)))
+        return {"rows": len(unseen), "columns": dict(counts), "file": "unseen.csv"}
 
     def tell_peers_before_scoring(self, error: BaseException) -> list[str]:
         """Tell the peers, in the prediction session, that this party stops before scoring because of ``error`` (an
