@@ -18,24 +18,14 @@ import pytest
 
 pytest.importorskip("heu")
 
-from _ensemble_support import NAMES, NETWORKS, SETS, TREES, in_memory, prepare, views
-from _pilot_support import start, wait_all
-from _serving_support import close_joined, joined_in_memory
+from _ensemble_support import NAMES, NETWORKS, SETS, TREES, in_memory, predicted, served, train_then_predict, views
 
 from vsplit.config import load_config
 from vsplit.config.boosting import SMALL_KEYS_ENV
 from vsplit.errors import CheckpointError, ConfigError
 from vsplit.runtime.checkpoint import load_checkpoint
-from vsplit.runtime.jobs import PredictJob
 
 RUN = "ens-tls"
-
-
-def _launch(root, configs, command: list[str], tag: str, *, timeout: float = 180, each=lambda party: []) -> None:
-    logs = {p: root / f"{p}-{tag}.log" for p in configs}
-    procs = {p: start([*command, "--config", str(c), "--quiet", *SETS, *each(p)], log=logs[p])
-             for p, c in configs.items()}
-    wait_all(procs, logs, timeout=timeout)
 
 
 @pytest.fixture(scope="module")
@@ -43,20 +33,10 @@ def trained(tmp_path_factory):
     """One ensemble run as three processes over mutual TLS, then ``vsplit predict``'s code (``PartyNode.predict``)
     on every party's test table, in threads over memory channels: a second set of processes would only start the
     same code again."""
-    from _serving_support import _channels, _in_threads
-
-    from vsplit.node import PartyNode
-
     root = tmp_path_factory.mktemp("ensemble")
-    configs = prepare(root, RUN)
     with pytest.MonkeyPatch.context() as patch:
         patch.setenv(SMALL_KEYS_ENV, "1")
-        _launch(root, configs, ["train"], "train")
-        nodes = {p: PartyNode(load_config(c, overrides=SETS[1::2]), progress=False) for p, c in configs.items()}
-        channels = _channels()
-        _in_threads({p: (lambda p=p: nodes[p].predict(root / p / "data" / "test.parquet", channels=channels[p],
-                                                       job=PredictJob.open(nodes[p].folder, "j1")))
-                     for p in configs})
+        train_then_predict(root, RUN)
     return root
 
 
@@ -97,11 +77,7 @@ def test_three_processes_over_tls_choose_the_weight_split_ensemble_chooses_in_on
 
 
 def test_vsplit_predict_equals_split_ensemble_in_one_process(trained, reference):
-    got = pd.read_csv(trained / "runs" / RUN / "bank" / "predictions" / "j1" / "predictions.csv",
-                      dtype={"customer_id": str}).set_index("customer_id")
-    scored = got[got["status"] == "scored"]["probability"]
-    test = views(trained, "test")
-    ids = test["bank"]["customer_id"].astype(str)
+    got, scored, test, ids = predicted(trained, RUN)
     with warnings.catch_warnings():
         warnings.simplefilter("ignore", UserWarning)  # customers a partner does not know: NaN
         expected = pd.Series(reference.predict_proba(test)[:, 1], index=ids)
@@ -140,37 +116,21 @@ def test_bad_ensemble_settings_are_refused_naming_the_key(trained, override, exp
 def test_served_scores_equal_vsplit_predict_with_one_partner_round_trip_for_both_parts(trained):
     """Live mode: each partner answers every batch once, its embeddings and its decision bits side by side."""
     from vsplit.serve import messages as m
-    from vsplit.serve.scorer import Row
     from vsplit.transport.codec import decode
 
-    common = [*(SETS[1::2]), 'serve.table="data/test.parquet"', "serve.mode=live"]
-    taps, daemons = {}, {}
-    try:
-        scorer, taps, daemons = joined_in_memory(trained / "bank" / "party.toml",
-                                                 {p: trained / p / "party.toml" for p in NAMES[1:]}, common)
-        version = scorer.model
-        test = pd.read_parquet(trained / "bank" / "data" / "test.parquet")
-        rows = [Row(id=str(r["customer_id"]), features={c: (r[c].item() if hasattr(r[c], "item") else r[c])
-                                                         for c in version.columns}) for r in test.to_dict("records")]
-        scored = [s for at in range(0, len(rows), 64) for s in scorer.score(rows[at:at + 64])]
-        batches = -(-len(rows) // 64)
-        served = pd.Series({s.id: s.score for s in scored if s.model == "split"})
-        batch = pd.read_csv(trained / "runs" / RUN / "bank" / "predictions" / "j1" / "predictions.csv",
-                            dtype={"customer_id": str}).set_index("customer_id")
-        expected = batch[batch["status"] == "scored"]["probability"]
-        assert sorted(served.index) == sorted(expected.index) and len(served) > 100
-        np.testing.assert_allclose(served.to_numpy(), expected[served.index].to_numpy(), rtol=0, atol=1e-6)
-        assert all(s.score is None for s in scored if s.id not in served.index)  # no bank-only model: no score
-        for p, (_, partner_tap) in taps.items():
+    with served(trained, RUN) as out:
+        assert sorted(out.served.index) == sorted(out.expected.index) and len(out.served) > 100
+        np.testing.assert_allclose(out.served.to_numpy(), out.expected[out.served.index].to_numpy(), rtol=0,
+                                   atol=1e-6)
+        assert all(s.score is None for s in out.scored if s.id not in out.served.index)  # no bank-only model
+        for p, (_, partner_tap) in out.taps.items():
             replies = [a for a in (decode(f)[1] for f in partner_tap.frames) if isinstance(a, m.EmbedReply)]
-            assert len(replies) == batches  # one answer per batch serves the networks and the trees
-            networks = version.networks.partners[p][1]
-            records = len(daemons[p].models[RUN].trees.node.model.columns)
+            assert len(replies) == out.batches  # one answer per batch serves the networks and the trees
+            networks = out.version.networks.partners[p][1]
+            records = len(out.daemons[p].models[RUN].trees.node.model.columns)
             for reply in replies:
                 assert reply.values.dtype == np.float32 and reply.values.shape[1] == networks + records
                 assert set(np.unique(reply.values[:, networks:]).tolist()) <= {0.0, 1.0}
-    finally:
-        close_joined(taps, daemons)
 
 
 def test_vsplit_explain_gives_the_combinations_contributions_as_split_ensemble_explains_them(trained, reference):

@@ -266,7 +266,8 @@ def weighted_explanation(parts: list[tuple[float, Any]]) -> Any:
         at = pd.Index(e.ids).get_indexer(ids)
         score, base = score + w * np.asarray(e.score)[at], base + w * np.asarray(e.baseline_score)[at]
         f, g = w * e.features.iloc[at].set_axis(ids), w * e.groups.iloc[at].set_axis(ids)
-        features = f if features is None else features + f
-        groups = g if groups is None else groups + g
+        # a column or partner one model has not (a scorecard's unselected attributes) counts 0 there
+        features = f if features is None else features.add(f, fill_value=0.0)
+        groups = g if groups is None else groups.add(g, fill_value=0.0)
     return Explanation(label_party=parts[0][1].label_party, ids=ids, score=score, baseline_score=base,
                        features=features, groups=groups, method="ensemble")

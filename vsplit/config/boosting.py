@@ -36,8 +36,8 @@ def boosting_checks(config: PartyConfig, *, environ: Mapping[str, str] | None = 
     kind, b = config.model.kind, config.boosting
     if kind not in MODEL_KINDS:
         return [f"model.kind: must be one of {', '.join(MODEL_KINDS)}; got {kind!r}"]
-    if kind not in ("boosting", "ensemble"):  # an ensemble's trees are [boosting]'s
-        return []
+    if kind not in ("boosting", "ensemble") or (kind == "ensemble" and config.ensemble.second != "trees"):
+        return []  # an ensemble's trees are [boosting]'s
     errors = []
     if config.topology.kind != "vertical":
         errors.append(f"model.kind: boosting runs in a vertical split; topology.kind is {config.topology.kind!r}")

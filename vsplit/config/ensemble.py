@@ -1,9 +1,11 @@
 """The ``[ensemble]`` section (``[model] kind = "ensemble"``): checks, the weight grid, and each part's own config.
 
 An ensemble between organizations trains split networks (the usual ``[model]`` and ``[train]`` keys, a bag of
-``ensemble.networks``) and vertical boosted trees (``[boosting]``, whose checks apply too) over the same channels;
-the label party combines them (:mod:`vsplit.node.ensemble`). :func:`part_config` gives each part the config its own
-node (:class:`~vsplit.node.aligned.AlignedNode`, :class:`~vsplit.node.boost.BoostNode`) reads.
+``ensemble.networks``) and vertical boosted trees (``[boosting]``, whose checks apply too) or, with ``ensemble.second =
+"scorecard"``, the vertical scorecard (``[woe]`` and ``[scorecard]``) over the same channels; the label party combines
+them (:mod:`vsplit.node.ensemble`). :func:`part_config` gives each part the config its own node
+(:class:`~vsplit.node.aligned.AlignedNode`, :class:`~vsplit.node.boost.BoostNode`,
+:class:`~vsplit.node.scorecard.ScorecardNode`) reads.
 
 Example:
     >>> from vsplit.config.schema import *
@@ -23,6 +25,8 @@ import math
 
 from vsplit.config.schema import PartyConfig
 
+#: ``ensemble.second``: the part the networks are combined with, and the model kind its node runs
+SECONDS = {"trees": "boosting", "scorecard": "scorecard"}
 #: the networks' candidate weights when ``ensemble.weights`` is empty (as :data:`vsplit.ensemble.WEIGHTS`)
 DEFAULT_WEIGHTS = tuple(round(0.05 * k, 2) for k in range(21))
 
@@ -43,6 +47,9 @@ def ensemble_checks(config: PartyConfig) -> list[str]:
                       "1 - w), e.g. [0.25, 0.5, 0.75]")
     if e.weight is not None and not (math.isfinite(e.weight) and 0 <= e.weight <= 1):
         errors.append(f"ensemble.weight: {e.weight!r}; a fixed weight of the networks is in [0, 1]")
+    if e.second not in SECONDS:
+        errors.append(f"ensemble.second: {e.second!r}; use \"trees\" (boosted trees, [boosting]) or \"scorecard\" "
+                      "(the WOE scorecard, [woe] and [scorecard])")
     if config.train.networks != 1:
         errors.append("train.networks: an ensemble's bag is ensemble.networks; leave train.networks at 1")
     if config.data.stream:
@@ -57,9 +64,14 @@ def weight_grid(config: PartyConfig) -> tuple[float, ...]:
     return tuple(float(w) for w in config.ensemble.weights) or DEFAULT_WEIGHTS
 
 
+def second_kind(config: PartyConfig) -> str:
+    """The model kind of the networks' partner: ``"boosting"`` or ``"scorecard"`` (``ensemble.second``)."""
+    return SECONDS.get(config.ensemble.second, "boosting")
+
+
 def part_config(config: PartyConfig, kind: str) -> PartyConfig:
-    """``config`` as the node of one part reads it: ``kind`` ``"network"`` (a bag of ``ensemble.networks``) or
-    ``"boosting"``."""
+    """``config`` as the node of one part reads it: ``kind`` ``"network"`` (a bag of ``ensemble.networks``),
+    ``"boosting"`` or ``"scorecard"``."""
     networks = config.ensemble.networks if kind == "network" else 1
     return dataclasses.replace(config, model=dataclasses.replace(config.model, kind=kind),
                                train=dataclasses.replace(config.train, networks=networks))

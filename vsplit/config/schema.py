@@ -483,9 +483,9 @@ class ScorecardSection:
 
 @dataclass(frozen=True)
 class EnsembleSection:
-    """``[model] kind = "ensemble"``: split networks and vertical boosted trees, combined by the label party on the
-    log-odds scale (docs/ensemble.md); the networks take the usual ``[model]``/``[train]`` keys, the trees
-    ``[boosting]``."""
+    """``[model] kind = "ensemble"``: split networks and vertical boosted trees (or the vertical scorecard), combined
+    by the label party on the log-odds scale (docs/ensemble.md); the networks take the usual ``[model]``/``[train]``
+    keys, the trees ``[boosting]``, the scorecard ``[woe]`` and ``[scorecard]``."""
 
     #: every party (the same on all): networks of the bag, each its own seed (as ``train.networks`` does)
     networks: int = 1
@@ -497,6 +497,9 @@ class EnsembleSection:
     weight: float | None = None
     #: every party (the same on all): once the weight is chosen, train both parts again on every row
     refit: bool = True
+    #: every party (the same on all): the networks' partner, "trees" (``[boosting]``) or "scorecard" (``[woe]`` and
+    #: ``[scorecard]``: with ``weight = 0.5``, the estimator's small-table blend between organizations)
+    second: str = "trees"
 
 
 @dataclass(frozen=True)

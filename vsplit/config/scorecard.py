@@ -24,8 +24,10 @@ from vsplit.config.schema import PartyConfig
 
 
 def scorecard_checks(config: PartyConfig, *, environ: Mapping[str, str] | None = None) -> list[str]:
-    """Problems of ``[scorecard]`` when ``model.kind`` is ``"scorecard"``, each naming its key."""
-    if config.model.kind != "scorecard":
+    """Problems of ``[scorecard]`` when ``model.kind`` is ``"scorecard"`` (or an ensemble's ``second``), each naming
+    its key."""
+    kind = config.model.kind
+    if kind != "scorecard" and not (kind == "ensemble" and config.ensemble.second == "scorecard"):
         return []
     s = config.scorecard
     errors = []

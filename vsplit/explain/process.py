@@ -184,6 +184,17 @@ def _trees_session(node: Any, table: pd.DataFrame, *, psi: Any, source: Path | N
     return rows, codes, getattr(machine, "bits", None)
 
 
+def _points_session(node: Any, table: pd.DataFrame, *, source: Path | None, state: Path) -> Any:
+    """The scorecard's scoring of ``table`` (PSI, then each partner's points); the outcome is ``(aligned rows, this
+    party's bins of them, the label party's ScoredPoints or None)``, as :func:`_trees_session`'s."""
+    from vsplit.scorecard import columns_from_maps
+
+    scored = yield from node.score_session(table, source=source, psi_stage="psi", psi_state=state)
+    with about_file(source):
+        codes = columns_from_maps(node.maps, table.iloc[scored.rows].reset_index(drop=True)).codes
+    return scored.rows, codes, node._points[1] if node.role == "label" else None
+
+
 def _explain_ensemble(config: PartyConfig, node: Any, input_path: Path | None, *, job: str,
                       channels: Mapping[str, Channel] | None, began: float) -> Path:
     """``vsplit explain`` of an ensemble run (:class:`~vsplit.node.ensemble.EnsembleNode`): the per-party
@@ -191,17 +202,18 @@ def _explain_ensemble(config: PartyConfig, node: Any, input_path: Path | None, *
 
     Over one pump: PSI of the rows and each network of the bag's explanation machines in turn on those aligned rows
     (a network run's exchange), then the trees' PSI and prediction round keeping the partners' decision bits at the
-    bank (a trees run's). The bank weighs each network's explanation by ``w / networks`` and the trees' path
-    attribution by ``1 - w`` (:func:`vsplit.ensemble.weighted_explanation`): its own columns' and each partner's
-    contributions add up to the ensemble's log-odds, written as a network run's. A partner keeps each network's
-    attributions of its own columns (their weighted sum needs ``w``, which only the bank holds)."""
+    bank (a trees run's), or the scorecard's scoring round (each partner's points). The bank weighs each network's
+    explanation by ``w / networks`` and the trees' path attribution (or the scorecard's points as log-odds,
+    :mod:`vsplit.scorecard.explain`) by ``1 - w`` (:func:`vsplit.ensemble.weighted_explanation`): its own columns'
+    and each partner's contributions add up to the ensemble's log-odds, written as a network run's. A partner keeps
+    each network's attributions of its own columns (their weighted sum needs ``w``, which only the bank holds)."""
     from vsplit.boosting.explain import kept_values
     from vsplit.ensemble import weighted_explanation
     from vsplit.explain.path import explain_trees
 
     node.load_model()
-    trees = node.trees
-    values = kept_values(trees.model, trees.params) if node.role == "label" else None  # before any peer is dialed
+    trees, card = node.trees, node.second == "scorecard"
+    values = kept_values(trees.model, trees.params) if node.role == "label" and not card else None  # before dialing
     table, _ = node.read_input(input_path, None)
     folder = node.folder / FOLDER / job
     folder.mkdir(parents=True, exist_ok=True)
@@ -216,9 +228,16 @@ def _explain_ensemble(config: PartyConfig, node: Any, input_path: Path | None, *
         share = node.weight / len(results)
         parts = [(share, explanation_of(node.name, ids, result)) for result in results]
         tree_ids = [str(v) for v in table[config.data.id_column].to_numpy()[tree_rows]]
-        parts.append((1 - node.weight, explain_trees(trees.model, values or [], own_codes=codes, decisions=bits,
-                                                     ids=tree_ids, own_columns=list(trees.encoder.columns),
-                                                     partners=trees.partners, label_party=node.name)))
+        if card:  # the scorecard's points as log-odds (vsplit.scorecard.explain); codes: the bank's bins of the rows
+            from vsplit.scorecard.explain import points_explanation
+
+            parts.append((1 - node.weight, points_explanation(
+                bits, label_party=node.name, ids=tree_ids, own=trees.points_table(), own_codes=codes,
+                scaling=trees.scaling, intercept=trees.intercept)))
+        else:
+            parts.append((1 - node.weight, explain_trees(trees.model, values or [], own_codes=codes, decisions=bits,
+                                                         ids=tree_ids, own_columns=list(trees.encoder.columns),
+                                                         partners=trees.partners, label_party=node.name)))
         summary.update(_label_outputs(config, weighted_explanation(parts), folder), weight=node.weight)
     elif results and results[0].columns:
         frames = [pd.DataFrame(r.values, columns=[f"{c}@network{k}" for c in r.columns]) for k, r in enumerate(results)]
@@ -246,9 +265,12 @@ def _ensemble_session(node: Any, table: pd.DataFrame, *, folder: Path, source: P
     for party, inputs in zip(nets.networks[1:], prepared[1:], strict=True):
         more = yield from explain_session(party, nets.topology, inputs, rows=first.rows, **options)
         results.append(more.result)
-    tree_part = yield from _trees_session(node.trees, table, source=source,
-                                          psi=node.trees.psi_settings("explain", state_dir=folder / "psi-state" /
-                                                                      "trees"))
+    state = folder / "psi-state" / node.second
+    if node.second == "scorecard":
+        tree_part = yield from _points_session(node.trees, table, source=source, state=state)
+    else:
+        tree_part = yield from _trees_session(node.trees, table, source=source,
+                                              psi=node.trees.psi_settings("explain", state_dir=state))
     rows = first.rows if first.rows is not None else np.zeros(0, dtype=np.int64)
     return rows, results, tree_part
 

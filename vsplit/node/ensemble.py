@@ -40,7 +40,7 @@ import numpy as np
 import pandas as pd
 
 from vsplit.config import PartyConfig
-from vsplit.config.ensemble import part_config, weight_grid
+from vsplit.config.ensemble import part_config, second_kind, weight_grid
 from vsplit.errors import CheckpointError, ProtocolError
 from vsplit.node.aligned import AlignedNode, NodeResult, psi_summary
 from vsplit.node.boost import BoostNode
@@ -61,6 +61,8 @@ class EnsembleResult(NodeResult):
     weight_scores: list[list[float]] = field(default_factory=list)
     validation_auc: dict[str, float] = field(default_factory=dict)
     trees: int = 0
+    #: the networks' partner: "trees" or "scorecard"
+    second: str = "trees"
     refit: bool = False
 
 
@@ -84,16 +86,23 @@ class EnsembleNode(PartyNode, kinds=("ensemble",)):
     def __init__(self, config: PartyConfig, *, resume: bool = False, progress: bool = True) -> None:
         super().__init__(config, resume=resume, progress=progress)
         self.weight: float | None = config.ensemble.weight
+        #: the networks' partner: "trees" or "scorecard" (``ensemble.second``), the folder its part writes
+        self.second = "scorecard" if config.ensemble.second == "scorecard" else "trees"
         self.weight_scores: dict[float, float] = {}
         self.validation_auc: dict[str, float] = {}
         self.nets, self.trees = self._parts()
 
-    def _parts(self, table: pd.DataFrame | None = None) -> tuple[AlignedNode, BoostNode]:
+    def _parts(self, table: pd.DataFrame | None = None) -> tuple[AlignedNode, Any]:
         """The two parts' nodes, each in its own folder; ``table``: the label party's rows they train on (default:
-        its whole table)."""
+        its whole table). The second is a :class:`~vsplit.node.boost.BoostNode` (``trees/``) or, with
+        ``ensemble.second = "scorecard"``, a :class:`~vsplit.node.scorecard.ScorecardNode` (``scorecard/``)."""
+        from vsplit.node.scorecard import ScorecardNode
+
+        kind = second_kind(self.config)
         nets = AlignedNode(part_config(self.config, "network"), progress=self.progress)
-        trees = BoostNode(part_config(self.config, "boosting"), progress=self.progress)
-        nets.folder, trees.folder = self.folder / "networks", self.folder / "trees"
+        other = ScorecardNode if kind == "scorecard" else BoostNode
+        trees = other(part_config(self.config, kind), progress=self.progress)
+        nets.folder, trees.folder = self.folder / "networks", self.folder / self.second
         if table is not None:
             nets.table, trees.table = table, table
             nets.party = nets._build_party(table)
@@ -132,9 +141,10 @@ class EnsembleNode(PartyNode, kinds=("ensemble",)):
                 alignment, first = yield from self._train(backend)
                 self.weight = yield from self._choose_weight(held, backend)
                 if e.refit:
-                    kept = len(self.trees.model.trees) if self.role == "label" else 0
+                    kept = len(self.trees.model.trees) if self.role == "label" and self.second == "trees" else 0
                     self.nets, self.trees = self._parts()
-                    self._refit_trees(kept)
+                    if self.second == "trees":
+                        self._refit_trees(kept)
                     alignment, first = yield from self._train(backend, again=True)
             else:
                 alignment, first = yield from self._train(backend)
@@ -151,11 +161,12 @@ class EnsembleNode(PartyNode, kinds=("ensemble",)):
     def _agreement(self) -> Any:
         """The machine by which every party checks it shares the settings that shape the run's stages
         (:mod:`vsplit.protocol.ensemble`)."""
-        from vsplit.protocol.ensemble import EnsembleSettings, LabelAgree, PartnerAgree
+        from vsplit.protocol.ensemble import SECONDS, EnsembleSettings, LabelAgree, PartnerAgree
 
         e = self.config.ensemble
         fixed = e.weight is not None  # a fixed weight: no refit, whatever ensemble.refit says
-        mine = EnsembleSettings(networks=e.networks, refit=int(e.refit and not fixed), fixed=int(fixed))
+        mine = EnsembleSettings(networks=e.networks, refit=int(e.refit and not fixed), fixed=int(fixed),
+                                second=SECONDS.index(self.second))
         if self.role == "label":
             return LabelAgree(mine, partners=list(self.config.network.peers))
         return PartnerAgree(mine, label=self.trees.hub)
@@ -223,7 +234,7 @@ class EnsembleNode(PartyNode, kinds=("ensemble",)):
         self.weight_scores = scores
         combined = weight * scored.networks + (1 - weight) * scored.trees
         self.validation_auc = {"networks": float(roc_auc_score(y, scored.networks)),
-                               "trees": float(roc_auc_score(y, scored.trees)),
+                               self.second: float(roc_auc_score(y, scored.trees)),
                                "ensemble": float(roc_auc_score(y, combined)), "rows": len(y)}
         return weight
 
@@ -278,7 +289,7 @@ class EnsembleNode(PartyNode, kinds=("ensemble",)):
         party, the weight; each part keeps its own ``model.npz`` (``networks/``, ``trees/``)."""
         e = self.config.ensemble
         state: dict[str, Any] = {"party": self.name, "role": self.role, "kind": "ensemble", "networks": e.networks,
-                                 "parts": ["networks", "trees"], "refit": bool(e.refit and e.weight is None)}
+                                 "parts": ["networks", self.second], "refit": bool(e.refit and e.weight is None)}
         if self.role == "label":
             assert self.weight is not None
             state.update(weight=float(self.weight), fixed=e.weight is not None,
@@ -296,6 +307,10 @@ class EnsembleNode(PartyNode, kinds=("ensemble",)):
             if int(state["networks"]) != self.config.ensemble.networks:
                 raise CheckpointError(f"{path} holds {state['networks']} networks, ensemble.networks is "
                                       f"{self.config.ensemble.networks}; predict with the config it was trained with")
+            saved = str(list(state.get("parts", ["networks", "trees"]))[-1])
+            if saved != self.second:
+                raise CheckpointError(f"{path} holds networks and {saved}, ensemble.second is {self.second!r}; predict "
+                                      "with the config it was trained with")
             if self.role == "label":
                 self.weight = float(state["weight"])
                 self.weight_scores = {float(w): float(a) for w, a in state.get("weight_scores", [])}
@@ -312,7 +327,8 @@ class EnsembleNode(PartyNode, kinds=("ensemble",)):
         seconds = dict(seconds)
         e = self.config.ensemble
         result = EnsembleResult(party=self.name, role=self.role, psi={"train": psi_summary(alignment)}, comm=comm,
-                                trees=self.trees.trees_done, refit=bool(e.refit and e.weight is None),
+                                trees=getattr(self.trees, "trees_done", 0), second=self.second,
+                                refit=bool(e.refit and e.weight is None),
                                 seconds={k: round(v, 3) for k, v in seconds.items()})
         if self.role == "label":
             trained = [out.result for out in self.nets._trained]  # the networks' (the refit's, with refit)
@@ -334,8 +350,8 @@ class EnsembleNode(PartyNode, kinds=("ensemble",)):
                 y = self.trees._labels(scored.table.iloc[scored.rows])
                 result.test = {**binary_metrics(y, self.combine(scored)), "n_scored": len(scored.rows)}
                 if len(set(y)) == 2:
-                    result.test.update(networks_auc=float(roc_auc_score(y, scored.networks)),
-                                       trees_auc=float(roc_auc_score(y, scored.trees)))
+                    result.test.update({"networks_auc": float(roc_auc_score(y, scored.networks)),
+                                        f"{self.second}_auc": float(roc_auc_score(y, scored.trees))})
         self.write_json("result.json", result.__dict__)
         AlignedNode._record_for_serving(self, alignment)  # type: ignore[arg-type]  # peers.json, the intersection
         for folder in (self.folder, self.nets.folder, self.trees.folder):  # the run succeeded: no PSI progress kept

@@ -86,30 +86,35 @@ class ScorecardNode(OwnTableNode, kinds=("scorecard",)):
         try:
             ids = self.table[self.config.data.id_column]
             alignment = yield "psi", psi_machine(self.name, self.topology, ids, self.psi_settings())
-            rows = canonical_rows(alignment)
-            backend = self._backend()
-            try:
-                binned = yield "bin", self._woe_machine(rows, backend)
-            finally:
-                backend.close()
-            binning = binned.own if self.role == "label" else binned
-            w = self.config.woe
-            selected = binning.select(min_iv=w.select_min_iv, top_k=w.select_top_k)
-            if not selected and self.role != "label":
-                raise ConfigError(f"{self.name}: [woe] select_min_iv = {w.select_min_iv} keeps none of this party's "
-                                  "attributes; lower it")
-            by_name = {m.name: m for m in binning.maps}
-            self.maps, self.iv = [by_name[a] for a in selected], dict(binning.iv)
-            columns = self._columns(self.table.iloc[rows].reset_index(drop=True))
-            trained = yield "train", self._train_machine(columns, rows)
-            self._take(trained)
-            self.save_model()
+            yield from self.train_stages(canonical_rows(alignment))
             scored = yield from self.then_score()
             return alignment, scored
         finally:
             if self._psi_backend is not None:
                 self._psi_backend.close()
                 self._psi_backend = None
+
+    def train_stages(self, rows: np.ndarray) -> Any:
+        """The stages after the alignment (``rows``: this party's aligned rows, in the agreed order): binning across
+        the cut, this party's selection, the scorecard; then ``model.npz`` (also run by the ensemble's node,
+        :mod:`vsplit.node.ensemble`, with ``ensemble.second = "scorecard"``)."""
+        backend = self._backend()
+        try:
+            binned = yield "bin", self._woe_machine(rows, backend)
+        finally:
+            backend.close()
+        binning = binned.own if self.role == "label" else binned
+        w = self.config.woe
+        selected = binning.select(min_iv=w.select_min_iv, top_k=w.select_top_k)
+        if not selected and self.role != "label":
+            raise ConfigError(f"{self.name}: [woe] select_min_iv = {w.select_min_iv} keeps none of this party's "
+                              "attributes; lower it")
+        by_name = {m.name: m for m in binning.maps}
+        self.maps, self.iv = [by_name[a] for a in selected], dict(binning.iv)
+        columns = self._columns(self.table.iloc[rows].reset_index(drop=True))
+        trained = yield "train", self._train_machine(columns, rows)
+        self._take(trained)
+        self.save_model()
 
     def _columns(self, table: pd.DataFrame) -> Any:
         from vsplit.scorecard import columns_from_maps

@@ -1,8 +1,9 @@
 """Before an ensemble run (``[model] kind = "ensemble"``): the parties check they share the settings that shape it.
 
-Theory of operation: which stages an ensemble run has depends on three settings every party must share, the
-networks of its bag (``ensemble.networks``), whether it refits on every row (``ensemble.refit``) and whether the
-weight is fixed (``ensemble.weight``: no rows set aside, no weight stage). Each partner sends them first
+Theory of operation: which stages an ensemble run has depends on four settings every party must share, the
+networks of its bag (``ensemble.networks``), whether it refits on every row (``ensemble.refit``), whether the
+weight is fixed (``ensemble.weight``: no rows set aside, no weight stage) and the networks' partner
+(``ensemble.second``: the trees or the scorecard). Each partner sends them first
 (:class:`EnsembleSettings`); the label party compares every partner's with its own and answers
 :class:`EnsembleAgreed`, or stops the run with an error naming the partner and the key (the partners are told
 :data:`~vsplit.protocol.abort.AbortCode.CONFIG_MISMATCH`), before any PSI or training.
@@ -26,21 +27,26 @@ from vsplit.protocol.machine import Outgoing
 from vsplit.protocol.message import Message, message, require
 
 #: each setting: its config key and how it reads
-KEYS = {"networks": "ensemble.networks", "refit": "ensemble.refit", "fixed": "ensemble.weight (set or not)"}
+KEYS = {"networks": "ensemble.networks", "refit": "ensemble.refit", "fixed": "ensemble.weight (set or not)",
+        "second": "ensemble.second"}
+#: ``EnsembleSettings.second``: the networks' partner, as a number on the wire
+SECONDS = ("trees", "scorecard")
 
 
 @message(0x0E01)
 @dataclass(frozen=True)
 class EnsembleSettings(Message):
-    """A party's settings that shape an ensemble run: networks of the bag, refit (1/0), a fixed weight (1/0)."""
+    """A party's settings that shape an ensemble run: networks of the bag, refit (1/0), a fixed weight (1/0), the
+    networks' partner (an index of :data:`SECONDS`: 0 the trees, 1 the scorecard)."""
 
     networks: int
     refit: int
     fixed: int
+    second: int = 0
 
     def __post_init__(self) -> None:
-        require(1 <= self.networks <= 1000 and self.refit in (0, 1) and self.fixed in (0, 1),
-                "EnsembleSettings: networks, refit or fixed out of range")
+        require(1 <= self.networks <= 1000 and self.refit in (0, 1) and self.fixed in (0, 1)
+                and 0 <= self.second < len(SECONDS), "EnsembleSettings: networks, refit, fixed or second out of range")
 
 
 @message(0x0E02)
@@ -75,8 +81,8 @@ class LabelAgree:
             theirs, mine = getattr(msg, field), getattr(self.settings, field)
             if theirs != mine:
                 raise ProtocolError(f"{sender!r} is configured with {key} = {_text(field, theirs)}, this party with "
-                                    f"{_text(field, mine)}; set the same [ensemble] networks, refit and weight (set "
-                                    "or not) at every party", code=AbortCode.CONFIG_MISMATCH)
+                                    f"{_text(field, mine)}; set the same [ensemble] networks, refit, weight (set or "
+                                    "not) and second at every party", code=AbortCode.CONFIG_MISMATCH)
         self._heard.add(sender)
         if len(self._heard) < len(self.partners):
             return []
@@ -106,4 +112,6 @@ class PartnerAgree:
 
 
 def _text(field: str, value: int) -> str:
+    if field == "second":
+        return repr(SECONDS[value])
     return str(value) if field == "networks" else ("true" if value else "false")

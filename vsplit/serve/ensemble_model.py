@@ -6,7 +6,9 @@ ensemble's partner answers both parts in that one vector, so one round trip serv
 decision bits as 0.0/1.0 (:class:`~vsplit.serve.boost_model.BoostPartnerModel`'s, one per record). The bank splits
 each answer at the networks' width, runs every network (:class:`~vsplit.serve.model.BankModel`) and walks its trees
 (:class:`~vsplit.serve.boost_model.BoostBankModel`), and combines them as ``vsplit predict`` does (the run's weight on
-the log-odds scale, :meth:`vsplit.node.ensemble.EnsembleNode.combine`), so a served score equals the batch one.
+the log-odds scale, :meth:`vsplit.node.ensemble.EnsembleNode.combine`), so a served score equals the batch one. With
+``ensemble.second = "scorecard"`` the second part of the answer is the partner's points (one float32), added up by
+:class:`~vsplit.serve.scorecard_model.ScorecardBankModel`.
 The pair digest covers both parts' digests. There is no bank-only fallback: a customer a partner does not know gets
 no score (``"model": null``), as batch prediction lists it.
 
@@ -60,21 +62,19 @@ class EnsemblePartnerModel:
     @classmethod
     def load(cls, config: PartyConfig, *, networks: Callable[[Any, PartyConfig], Any]) -> EnsemblePartnerModel:
         """``networks(node, config)``: the networks' partner model (:meth:`vsplit.serve.model.PartnerModel.of`)."""
-        from vsplit.serve.boost_model import BoostPartnerModel
-
         if config.party.role != "feature":
             raise ConfigError(f"party.role: the partner daemon serves a feature party, {config.party.name} is "
                               f"{config.party.role!r}; the bank runs the HTTP service (same command)")
         node = load_ensemble_node(config)
         nets = networks(node.nets, node.nets.config)
-        trees = BoostPartnerModel.of(node.trees, node.trees.config)
+        trees = _second(node, bank=False).of(node.trees, node.trees.config)
         return cls(node=node, networks=nets, trees=trees, run_id=config.output.run_id,
                    digest=ensemble_digest(config.output.run_id, nets.digest, trees.digest),
                    casefold=config.psi.case_fold)
 
     @property
     def width(self) -> int:
-        """Floats per customer: the networks' embeddings, then one per record of the trees."""
+        """Floats per customer: the networks' embeddings, then one per record of the trees (or one: the points)."""
         return int(self.networks.width + self.trees.width)
 
     @property
@@ -82,12 +82,24 @@ class EnsemblePartnerModel:
         return list(dict.fromkeys([*self.networks.feature_columns, *self.trees.feature_columns]))
 
     def embed(self, table: Any) -> tuple[list[str], np.ndarray]:
-        """The canonical IDs of ``table`` and each customer's answer, float32 ``(rows, width)``."""
+        """The canonical IDs of ``table`` and each customer's answer, float32 ``(rows, width)``: its embeddings, then
+        its decision bits as 0.0/1.0 (or its points: float32 holds them to about 1e-5 of a point)."""
         ids, embeddings = self.networks.embed(table)
         same, bits = self.trees.embed(table)
         if same != ids:
             raise ConfigError(f"{self.node.name}: the networks and the trees read other customers of the same table")
         return ids, np.ascontiguousarray(np.concatenate([embeddings, bits.astype(np.float32)], axis=1))
+
+
+def _second(node: Any, *, bank: bool) -> Any:
+    """The serving model class of an ensemble's second part: the trees' or the scorecard's (``ensemble.second``)."""
+    if node.second == "scorecard":
+        from vsplit.serve.scorecard_model import ScorecardBankModel, ScorecardPartnerModel
+
+        return ScorecardBankModel if bank else ScorecardPartnerModel
+    from vsplit.serve.boost_model import BoostBankModel, BoostPartnerModel
+
+    return BoostBankModel if bank else BoostPartnerModel
 
 
 @dataclass
@@ -106,14 +118,12 @@ class EnsembleBankModel(FromNode):
     @classmethod
     def load(cls, config: PartyConfig, *, networks: Callable[[Any, PartyConfig], Any]) -> EnsembleBankModel:
         """``networks(node, config)``: the networks' bank model (:meth:`vsplit.serve.model.BankModel.of`)."""
-        from vsplit.serve.boost_model import BoostBankModel
-
         if config.party.role != "label":
             raise ConfigError(f"party.role: the scoring service runs at the label party, {config.party.name} is "
                               f"{config.party.role!r}")
         node = load_ensemble_node(config)
         nets = networks(node.nets, node.nets.config)
-        trees = BoostBankModel.of(node.trees, node.trees.config)
+        trees = _second(node, bank=True).of(node.trees, node.trees.config)
         run_id = config.output.run_id
         partners = {p: ("", w + trees.partners[p][1], ensemble_digest(run_id, digest, trees.partners[p][2]))
                     for p, (_, w, digest) in nets.partners.items()}
@@ -136,6 +146,8 @@ class EnsembleBankModel(FromNode):
         if values.dtype != np.float32 or values.ndim != 2 or not np.isfinite(values).all():
             return False
         cuts = {self.networks.partners[p][1] for p, (_, w, _) in self.partners.items() if w == values.shape[1]}
+        if self.node.second == "scorecard":  # finite points, one a customer
+            return any(values.shape[1] - cut == 1 for cut in cuts)
         return any(bool(np.isin(values[:, cut:], (0.0, 1.0)).all()) for cut in cuts)
 
     def unseen(self, rows: Sequence[Mapping[str, Any]]) -> list[list[str]]:
@@ -144,13 +156,15 @@ class EnsembleBankModel(FromNode):
 
     def parts(self, rows: Sequence[Mapping[str, Any]], embeddings: Mapping[str, np.ndarray]
               ) -> tuple[np.ndarray, np.ndarray]:
-        """The mean network log-odds and the trees' margin of ``rows`` with each partner's answers of them."""
+        """The mean network log-odds and the trees' margin (or the scorecard's log-odds) of ``rows`` with each
+        partner's answers of them."""
         from vsplit.ensemble import log_odds
 
         nets, bits = {}, {}
+        second = np.float64 if self.node.second == "scorecard" else np.uint8  # its points, or its decision bits
         for p, values in embeddings.items():
             w = self.networks.partners[p][1]
-            nets[p], bits[p] = values[:, :w], np.asarray(values[:, w:], dtype=np.uint8)
+            nets[p], bits[p] = values[:, :w], np.asarray(values[:, w:], dtype=second)
         bank = self.networks
         networks = [(bank.node.party, bank.modules, bank.fast), *bank.more]
         logits = []

@@ -77,7 +77,12 @@ class ScorecardPartnerModel:
         if config.party.role != "feature":
             raise ConfigError(f"party.role: the partner daemon serves a feature party, {config.party.name} is "
                               f"{config.party.role!r}; the bank runs the HTTP service (same command)")
-        node = load_scorecard_node(config)
+        return cls.of(load_scorecard_node(config), config)
+
+    @classmethod
+    def of(cls, node: Any, config: PartyConfig) -> ScorecardPartnerModel:
+        """The partner model of ``node``, a scorecard node of ``config`` with its model loaded (an ensemble's part
+        too, :mod:`vsplit.serve.ensemble_model`)."""
         return cls(node=node, run_id=config.output.run_id, casefold=config.psi.case_fold, table=node.points_table(),
                    digest=scorecard_digest(config.output.run_id, config.party.name, len(node.maps)))
 
@@ -135,7 +140,11 @@ class ScorecardBankModel(FromNode):
         if config.party.role != "label":
             raise ConfigError(f"party.role: the scoring service runs at the label party, {config.party.name} is "
                               f"{config.party.role!r}")
-        node = load_scorecard_node(config)
+        return cls.of(load_scorecard_node(config), config)
+
+    @classmethod
+    def of(cls, node: Any, config: PartyConfig) -> ScorecardBankModel:
+        """The bank model of ``node``, a scorecard node of ``config`` with its model loaded (an ensemble's part too)."""
         run_id = config.output.run_id
         partners = {p: ("", 1, scorecard_digest(run_id, p, int(node.cards.get(p, {}).get("attributes", -1))))
                     for p in node.partners}
