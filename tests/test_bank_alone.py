@@ -1,6 +1,6 @@
-"""The bank alone, measured fairly: its best own model (network or logistic regression, chosen on its validation
-rows) is the baseline, the fallback and what the gain is over; near chance it is flagged; every model is scored on the
-same customers; and small tables get enough optimizer steps.
+"""The bank alone, measured fairly: its best own model (network, logistic regression or, with LightGBM, a booster,
+chosen over folds or on its validation rows) is the baseline, the fallback and what the gain is over; near chance it
+is flagged; every model is scored on the same customers; and small tables get enough optimizer steps.
 
 One module fixture trains, in this process, a split with ``fallback=True`` on a 600-customer table whose bank column
 ranks linearly, the bank's network held to one tiny step size so that its regression must win.
@@ -146,31 +146,68 @@ def test_on_a_small_table_the_bank_models_are_compared_over_five_folds_and_the_c
     is its own folds' (each trained on the other four, its epoch chosen on validation rows of those)."""
     from sklearn.model_selection import StratifiedKFold
 
-    from vsplit.app.fallback import BY_FOLDS, FOLDS, LOGISTIC, _rows, load_bank_only, save_bank_only
+    from vsplit.app.fallback import BOOSTER, BY_FOLDS, FOLDS, LOGISTIC, _rows, load_bank_only, save_bank_only
     from vsplit.data.tables import all_ids
+    from vsplit.models.booster import BoosterModel
     from vsplit.models.logistic import LogisticModel
     from vsplit.models.seeds import derive_seed
     from vsplit.party import LabelParty
 
     clf, views = fitted
     bank = clf.fallback_
-    assert bank.chosen_by == BY_FOLDS and set(bank.val_auc) == {"network", LOGISTIC}
+    assert bank.chosen_by == BY_FOLDS and set(bank.val_auc) == {"network", LOGISTIC, BOOSTER}
     party = bank.party
     own = np.argsort(all_ids(party.ids), kind="stable")
     y = party.labels.numpy().astype(np.int64)
     splitter = StratifiedKFold(FOLDS, shuffle=True, random_state=derive_seed(0, "bank-only folds") % 2**32)
-    aucs = []
+    aucs, boosted = [], []
+    cards = party.preprocessor.cardinalities
     for fit, held in splitter.split(own, y[own]):
-        model = LogisticModel.fit(_rows(party, own[fit], 0), y[own[fit]],
-                                  cardinalities=party.preprocessor.cardinalities)
+        model = LogisticModel.fit(_rows(party, own[fit], 0), y[own[fit]], cardinalities=cards)
         aucs.append(roc_auc(y[own[held]], model.proba(_rows(party, own[held], 0))))
+        trees = BoosterModel.fit(_rows(party, own[fit], 0), y[own[fit]], cardinalities=cards,
+                                 seed=derive_seed(0, "bank-only booster") % 2**31)
+        boosted.append(roc_auc(y[own[held]], trees.proba(_rows(party, own[held], 0))))
     assert bank.val_auc[LOGISTIC] == pytest.approx(float(np.mean(aucs)), abs=1e-12)
+    assert bank.val_auc[BOOSTER] == pytest.approx(float(np.mean(boosted)), abs=1e-12)
     assert bank.describe()["chosen_by"] == BY_FOLDS
 
     path = save_bank_only(bank, tmp_path / "fallback.npz", run_id="r")
     again = load_bank_only(path, lambda _: LabelParty("bank", views["bank"], label="y", settings=clf._settings(),
                                                        seed=0), run_id="r", party="bank")
     assert again.chosen_by == BY_FOLDS
+    unknown = views["bank"].iloc[KNOWN:]
+    np.testing.assert_array_equal(again.booster.proba(again.party.prepare(unknown)[1]),
+                                  bank.booster.proba(bank.party.prepare(unknown)[1]))  # kept as LightGBM's text
+
+
+def test_where_trees_rank_best_the_bank_booster_is_chosen_scores_and_explains(one_thread, tmp_path):
+    """A bank column that ranks only away from its middle (far from 0 on either side): the regression cannot, the
+    network is held still, the booster is chosen over the folds; it scores the customers the partner does not know,
+    saves and loads, and its reasons (TreeSHAP in log-odds) add up to each score."""
+    from vsplit.app.fallback import BOOSTER, explain_bank_only, load_bank_only, save_bank_only, score_bank_only
+    from vsplit.party import LabelParty
+
+    rng = np.random.default_rng(1)
+    views = _views()
+    a, c = rng.normal(size=N), rng.normal(size=N)
+    y = rng.random(N) < 1 / (1 + np.exp(-3 * (np.abs(a) - 0.8)))
+    views["bank"] = views["bank"].assign(a=a, c=c, y=np.where(y, "yes", "no"))
+    clf = SplitClassifier(epochs=2, lr=1e-7, fallback=True, random_state=0, alignment="join",
+                          candidates="network").fit(views)
+    bank = clf.fallback_
+    assert bank.chosen == BOOSTER and bank.val_auc[BOOSTER] == max(bank.val_auc.values()) > 0.7
+    unknown = views["bank"].iloc[KNOWN:]
+    p = clf.predict_proba(views)[KNOWN:, 1]
+    np.testing.assert_array_equal(p, score_bank_only(bank, unknown))
+    assert roc_auc(y[KNOWN:].astype(int), p) > 0.7
+    path = save_bank_only(bank, tmp_path / "fallback.npz", run_id="r")
+    again = load_bank_only(path, lambda _: LabelParty("bank", views["bank"], label="y", settings=clf._settings(),
+                                                       seed=0), run_id="r", party="bank")
+    assert again.chosen == BOOSTER
+    np.testing.assert_array_equal(score_bank_only(again, unknown), p)
+    explanation = explain_bank_only(again, unknown)
+    assert np.abs(explanation.completeness_error()).max() < 1e-6 and {"a", "c"} <= set(explanation.features)
 
 
 def test_a_table_above_the_cross_validation_size_is_judged_on_validation_rows(monkeypatch, one_thread):

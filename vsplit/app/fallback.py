@@ -2,16 +2,18 @@
 
 Theory of operation. A split model can score only the customers every partner knows. The label party therefore
 trains, next to the split, its best own model on its own columns alone (in this process, with nothing sent to
-anyone): the same network (the ``label_party_only`` baseline; same settings, same seeds) and a regularized logistic
-regression on the same prepared columns (:mod:`vsplit.models.logistic`), fitted on the network's training rows. The
-one with the better AUC is chosen (:attr:`BankOnly.chosen`; a tie goes to the regression), and the regression is then
-fitted again on all the rows: on a small table the network may barely train, and a broken baseline would inflate the
-split's gain. The AUC is the mean over :data:`FOLDS` stratified folds of the bank's rows (each model trained on the
+anyone): the same network (the ``label_party_only`` baseline; same settings, same seeds), a regularized logistic
+regression on the same prepared columns (:mod:`vsplit.models.logistic`) and, where LightGBM is installed, a booster
+on them (:mod:`vsplit.models.booster`), fitted on the network's training rows. The one with the best AUC is chosen
+(:attr:`BankOnly.chosen`; a tie goes to the simpler, :data:`SIMPLER_FIRST`), and the regression and the booster are
+then fitted again on all the rows: on a small table the network may barely train, and a broken baseline would inflate
+the split's gain. The AUC is the mean over :data:`FOLDS` stratified folds of the bank's rows (each model trained on the
 other folds, the network early-stopped on validation rows of those) when the bank has at most :data:`CV_ROWS` rows,
 and the network's validation rows on a larger table: a tenth of 1,000 rows holds a dozen positives, and on such rows
 the network won on validation rows and lost on the test rows on some seeds of ``benchmarks/small_tables.py``.
-It is saved with its run as ``fallback.npz`` (arrays only) and is the report's bank-alone baseline. At prediction
-time the customers PSI found unknown to a partner are scored by this model, and each score says which model made it
+It is saved with its run as ``fallback.npz`` (arrays and text, no pickle) and is the report's bank-alone baseline.
+At prediction time the customers PSI found unknown to a partner are scored by this model, and each score says which
+model made it
 (:data:`SPLIT` or :data:`BANK_ONLY`). :func:`score_bank_only` is the one call batch prediction, the notebook
 estimator and the online server make.
 
@@ -45,6 +47,9 @@ from vsplit.app.session import Schedule, score_session, train_session
 from vsplit.data.tables import all_ids
 from vsplit.errors import CheckpointError
 from vsplit.metrics import roc_auc
+from vsplit.models.booster import NAME as BOOSTER
+from vsplit.models.booster import BoosterModel
+from vsplit.models.booster import available as booster_available
 from vsplit.models.logistic import NAME as LOGISTIC
 from vsplit.models.logistic import LogisticModel
 from vsplit.models.recipe import ARCHITECTURE
@@ -57,9 +62,12 @@ from vsplit.topology.graph import Topology
 #: the ``model`` column of predictions.csv: which model scored the row
 SPLIT, BANK_ONLY = "split", "bank_only"
 FILE = "fallback.npz"
-#: the bank's own models: its network and a logistic regression (:attr:`BankOnly.chosen`)
+#: the bank's own models: its network, a logistic regression and, where LightGBM is installed, a booster
+#: (:attr:`BankOnly.chosen`)
 NETWORK = "network"
-BANK_MODELS = (NETWORK, LOGISTIC)
+BANK_MODELS = (NETWORK, LOGISTIC, BOOSTER)
+#: on equal AUC the simpler model is chosen: the regression, then the booster, then the network
+SIMPLER_FIRST = (LOGISTIC, BOOSTER, NETWORK)
 #: a chosen bank model whose validation AUC is at most this far from 0.5 gets a warning (:func:`weak_warning`)
 NEAR_CHANCE = 0.05
 #: the bank's models are compared by cross-validation on at most this many rows (more: on validation rows)
@@ -80,6 +88,8 @@ class BankOnly:
     best_epoch: int | None
     #: the logistic regression on the same prepared columns (``None``: not fitted, e.g. a multiclass label)
     logistic: LogisticModel | None = None
+    #: the booster on the same prepared columns (``None``: not fitted: no LightGBM, or turned off)
+    booster: BoosterModel | None = None
     #: which model scores: :data:`NETWORK` or ``"logistic_regression"``
     chosen: str = NETWORK
     #: each candidate's AUC on the bank's validation rows, or its mean over the folds (:attr:`chosen_by`)
@@ -118,8 +128,9 @@ def own_topology(party: LabelParty) -> Topology:
     return Topology.vertical(label_party=party.name, feature_parties=[], width=party.settings.embedding_width)
 
 
-def train_bank_only(party: LabelParty, *, schedule: Schedule, session: bytes) -> BankOnly:
-    """Train ``party`` (a freshly built label party) on its own columns alone; return the fitted model."""
+def train_bank_only(party: LabelParty, *, schedule: Schedule, session: bytes, booster: bool = True) -> BankOnly:
+    """Train ``party`` (a freshly built label party) on its own columns alone; return the fitted model. ``booster``:
+    also compare a booster (where LightGBM, the ``bench`` extra, is installed)."""
     run = own_topology(party)
     own = np.argsort(all_ids(party.ids), kind="stable")
     folds = party.task.name == "binary" and len(own) <= CV_ROWS and not party.streamed
@@ -128,25 +139,44 @@ def train_bank_only(party: LabelParty, *, schedule: Schedule, session: bytes) ->
                            session=session)[party.name].result
     model = BankOnly(party=party, run=run, history=trained.history, best_epoch=trained.best_epoch)
     if party.task.name == "binary":
-        _choose(model, own, schedule)
+        boost = booster and booster_available()
+        _choose(model, own, schedule, booster=boost)
         if pristine is not None:
-            _choose_by_folds(model, pristine, own, schedule, session=session)
+            _choose_by_folds(model, pristine, own, schedule, session=session, booster=boost)
+        if model.booster is not None:  # chosen or not, it learns from every row, as the regression (no epochs)
+            y = party.labels.numpy().astype(np.int64)
+            model.booster = BoosterModel.fit(_rows(party, own, schedule.seed), y[_sample(own, schedule.seed)],
+                                             cardinalities=_cards(party), seed=_booster_seed(schedule))
     return model
 
 
+def _cards(party: LabelParty) -> list[int]:
+    return list(party.preprocessor.cardinalities) if party.preprocessor is not None else []
+
+
+def _booster_seed(schedule: Schedule) -> int:
+    return derive_seed(schedule.seed, "bank-only booster") % 2**31
+
+
+def _best(val_auc: Mapping[str, float]) -> str:
+    """The model of the best AUC in ``val_auc``, the simpler one on a tie (:data:`SIMPLER_FIRST`)."""
+    ranked = [m for m in SIMPLER_FIRST if m in val_auc]
+    return max(ranked, key=lambda m: (val_auc[m], -ranked.index(m))) if ranked else LOGISTIC
+
+
 def _choose_by_folds(model: BankOnly, pristine: LabelParty, own: np.ndarray, schedule: Schedule, *,
-                     session: bytes) -> None:
-    """Choose between the network and the regression by their mean AUC over :data:`FOLDS` stratified folds of
-    ``own`` (each trained on the other folds, as on every row: same settings, same seeds); a tie goes to the
-    regression. Needs both labels in every fold; else the validation-rows choice stands."""
+                     session: bytes, booster: bool = False) -> None:
+    """Choose among the network, the regression and (``booster``) the booster by their mean AUC over :data:`FOLDS`
+    stratified folds of ``own`` (each trained on the other folds, as on every row: same settings, same seeds); a tie
+    goes to the simpler model. Needs both labels in every fold; else the validation-rows choice stands."""
     from sklearn.model_selection import StratifiedKFold
 
     y = pristine.labels.numpy().astype(np.int64)
     if np.bincount(y[own], minlength=2).min() < FOLDS:
         return
     splitter = StratifiedKFold(FOLDS, shuffle=True, random_state=derive_seed(schedule.seed, "bank-only folds") % 2**32)
-    aucs: dict[str, list[float]] = {NETWORK: [], LOGISTIC: []}
-    cards = pristine.preprocessor.cardinalities if pristine.preprocessor is not None else []
+    aucs: dict[str, list[float]] = {NETWORK: [], LOGISTIC: [], **({BOOSTER: []} if booster else {})}
+    cards = _cards(pristine)
     for k, (fit, held) in enumerate(splitter.split(own, y[own])):
         fit, held = own[fit], own[held]
         party = copy.deepcopy(pristine)
@@ -158,15 +188,20 @@ def _choose_by_folds(model: BankOnly, pristine: LabelParty, own: np.ndarray, sch
         aucs[NETWORK].append(roc_auc(y[held], np.asarray(scored, dtype=np.float64)))
         logistic = LogisticModel.fit(_rows(party, fit, schedule.seed), y[fit], cardinalities=cards)
         aucs[LOGISTIC].append(roc_auc(y[held], logistic.proba(_rows(party, held, schedule.seed))))
+        if booster:
+            trees = BoosterModel.fit(_rows(party, fit, schedule.seed), y[fit], cardinalities=cards,
+                                     seed=_booster_seed(schedule))
+            aucs[BOOSTER].append(roc_auc(y[held], trees.proba(_rows(party, held, schedule.seed))))
     model.val_auc = {name: float(np.mean(values)) for name, values in aucs.items()}
-    model.chosen = NETWORK if model.val_auc[NETWORK] > model.val_auc[LOGISTIC] else LOGISTIC
+    model.chosen = _best(model.val_auc)
     model.chosen_by = BY_FOLDS
 
 
-def _choose(model: BankOnly, own: np.ndarray, schedule: Schedule) -> None:
-    """Fit the logistic regression on the network's training rows and keep the better of the two on its validation
-    rows (the same rows :func:`~vsplit.app.session.make_plan` chose; none: the regression); then fit the regression
-    again on all the rows (the network cannot be: its epoch was chosen on those validation rows)."""
+def _choose(model: BankOnly, own: np.ndarray, schedule: Schedule, *, booster: bool = False) -> None:
+    """Fit the logistic regression (and, ``booster``, the booster) on the network's training rows and keep the best
+    on its validation rows (the same rows :func:`~vsplit.app.session.make_plan` chose; none: the regression); then
+    fit the regression again on all the rows (the network cannot be: its epoch was chosen on those validation rows;
+    the booster is fitted again by :func:`train_bank_only`)."""
     party = model.party
     assert party.inputs is not None and party.preprocessor is not None
     roles = party.make_roles(own, validation_fraction=schedule.validation_fraction, seed=schedule.seed)
@@ -175,14 +210,18 @@ def _choose(model: BankOnly, own: np.ndarray, schedule: Schedule) -> None:
     cards = party.preprocessor.cardinalities
     model.logistic = LogisticModel.fit(_rows(party, fit, schedule.seed), y[_sample(fit, schedule.seed)],
                                        cardinalities=cards)
+    if booster:
+        model.booster = BoosterModel.fit(_rows(party, fit, schedule.seed), y[_sample(fit, schedule.seed)],
+                                         cardinalities=cards, seed=_booster_seed(schedule))
     chosen = next((h for h in model.history if h.get("epoch") == model.best_epoch), None)
     if len(valid) and len(np.unique(y[valid])) == 2:
-        model.val_auc[LOGISTIC] = roc_auc(y[_sample(valid, schedule.seed)],
-                                          model.logistic.proba(_rows(party, valid, schedule.seed)))
+        truth, rows = y[_sample(valid, schedule.seed)], _rows(party, valid, schedule.seed)
+        model.val_auc[LOGISTIC] = roc_auc(truth, model.logistic.proba(rows))
+        if model.booster is not None:
+            model.val_auc[BOOSTER] = roc_auc(truth, model.booster.proba(rows))
         if chosen is not None and chosen.get("val_auc") is not None:
             model.val_auc[NETWORK] = float(chosen["val_auc"])
-    network = model.val_auc.get(NETWORK)
-    model.chosen = NETWORK if network is not None and network > model.val_auc.get(LOGISTIC, -1.0) else LOGISTIC
+    model.chosen = _best(model.val_auc)
     if len(valid):  # chosen, the regression learns from every row of the bank's (its fit takes a second, no epochs)
         model.logistic = LogisticModel.fit(_rows(party, own, schedule.seed), y[_sample(own, schedule.seed)],
                                            cardinalities=cards)
@@ -220,6 +259,10 @@ def score_bank_only(model: BankOnly, table: pd.DataFrame, *, rows: np.ndarray | 
         assert inputs is not None
         index = torch.from_numpy(rows)
         return model.logistic.proba(tuple(t[index] for t in inputs))
+    if model.chosen == BOOSTER and model.booster is not None:
+        assert inputs is not None
+        index = torch.from_numpy(rows)
+        return model.booster.proba(tuple(t[index] for t in inputs))
     scored = run_sessions({model.party.name: score_session(model.party, model.run, (ids, inputs), rows=rows)},
                           session=(session * 16)[:16])
     return np.asarray(scored[model.party.name].result, dtype=np.float64)
@@ -237,6 +280,8 @@ def save_bank_only(model: BankOnly, path: Path, *, run_id: str) -> Path:
     }
     if model.logistic is not None:
         state["logistic"] = model.logistic.state()
+    if model.booster is not None:
+        state["booster"] = model.booster.state()
     if party.preprocessor is not None:
         state["preprocessor"] = party.preprocessor.state()
     save_checkpoint(path, state, run_id=run_id, party=party.name)
@@ -263,13 +308,24 @@ def load_bank_only(path: Path, build: Callable[[dict[str, Any]], LabelParty], *,
         for seg, module in alone.modules_for(run, task_width=alone.task_width).items():
             module.load_state_dict(state["segments"][seg])
         chosen = str(state.get("chosen", NETWORK))
-        if chosen not in BANK_MODELS or (chosen == LOGISTIC and "logistic" not in state):
+        if chosen not in BANK_MODELS or (chosen == LOGISTIC and "logistic" not in state) or (
+                chosen == BOOSTER and "booster" not in state):
             raise CheckpointError(f"{path}: unknown bank model {chosen!r}; train the run again")
         try:
             logistic = LogisticModel.from_state(state["logistic"]) if "logistic" in state else None
         except (KeyError, ValueError) as exc:
             raise CheckpointError(f"{path}: its logistic regression is damaged ({exc}); train the run again") from exc
-    return BankOnly(party=alone, run=run, history=[], best_epoch=None, logistic=logistic, chosen=chosen,
+        booster = None
+        if "booster" in state:
+            if chosen == BOOSTER and not booster_available():
+                raise CheckpointError(f"{path}: the bank's chosen model is a booster, which needs LightGBM: pip "
+                                      "install 'vsplit[bench]'")
+            try:
+                booster = BoosterModel.from_state(state["booster"])
+            except (KeyError, ValueError) as exc:
+                raise CheckpointError(f"{path}: its booster is damaged ({exc}); train the run again") from exc
+    return BankOnly(party=alone, run=run, history=[], best_epoch=None, logistic=logistic, booster=booster,
+                    chosen=chosen,
                     val_auc={str(k): float(v) for k, v in dict(state.get("val_auc", {})).items()},
                     chosen_by=str(state.get("chosen_by", BY_VALIDATION)))
 
@@ -340,6 +396,14 @@ def explain_bank_only(model: BankOnly, table: pd.DataFrame, *, rows: np.ndarray 
                            features=pd.DataFrame(values, columns=columns, index=names),
                            groups=pd.DataFrame(index=names), method="exact",
                            note="the bank's logistic regression: coefficient times (value - mean)")
+    if model.chosen == BOOSTER and model.booster is not None:
+        picked = tuple(t[torch.from_numpy(rows)] for t in inputs)
+        columns, values = by_column(model.booster.contributions(picked), input_columns(party))
+        return Explanation(label_party=party.name, ids=names, score=model.booster.log_odds(picked),
+                           baseline_score=model.booster.baseline_log_odds(picked),
+                           features=pd.DataFrame(values, columns=columns, index=names),
+                           groups=pd.DataFrame(index=names), method="exact",
+                           note="the bank's booster: TreeSHAP contributions (LightGBM's pred_contrib)")
     session = explain_session(party, model.run, (ids, inputs), rows=rows, steps=steps, method=method)
     outcome = run_sessions({party.name: session}, session=b"vsplit-bank-only")[party.name]
     return explanation_of(party.name, names, outcome.result)

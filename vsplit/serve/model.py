@@ -312,6 +312,8 @@ class BankModel(FromNode):
             return None
         if model.logistic is not None and model.chosen == "logistic_regression":  # the bank's chosen own model
             return model.logistic.proba(encode_rows(model.party, rows, id_column=self.id_column, arrays=True))
+        if model.booster is not None and model.chosen == "boosted_trees":
+            return model.booster.proba(encode_rows(model.party, rows, id_column=self.id_column, arrays=True))
         if self.fast_alone is not None:
             import torch
 
