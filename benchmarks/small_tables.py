@@ -182,6 +182,8 @@ def full_size_schedules() -> dict[str, dict[str, int]]:
 
 def summarise(results: dict[str, dict[str, dict[str, Any]]]) -> dict[str, Any]:
     """The three figures the targets are set on (module docstring), over ``results[subsample][seed]``."""
+    from vsplit.app.fallback import BANK_MODELS
+
     runs = [r for seeds in results.values() for r in seeds.values()]
 
     def mean(seeds: dict[str, dict[str, Any]], model: str) -> float:
@@ -200,7 +202,7 @@ def summarise(results: dict[str, dict[str, dict[str, Any]]]) -> dict[str, Any]:
                           for c in sorted({r["split"]["candidates_"] for r in runs})},
         "broken_baselines": sum(r["bank_alone"]["auc"] <= BROKEN and r["bank_lr"]["auc"] > LR_FLOOR for r in runs),
         "bank_models_chosen": {m: sum(r["bank_alone"]["model"] == m for r in runs)
-                               for m in sorted({r["bank_alone"]["model"] for r in runs})},
+                               for m in sorted({*BANK_MODELS, *(r["bank_alone"]["model"] for r in runs)})},
         "mean": {key: {m: round(mean(seeds, m), 4) for m in ("bank_alone", "bank_network", "bank_lr", "split",
                                                                "split_network", "split_scorecard", "pooled_lr",
                                                                "gain")}
