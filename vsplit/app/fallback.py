@@ -5,17 +5,16 @@ trains, next to the split, its best own model on its own columns alone (in this 
 anyone): the same network (the ``label_party_only`` baseline; same settings, same seeds), a regularized logistic
 regression on the same prepared columns (:mod:`vsplit.models.logistic`) and, where LightGBM is installed, a booster
 on them (:mod:`vsplit.models.booster`), fitted on the network's training rows. The one with the best AUC is chosen
-(:attr:`BankOnly.chosen`; a tie goes to the simpler, :data:`SIMPLER_FIRST`), and the regression and the booster are
-then fitted again on all the rows: on a small table the network may barely train, and a broken baseline would inflate
-the split's gain. The AUC is the mean over :data:`FOLDS` stratified folds of the bank's rows (each model trained on the
-other folds, the network early-stopped on validation rows of those) when the bank has at most :data:`CV_ROWS` rows,
-and the network's validation rows on a larger table: a tenth of 1,000 rows holds a dozen positives, and on such rows
-the network won on validation rows and lost on the test rows on some seeds of ``benchmarks/small_tables.py``.
-It is saved with its run as ``fallback.npz`` (arrays and text, no pickle) and is the report's bank-alone baseline.
-At prediction time the customers PSI found unknown to a partner are scored by this model, and each score says which
-model made it
-(:data:`SPLIT` or :data:`BANK_ONLY`). :func:`score_bank_only` is the one call batch prediction, the notebook
-estimator and the online server make.
+(:attr:`BankOnly.chosen`; over folds the regression unless beaten by more than one standard error), and
+the regression and the booster are then fitted again on all the rows: on a small table the network may barely train,
+and a broken baseline would inflate the split's gain. The AUC is the mean over :data:`FOLDS` stratified folds of the
+bank's rows (each model trained on the other folds, the network early-stopped on validation rows of those) when the
+bank has at most :data:`CV_ROWS` rows, and the network's validation rows on a larger table: a tenth of 1,000 rows
+holds a dozen positives, and on such rows the network won on validation rows and lost on the test rows on some seeds
+of ``benchmarks/small_tables.py``. It is saved with its run as ``fallback.npz`` (arrays and text, no pickle) and is
+the report's bank-alone baseline. At prediction time the customers PSI found unknown to a partner are scored by this
+model, and each score says which model made it (:data:`SPLIT` or :data:`BANK_ONLY`). :func:`score_bank_only` is the
+one call batch prediction, the notebook estimator and the online server make.
 
 Example:
     >>> import numpy as np, pandas as pd
@@ -33,7 +32,7 @@ Example:
 from __future__ import annotations
 
 import copy
-from collections.abc import Callable, Mapping
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -75,7 +74,8 @@ CV_ROWS = 10_000
 #: the folds of that cross-validation
 FOLDS = 5
 #: how the choice was made (:attr:`BankOnly.chosen_by`)
-BY_VALIDATION, BY_FOLDS = "validation rows", f"{FOLDS}-fold cross-validation"
+BY_VALIDATION = "validation rows"
+BY_FOLDS = f"{FOLDS}-fold cross-validation, the regression unless beaten by more than one standard error"
 
 
 @dataclass
@@ -158,6 +158,24 @@ def _booster_seed(schedule: Schedule) -> int:
     return derive_seed(schedule.seed, "bank-only booster") % 2**31
 
 
+def _simplest_within_one_se(aucs: Mapping[str, Sequence[float]]) -> str:
+    """The one-standard-error rule over folds: the regression, the simplest model, unless the best mean AUC beats its
+    mean by more than one standard error (the best model's folds' standard deviation over the square root of their
+    count); then the best. Five folds of a few thousand rows differ by a point or more of AUC: the network or the
+    booster must win by more than that to replace the regression.
+
+    >>> _simplest_within_one_se({"network": [0.70, 0.74], "logistic_regression": [0.71, 0.71]})
+    'logistic_regression'
+    >>> _simplest_within_one_se({"network": [0.80, 0.80], "logistic_regression": [0.71, 0.71]})
+    'network'
+    """
+    means = {m: float(np.mean(v)) for m, v in aucs.items()}
+    best = _best(means)
+    folds = np.asarray(aucs[best], dtype=np.float64)
+    se = float(folds.std(ddof=1) / np.sqrt(len(folds))) if len(folds) > 1 else 0.0
+    return LOGISTIC if LOGISTIC in means and means[LOGISTIC] >= means[best] - se else best
+
+
 def _best(val_auc: Mapping[str, float]) -> str:
     """The model of the best AUC in ``val_auc``, the simpler one on a tie (:data:`SIMPLER_FIRST`)."""
     ranked = [m for m in SIMPLER_FIRST if m in val_auc]
@@ -166,9 +184,10 @@ def _best(val_auc: Mapping[str, float]) -> str:
 
 def _choose_by_folds(model: BankOnly, pristine: LabelParty, own: np.ndarray, schedule: Schedule, *,
                      session: bytes, booster: bool = False) -> None:
-    """Choose among the network, the regression and (``booster``) the booster by their mean AUC over :data:`FOLDS`
-    stratified folds of ``own`` (each trained on the other folds, as on every row: same settings, same seeds); a tie
-    goes to the simpler model. Needs both labels in every fold; else the validation-rows choice stands."""
+    """Choose among the network, the regression and (``booster``) the booster by their AUC over :data:`FOLDS`
+    stratified folds of ``own`` (each trained on the other folds, as on every row: same settings, same seeds): the
+    simplest within one standard error of the best mean (:func:`_simplest_within_one_se`). Needs both labels in every
+    fold; else the validation-rows choice stands."""
     from sklearn.model_selection import StratifiedKFold
 
     y = pristine.labels.numpy().astype(np.int64)
@@ -193,7 +212,7 @@ def _choose_by_folds(model: BankOnly, pristine: LabelParty, own: np.ndarray, sch
                                      seed=_booster_seed(schedule))
             aucs[BOOSTER].append(roc_auc(y[held], trees.proba(_rows(party, held, schedule.seed))))
     model.val_auc = {name: float(np.mean(values)) for name, values in aucs.items()}
-    model.chosen = _best(model.val_auc)
+    model.chosen = _simplest_within_one_se(aucs)
     model.chosen_by = BY_FOLDS
 
 
