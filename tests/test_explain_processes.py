@@ -15,6 +15,7 @@ import pandas as pd
 from _pilot_support import free_port, start, wait_all, write_configs
 from _three_party_support import COLUMNS, PARTNERS, prepare_three_parties
 
+from vsplit.app.fallback import BANK_MODELS
 from vsplit.datasets import preset
 from vsplit.pilot.orchestrate import pilot_data
 from vsplit.pilot.prepare import ensure_keys, export_tables
@@ -76,7 +77,7 @@ def test_three_processes_explain_over_tls_and_each_partner_keeps_its_own_columns
     assert (bank_dir / "reasons.csv").is_file()
     # the rows a partner does not know: the bank-only fallback scores them, and gives their reasons (bank columns only)
     alone = summary["bank_only"]
-    assert alone["rows"] == 300 - len(table) > 0 and alone["model"] in ("network", "logistic_regression")
+    assert alone["rows"] == 300 - len(table) > 0 and alone["model"] in BANK_MODELS
     theirs = pd.read_csv(bank_dir / "bank_only" / "explanations.csv", dtype={"customer_id": str})
     assert len(theirs) == alone["rows"] and not set(theirs["customer_id"]) & set(table["customer_id"])
     assert not [c for c in theirs.columns if c.startswith("party:")] and set(own) <= set(theirs.columns)

@@ -186,6 +186,27 @@ def _bank_model_reasons(root: Path, rows: list[dict], alone: list[dict]) -> None
         _same(answer["reasons"], mine["reasons"])
 
 
+def test_the_service_scores_and_explains_with_the_banks_booster_as_batch_prediction_does(run):
+    """Where the bank's own booster scores the customers a partner does not know, the service's bank-only path scores
+    them as ``vsplit predict``'s fallback does and explains them with the booster's reasons, which add up."""
+    import dataclasses
+
+    from vsplit.app.fallback import BOOSTER, score_bank_only
+    from vsplit.serve.model import BankModel
+
+    config = load_config(run["root"] / "bank" / "party.toml", overrides=["output.run_id=r1"])
+    version = BankModel.load(config)
+    assert version.fallback is not None and version.fallback.booster is not None  # LightGBM: in the dev install
+    version.fallback = dataclasses.replace(version.fallback, chosen=BOOSTER)
+    rows = [r["features"] for r in _rows(run["applicants"])]
+    served = version.score_alone(rows)
+    frame = run["applicants"].drop(columns=["y"])
+    np.testing.assert_allclose(served, score_bank_only(version.fallback, frame), rtol=0, atol=1e-12)
+    explanation = version.explain_alone(rows)
+    assert explanation.note.startswith("the bank's booster")
+    assert np.abs(explanation.completeness_error()).max() < 1e-6
+
+
 def test_reasons_in_cached_mode_are_refused_409_naming_the_field(run):
     from vsplit.serve.reasons import ReasonsRefused, check_reasons
 

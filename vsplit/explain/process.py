@@ -204,7 +204,7 @@ def _explain_ensemble(config: PartyConfig, node: Any, input_path: Path | None, *
     (a network run's exchange), then the trees' PSI and prediction round keeping the partners' decision bits at the
     bank (a trees run's), or the scorecard's scoring round (each partner's points). The bank weighs each network's
     explanation by ``w / networks`` and the trees' path attribution (or the scorecard's points as log-odds,
-    :mod:`vsplit.scorecard.explain`) by ``1 - w`` (:func:`vsplit.ensemble.weighted_explanation`): its own columns'
+    :mod:`vsplit.explain.points`) by ``1 - w`` (:func:`vsplit.ensemble.weighted_explanation`): its own columns'
     and each partner's contributions add up to the ensemble's log-odds, written as a network run's. A partner keeps
     each network's attributions of its own columns (their weighted sum needs ``w``, which only the bank holds)."""
     from vsplit.boosting.explain import kept_values
@@ -228,8 +228,8 @@ def _explain_ensemble(config: PartyConfig, node: Any, input_path: Path | None, *
         share = node.weight / len(results)
         parts = [(share, explanation_of(node.name, ids, result)) for result in results]
         tree_ids = [str(v) for v in table[config.data.id_column].to_numpy()[tree_rows]]
-        if card:  # the scorecard's points as log-odds (vsplit.scorecard.explain); codes: the bank's bins of the rows
-            from vsplit.scorecard.explain import points_explanation
+        if card:  # the scorecard's points as log-odds (vsplit.explain.points); codes: the bank's bins of the rows
+            from vsplit.explain.points import points_explanation
 
             parts.append((1 - node.weight, points_explanation(
                 bits, label_party=node.name, ids=tree_ids, own=trees.points_table(), own_codes=codes,
