@@ -25,7 +25,8 @@ from vsplit.datasets import preset
 from vsplit.pilot.prepare import prepare_preset
 
 RUN = "console"
-SETTINGS = "[train]\nepochs = 6\nbatch_size = 32\n"
+# 12 epochs, no early stop: the partner still trains (its console up) while the test reads both pages
+SETTINGS = "[train]\nepochs = 12\npatience = 100\nbatch_size = 32\n"
 #: values, columns and IDs only one party holds: never on the other party's page
 BANK_ONLY = ["technician", "marital", "balance", "secondary", "val_auc", "train_loss"]
 PARTNER_ONLY = ["cellular", "pdays", "poutcome", "duration", "campaign"]
