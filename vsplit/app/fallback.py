@@ -417,9 +417,9 @@ def explain_bank_only(model: BankOnly, table: pd.DataFrame, *, rows: np.ndarray 
                            note="the bank's logistic regression: coefficient times (value - mean)")
     if model.chosen == BOOSTER and model.booster is not None:
         picked = tuple(t[torch.from_numpy(rows)] for t in inputs)
-        columns, values = by_column(model.booster.contributions(picked), input_columns(party))
-        return Explanation(label_party=party.name, ids=names, score=model.booster.log_odds(picked),
-                           baseline_score=model.booster.baseline_log_odds(picked),
+        shares, base = model.booster.attributions(picked)  # one TreeSHAP pass: the shares and where they start
+        columns, values = by_column(shares, input_columns(party))
+        return Explanation(label_party=party.name, ids=names, score=shares.sum(axis=1) + base, baseline_score=base,
                            features=pd.DataFrame(values, columns=columns, index=names),
                            groups=pd.DataFrame(index=names), method="exact",
                            note="the bank's booster: TreeSHAP contributions (LightGBM's pred_contrib)")

@@ -96,16 +96,20 @@ class BoosterModel:
         """Each row's probability of the event."""
         return 1 / (1 + np.exp(-self.log_odds(inputs)))
 
-    def contributions(self, inputs: Sequence[Any]) -> np.ndarray:
-        """Each input column's share of each row's log-odds (TreeSHAP): ``(rows, categorical + numeric columns)``;
-        they sum to the log-odds minus :meth:`baseline_log_odds`."""
+    def attributions(self, inputs: Sequence[Any]) -> tuple[np.ndarray, np.ndarray]:
+        """One TreeSHAP pass (LightGBM's ``pred_contrib``): each input column's share of each row's log-odds,
+        ``(rows, categorical + numeric columns)``, and the expected log-odds they start from, per row; together they
+        sum to the row's log-odds."""
         values = np.asarray(self._booster().predict(_design(inputs), pred_contrib=True), dtype=np.float64)
-        return values[:, :-1]
+        return values[:, :-1], values[:, -1]
+
+    def contributions(self, inputs: Sequence[Any]) -> np.ndarray:
+        """Each input column's share of each row's log-odds (:meth:`attributions`)."""
+        return self.attributions(inputs)[0]
 
     def baseline_log_odds(self, inputs: Sequence[Any]) -> np.ndarray:
-        """The expected log-odds the contributions start from, per row (the same for every row)."""
-        values = np.asarray(self._booster().predict(_design(inputs), pred_contrib=True), dtype=np.float64)
-        return values[:, -1]
+        """The expected log-odds the contributions start from, per row (:meth:`attributions`)."""
+        return self.attributions(inputs)[1]
 
     def state(self) -> dict[str, Any]:
         """Plain text and numbers (no pickle): :meth:`from_state` rebuilds the model."""
