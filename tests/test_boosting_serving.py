@@ -119,6 +119,9 @@ def test_bank_and_two_partner_processes_serve_the_trees_live_then_cached_as_batc
         reply = client.post("/v1/score", json={**known, "features": {**known["features"], "age": "forty"}})
         assert reply.status_code == 422 and reply.json()["error"]["field"] == "features.age"
         assert _frames_sent(client) == {"ServeWelcome", "LoadVersion", "EmbedRequest"}  # live: keyed IDs
+        reply = client.post("/v1/score", json={**known, "reasons": 2})  # vsplit explain's, not the service's
+        assert reply.status_code == 422 and reply.json()["error"]["code"] == "reasons_unavailable", reply.text
+        assert "boosted trees" in reply.json()["error"]["message"] and "vsplit explain" in reply.text
 
         # the same daemons serve the bank restarted in cached mode (they dial again): their decision bits
         assert parties.stop("bank") == 0

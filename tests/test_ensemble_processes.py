@@ -19,6 +19,7 @@ import pytest
 pytest.importorskip("heu")
 
 from _ensemble_support import NAMES, NETWORKS, SETS, TREES, in_memory, predicted, served, train_then_predict, views
+from _serving_support import ServeProcesses
 
 from vsplit.config import load_config
 from vsplit.config.boosting import SMALL_KEYS_ENV
@@ -74,6 +75,44 @@ def test_three_processes_over_tls_choose_the_weight_split_ensemble_chooses_in_on
         assert not (folder / party / "trees" / "checkpoints").exists()  # nothing resumes an ensemble: none kept
         if party != "bank":
             assert _result(trained, party)["weight"] is None and _result(trained, party)["test"] is None
+
+
+def test_vsplit_report_merges_and_checks_an_ensemble_run(trained, reference):
+    """The bank's report of the three-process run: the combination's test metrics (result.json's AUC) with their
+    bootstrap interval, the weight and how it was chosen, each part's own test metrics, no bank-alone baseline;
+    ``vsplit report --run --check`` validates it and merges the partners' reports."""
+    import subprocess
+    import sys
+
+    run = trained / "runs" / RUN
+    done = subprocess.run([sys.executable, "-m", "vsplit.cli.main", "report", "--run", str(run), "--check"],
+                          capture_output=True, text=True, timeout=60)
+    assert done.returncode == 0, done.stdout + done.stderr
+    assert "valid; merged with 2 partner report(s)" in done.stdout
+    merged = json.loads((run / "bank" / "report-merged.json").read_text())
+    result = _result(trained, "bank")
+    model = merged["model"]
+    assert model["kind"] == "ensemble" and model["weight"] == reference.weight_ == result["weight"]
+    assert model["networks"] == NETWORKS and model["second"] == "trees" and model["refit"] is True
+    assert model["trees"] == result["trees"] and model["weight_scores"] == result["weight_scores"]
+    assert model["validation_auc"] == result["validation_auc"]
+    assert merged["metrics"]["auc"] == result["test"]["auc"] and merged["baselines"] == {}
+    assert model["parts"]["networks"]["auc"] == pytest.approx(result["test"]["networks_auc"], abs=1e-12)
+    assert model["parts"]["trees"]["auc"] == pytest.approx(result["test"]["trees_auc"], abs=1e-12)
+    low, high = merged["credit"]["bootstrap"]["auc"]
+    assert low < merged["metrics"]["auc"] < high
+    assert set(merged["communication"]) == set(NAMES) and len(merged["history"]) == len(result["history"]) > 0
+    text = (run / "bank" / "report.md").read_text()
+    assert "## Model (ensemble)" in text and f"{reference.weight_:g} x networks" in text
+    assert "No bank-alone comparison" in text and "| part alone |" in text
+    from vsplit.report.card_record import read_card
+
+    card = read_card(run / "bank" / "model_card.json")
+    assert card["metrics"]["auc"] == pytest.approx(result["test"]["auc"], abs=1e-9)
+    assert card["recipe"]["weight"] == str(reference.weight_) and card["recipe"]["networks"] == str(NETWORKS)
+    assert card["trees"]["kept"] == result["trees"] and set(card["trees"]["splits"]) == set(NAMES)
+    assert any(c.startswith("trees: one decision bit") for c in card["topology"]["cuts"])
+    assert "ensemble" in (run / "bank" / "model_card.md").read_text()
 
 
 def test_vsplit_predict_equals_split_ensemble_in_one_process(trained, reference):
@@ -183,3 +222,74 @@ def test_parties_configured_with_other_ensemble_settings_refuse_each_other_namin
     assert "'shop'" in str(errors["bank"]) and "ensemble.refit = false" in str(errors["bank"])
     assert isinstance(errors.get("shop"), RemoteAbort) and "settings disagree" in str(errors["shop"])
     assert not (trained / "runs" / "mixed" / "bank" / "model.npz").exists()
+
+
+# -- serving: the bank's HTTP service and the partners' daemons as OS processes over mutual TLS ----------------------
+
+
+class EnsembleServe(ServeProcesses):
+    """``vsplit serve`` of this run at each party: the bank's HTTP service and the partners' daemons."""
+
+    def start(self, party: str, *extra: str) -> None:
+        sets = [*SETS[1::2], f"serve.address=127.0.0.1:{self.link}", "serve.timeout_ms=5000", f"output.run_id={RUN}"]
+        sets += [f"serve.http=127.0.0.1:{self.http}"] if party == "bank" else ['serve.table="data/test.parquet"']
+        self.launch(party, ["serve", "--config", str(self.root / party / "party.toml")], [*sets, *extra])
+
+
+def _serve_all(client, rows: list[dict]) -> pd.DataFrame:
+    out = []
+    for at in range(0, len(rows), 100):
+        reply = client.post("/v1/score:batch", json={"rows": rows[at:at + 100]})
+        assert reply.status_code == 200, reply.text
+        out += reply.json()["results"]
+    return pd.DataFrame(out).set_index("id")
+
+
+def _as_predicted(served: pd.DataFrame, batch: pd.DataFrame) -> None:
+    """Every customer ``vsplit predict`` scored, served the same probability by the split ensemble; the others (a
+    partner does not know them) answered without a score, as there is no bank-only model."""
+    scored = batch.index[batch["status"] == "scored"]
+    assert 100 < len(scored) < len(batch) and sorted(served.index) == sorted(batch.index)
+    assert (served.loc[scored, "model"] == "split").all() and not served.loc[scored, "fallback"].any()
+    np.testing.assert_allclose(served.loc[scored, "score"].astype(float), batch.loc[scored, "probability"],
+                               rtol=0, atol=1e-6)
+    rest = served.drop(index=scored)
+    assert rest["score"].isna().all() and rest["fallback"].all()
+
+
+def test_bank_and_two_partner_processes_serve_the_ensemble_live_then_cached_as_vsplit_predict(trained):
+    """Three ``vsplit serve`` processes over mutual TLS: live, then the bank restarted in cached mode against the
+    same partner daemons; each time every test customer's score is ``vsplit predict``'s, and reason codes are refused
+    with a code that names why."""
+    import httpx
+    from _pilot_support import free_port
+    from test_boosting_serving import _frames_sent, _rows
+
+    batch, _, test, _ = predicted(trained, RUN)
+    parties = EnsembleServe(trained, http=free_port(), link=free_port())
+    try:
+        for p in (*NAMES[1:], "bank"):
+            parties.start(p)
+        client = httpx.Client(base_url=f"http://127.0.0.1:{parties.http}", timeout=30)
+        health = parties.wait_ready(client)
+        assert health == {"status": "ok", "mode": "live", "version": RUN,
+                          "partners": {p: "connected" for p in NAMES[1:]}}
+        (model,) = client.get("/v1/models").json()["models"]
+        assert model["fallback"] is False and "age" in model["columns"]
+        bank = test["bank"].assign(customer_id=test["bank"]["customer_id"].astype(str))
+        rows = _rows(bank, list(model["columns"]))
+        _as_predicted(_serve_all(client, rows), batch)
+        assert _frames_sent(client) == {"ServeWelcome", "LoadVersion", "EmbedRequest"}  # live: keyed IDs
+        known = next(r for r in rows if batch.loc[r["id"], "status"] == "scored")
+        reply = client.post("/v1/score", json={**known, "reasons": 2})
+        assert reply.status_code == 422 and reply.json()["error"]["code"] == "reasons_unavailable", reply.text
+        message = reply.json()["error"]["message"]
+        assert "an ensemble" in message and "vsplit explain" in message
+
+        assert parties.stop("bank") == 0
+        parties.start("bank", "serve.mode=cached")
+        assert parties.wait_ready(client)["mode"] == "cached"
+        _as_predicted(_serve_all(client, rows), batch)
+        assert _frames_sent(client) == {"ServeWelcome", "LoadVersion", "SnapshotAck"}  # no ID reaches a partner
+    finally:
+        parties.close()

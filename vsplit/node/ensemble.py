@@ -283,6 +283,23 @@ class EnsembleNode(PartyNode, kinds=("ensemble",)):
             out.by_id = dict(zip([out.ids[r] for r in scored.rows], proba.tolist(), strict=True))
         return out
 
+    def _write_card(self, result: EnsembleResult, scored: Combined | None) -> None:
+        from vsplit.explain.ensemble_card import ensemble_card
+        from vsplit.report.card import write_model_card
+
+        y = self.trees._labels(scored.table.iloc[scored.rows]) if scored is not None else None
+        write_model_card(self.folder, ensemble_card(self, result, scored, y))
+
+    def _write_report(self, result: EnsembleResult, scored: Combined | None) -> Path:
+        """``report.json`` and ``report.md`` (:mod:`vsplit.node.ensemble_report`): the label party's full one with a
+        test table, else this party's own."""
+        from vsplit.node.ensemble_report import write_ensemble_report
+
+        y = None
+        if self.role == "label" and scored is not None:
+            y = self.trees._labels(scored.table.iloc[scored.rows])
+        return write_ensemble_report(self, result, scored, y)
+
     # -- the model file ----------------------------------------------------------------------------------------------
     def save_model(self) -> Path:
         """``model.npz``: what this run is (``kind = "ensemble"``, its networks, whether it refitted) and, at the label
@@ -353,6 +370,9 @@ class EnsembleNode(PartyNode, kinds=("ensemble",)):
                     result.test.update({"networks_auc": float(roc_auc_score(y, scored.networks)),
                                         f"{self.second}_auc": float(roc_auc_score(y, scored.trees))})
         self.write_json("result.json", result.__dict__)
+        self._write_report(result, scored)
+        if self.role == "label":  # model_card.md, .html and .json: both parts, the weight, what crosses
+            self._write_card(result, scored)
         AlignedNode._record_for_serving(self, alignment)  # type: ignore[arg-type]  # peers.json, the intersection
         for folder in (self.folder, self.nets.folder, self.trees.folder):  # the run succeeded: no PSI progress kept
             shutil.rmtree(folder / "psi-state", ignore_errors=True)

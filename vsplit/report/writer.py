@@ -82,13 +82,47 @@ def trees_lines(model: dict[str, Any]) -> list[str]:
     return lines
 
 
+def ensemble_lines(model: dict[str, Any]) -> list[str]:
+    """The model section of an ensemble run's report, as Markdown lines: what is combined, with which weight, and
+    each part's own test metrics beside the combination's.
+
+    >>> ensemble_lines({"kind": "ensemble", "networks": 5, "second": "trees", "weight": 0.75, "trees": 120,
+    ...                 "refit": True, "weight_scores": [], "validation_auc": {}})[3]
+    'A bag of 5 split networks and 120 boosted trees, combined on the log-odds scale: 0.75 x networks + 0.25 x trees.'
+    """
+    w = model.get("weight")
+    second = "boosted trees" if model.get("second", "trees") == "trees" else "a scorecard"
+    what = f"{model['trees']} boosted trees" if model.get("second", "trees") == "trees" else "a scorecard"
+    lines = ["", "## Model (ensemble)", ""]
+    if w is None:
+        lines.append(f"A bag of {model['networks']} split networks and {what}.")
+    else:
+        lines.append(f"A bag of {model['networks']} split networks and {what}, combined on the log-odds scale: "
+                     f"{w:g} x networks + {round(1 - w, 6):g} x {model.get('second', 'trees')}.")
+    scores = model.get("weight_scores") or []
+    if scores:
+        best = max(scores, key=lambda ws: ws[1])
+        then = ", then both parts refitted on every row." if model.get("refit") else "."
+        lines += ["", f"The weight was chosen on rows set aside from training ({len(scores)} candidates; best AUC "
+                      f"there {_number(best[1])}){then}"]
+    parts = model.get("parts") or {}
+    if parts:
+        lines += ["", "| part alone | " + " | ".join(METRICS) + " |", "| --- | " + " | ".join("---:" for _ in METRICS)
+                  + " |"]
+        lines += [f"| {name} | " + " | ".join(f"{v[k]:.4f}" for k in METRICS) + " |" for name, v in parts.items()]
+    lines += ["", f"No bank-alone comparison: the networks and the {second} use every party's columns, and an ensemble "
+                  "has no bank-only model (customers a partner does not know get no score)."]
+    return lines
+
+
 def write_label_report(folder: Path, report: dict[str, Any], *, json_name: str = "report.json") -> Path:
     """Write ``report.json`` (or ``json_name``: the merged report) and ``report.md`` for the label party; return the
     Markdown path."""
     report = {"schema": SCHEMA, **report}
     _json(folder / json_name, report)
     m = report["metrics"]
-    rows = [("split (all parties)", m)]
+    ensemble = report.get("model", {}).get("kind") == "ensemble"
+    rows = [("split ensemble (all parties)" if ensemble else "split (all parties)", m)]
     rows += [(name.replace("_", " "), b) for name, b in report["baselines"].items()]
     lines = [
         f"# vsplit run `{report['run_id']}`: report of {report['party']} (label party)",
@@ -115,6 +149,8 @@ def write_label_report(folder: Path, report: dict[str, Any], *, json_name: str =
     if report.get("model", {}).get("kind") == "boosting":  # trees: no epochs, no bank-only model
         lines += trees_lines(report["model"])
     else:
+        if report.get("model", {}).get("kind") == "ensemble":  # then the networks' history
+            lines += ensemble_lines(report["model"])
         lines += ["", "## Training (validation history)", ""]
         lines += [f"> **Warning.** {text}" for text in report.get("warnings", [])]
         lines += history_lines(report["history"], report.get("best_epoch"), report.get("monitor"))

@@ -122,6 +122,8 @@ class BoostPartnerModel:
 class BoostBankModel(FromNode):
     """The bank's trees of a boosting run, scoring rows with the partners' decision bits."""
 
+    kind = "boosting"
+
     node: Any
     run_id: str
     #: partner -> ("", its record count, pair digest), as :class:`~vsplit.serve.model.BankModel` says it

@@ -106,6 +106,8 @@ def _second(node: Any, *, bank: bool) -> Any:
 class EnsembleBankModel(FromNode):
     """The bank's networks and trees of an ensemble run, combined with the run's weight."""
 
+    kind = "ensemble"
+
     node: Any
     networks: Any
     trees: Any

@@ -47,6 +47,8 @@ from vsplit.serve.requests import BadRequest
 from vsplit.serve.scorer import BANK_ONLY, SPLIT, Row, Scored
 from vsplit.serve.wire import serve_session
 
+#: the run kinds ``vsplit explain`` explains but ``/v1/score`` does not, and what each is
+BATCH_ONLY = {"boosting": "boosted trees", "ensemble": "an ensemble of a bag of networks and a second model"}
 #: the body field, and the most reasons one applicant may ask for
 FIELD, MAX_REASONS = "reasons", 10
 
@@ -83,8 +85,13 @@ def check_reasons(config: PartyConfig, version: Any) -> None:
         raise ReasonsRefused('reason codes need live mode (serve.mode = "live"): in cached mode the partners never '
                              "learn who is scored, and explaining a score would tell them; ask without \"reasons\", "
                              "or run vsplit explain on the applicants", status=409, code="reasons_need_live_mode")
-    if getattr(version, "kind", "") == "scorecard":  # its reasons: vsplit predict's round (scorecard_reasons)
+    kind = getattr(version, "kind", "")
+    if kind == "scorecard":  # its reasons: vsplit predict's round (scorecard_reasons)
         return
+    if kind in BATCH_ONLY:
+        raise ReasonsRefused(f"reasons: model {version.run_id!r} has no reason codes on /v1/score: it is "
+                             f"{BATCH_ONLY[kind]}; vsplit explain gives its applicants' reason codes (per-party "
+                             "contributions)", status=422, code="reasons_unavailable")
     node = getattr(version, "node", None)
     why = "its model is not a split network" if node is None else unexplainable(node)
     if why is None and getattr(node.party, "task_width", 1) != 1:
