@@ -112,12 +112,13 @@ def max_diff(served: pd.DataFrame, batch: pd.DataFrame) -> float:
 
 
 def measure(base: str, rows: list[dict], batch: pd.DataFrame, procs: dict[str, subprocess.Popen], *,
-            single_n: int, seconds: float, concurrency: int) -> dict[str, Any]:
-    """One request at a time, then ``concurrency`` clients, against the running service."""
+            single_n: int, seconds: float, concurrency: int, diff_of: Any = None) -> dict[str, Any]:
+    """One request at a time, then ``concurrency`` clients, against the running service (``diff_of(served,
+    batch)``: how far the served scores are from ``vsplit predict``'s, default :func:`max_diff`)."""
     import serving as s
 
     asyncio.run(s.wait_ready(base))
-    diff = max_diff(asyncio.run(s.score_all(base, rows)), batch)
+    diff = (diff_of or max_diff)(asyncio.run(s.score_all(base, rows)), batch)
     one = s.run(s.server_view(base, s.single(base, rows, single_n)))
     loaded = s.run(s.server_view(base, s.load(base, rows, seconds=seconds, concurrency=concurrency,
                                               pids=s.pids(procs))))
