@@ -128,6 +128,29 @@ def measure(base: str, rows: list[dict], batch: pd.DataFrame, procs: dict[str, s
             "max_abs_diff_vs_batch": diff}
 
 
+def live_then_cached(root: Path, sets: list[str], base: str, rows: list[dict], batch: pd.DataFrame, *,
+                     single_n: int, seconds: float, concurrency: int, diff_of: Any = None) -> dict[str, Any]:
+    """Serve the run of ``sets`` (the partner's daemon from its test table, the bank's HTTP service at ``base``) and
+    :func:`measure` it live, then with the bank restarted in cached mode; ``{"live": ..., "cached": ...}``."""
+    out: dict[str, Any] = {}
+    # the partner serves its table of the customers the bank scores (its test table)
+    procs = {"partner": start(root, "partner", sets, 'serve.table="data/test.parquet"'),
+             "bank": start(root, "bank", sets)}
+    try:
+        out["live"] = measure(base, rows, batch, procs, single_n=single_n, seconds=seconds, concurrency=concurrency,
+                              diff_of=diff_of)
+        procs["bank"].send_signal(signal.SIGTERM)
+        procs["bank"].wait(timeout=60)
+        procs["bank"] = start(root, "bank", sets, "serve.mode=cached")
+        out["cached"] = measure(base, rows, batch, procs, single_n=single_n, seconds=seconds, concurrency=concurrency,
+                                diff_of=diff_of)
+    finally:
+        for proc in procs.values():
+            proc.kill()
+            proc.wait()
+    return out
+
+
 def run(quick: bool = False, *, single_n: int | None = None, seconds: float | None = None,
         concurrency: int = 8) -> dict[str, Any]:
     """Train, serve live then cached, measure; the figures (see the module docstring)."""
@@ -149,22 +172,8 @@ def run(quick: bool = False, *, single_n: int | None = None, seconds: float | No
         columns = [c for c in test.columns if c not in ("customer_id", "y")]
         rows = [{"id": str(r["customer_id"]), "features": {c: r[c] for c in columns}}
                 for r in json.loads(test.to_json(orient="records"))]
-        base = f"http://127.0.0.1:{http}"
-        # the partner serves its table of the customers the bank scores (its test table)
-        procs = {"partner": start(root, "partner", sets, 'serve.table="data/test.parquet"'),
-                 "bank": start(root, "bank", sets)}
-        try:
-            result["live"] = measure(base, rows, batch, procs, single_n=single_n, seconds=seconds,
-                                     concurrency=concurrency)
-            procs["bank"].send_signal(signal.SIGTERM)
-            procs["bank"].wait(timeout=60)
-            procs["bank"] = start(root, "bank", sets, "serve.mode=cached")
-            result["cached"] = measure(base, rows, batch, procs, single_n=single_n, seconds=seconds,
-                                       concurrency=concurrency)
-        finally:
-            for proc in procs.values():
-                proc.kill()
-                proc.wait()
+        result.update(live_then_cached(root, sets, f"http://127.0.0.1:{http}", rows, batch, single_n=single_n,
+                                       seconds=seconds, concurrency=concurrency))
         from vsplit.runtime.checkpoint import load_checkpoint
 
         model = load_checkpoint(root / "runs" / RUN / "bank" / "model.npz", run_id=RUN, party="bank")

@@ -11,8 +11,8 @@ GOSS 0.2 / 0.1, a 2048-bit OU key, as benchmarks/boosting_serve.py) and ``ensemb
 those 5 networks and those trees, the weight chosen on 10 % of the bank's rows, no refit). Latency does not depend
 on how long a model trained, so the networks train ``EPOCHS`` epochs. Each model is then served as in production:
 ``vsplit serve`` for the partner (its daemon) and the bank (HTTP on 127.0.0.1) as separate OS processes over mutual
-TLS on loopback, loaded with benchmarks/serving.py's client in this process (:func:`boosting_serve.measure`), live
-and then cached. All processes share the machine's cores.
+TLS on loopback, loaded with benchmarks/serving.py's client in this process, live and then cached
+(:func:`boosting_serve.live_then_cached`). All processes share the machine's cores.
 
 Prints one JSON object (and writes it to ``--out``): per model, ``live`` and ``cached`` (``p50_ms``, ``p99_ms`` of one
 request at a time, ``load``: ``--concurrency`` clients for ``--seconds``, ``max_abs_diff_vs_batch``: served against
@@ -26,7 +26,6 @@ from __future__ import annotations
 import argparse
 import json
 import os
-import signal
 import sys
 import tempfile
 import time
@@ -37,7 +36,7 @@ import pandas as pd
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 
-from boosting_serve import measure, start, train_and_predict  # benchmarks/ is on the path (above)
+from boosting_serve import live_then_cached, train_and_predict  # benchmarks/ is on the path (above)
 
 REPO = Path(__file__).resolve().parents[1]
 PRESET, NETWORKS, EPOCHS, TREES, DEPTH = "bank_marketing_no_duration", 5, 4, 40, 5
@@ -104,21 +103,8 @@ def one_model(model: str, *, epochs: int, trees: int, single_n: int, seconds: fl
         columns = [c for c in test.columns if c not in ("customer_id", "y")]
         rows = [{"id": str(r["customer_id"]), "features": {c: r[c] for c in columns}}
                 for r in json.loads(test.to_json(orient="records"))]
-        base = f"http://127.0.0.1:{http}"
-        procs = {"partner": start(root, "partner", sets, 'serve.table="data/test.parquet"'),
-                 "bank": start(root, "bank", sets)}
-        try:
-            out["live"] = measure(base, rows, batch, procs, single_n=single_n, seconds=seconds,
-                                  concurrency=concurrency, diff_of=split_diff)
-            procs["bank"].send_signal(signal.SIGTERM)
-            procs["bank"].wait(timeout=60)
-            procs["bank"] = start(root, "bank", sets, "serve.mode=cached")
-            out["cached"] = measure(base, rows, batch, procs, single_n=single_n, seconds=seconds,
-                                    concurrency=concurrency, diff_of=split_diff)
-        finally:
-            for proc in procs.values():
-                proc.kill()
-                proc.wait()
+        out.update(live_then_cached(root, sets, f"http://127.0.0.1:{http}", rows, batch, single_n=single_n,
+                                    seconds=seconds, concurrency=concurrency, diff_of=split_diff))
         out["answer_width"] = answer_width(root, sets)
         out["rows_scored"] = len(rows)
     return out
