@@ -74,7 +74,9 @@ def train_then_predict(root: Path, run_id: str, *, extra: str | None = None) -> 
 
     configs = prepare(root, run_id, extra=extra)
     logs = {p: root / f"{p}-train.log" for p in configs}
-    procs = {p: start(["train", "--config", str(c), "--quiet", *SETS], log=logs[p]) for p, c in configs.items()}
+    # output.baselines: the bank reports its own model (the run's fallback, already scored on the test table)
+    procs = {p: start(["train", "--config", str(c), "--quiet", *SETS, "--set", "output.baselines=true"], log=logs[p])
+             for p, c in configs.items()}
     wait_all(procs, logs, timeout=240)
     nodes = {p: PartyNode(load_config(c, overrides=SETS[1::2]), progress=False) for p, c in configs.items()}
     channels = _channels()

@@ -96,7 +96,12 @@ def test_vsplit_report_merges_and_checks_an_ensemble_run(trained, reference):
     assert model["networks"] == NETWORKS and model["second"] == "trees" and model["refit"] is True
     assert model["trees"] == result["trees"] and model["weight_scores"] == result["weight_scores"]
     assert model["validation_auc"] == result["validation_auc"]
-    assert merged["metrics"]["auc"] == result["test"]["auc"] and merged["baselines"] == {}
+    assert merged["metrics"]["auc"] == result["test"]["auc"]
+    alone = merged["baselines"]["label_party_only"]  # the bank's own model (networks/fallback.npz), same rows
+    assert alone == result["baselines"]["label_party_only"] and alone["n_scored"] == result["test"]["n_scored"]
+    assert 0 < alone["auc"] <= 1 and alone["model"] in ("network", "logistic_regression", "boosted_trees")
+    assert merged["coverage"]["shared"]["n_scored"] == result["test"]["n_scored"]
+    assert merged["coverage"]["bank_only"]["n_scored"] > 0  # the test customers a partner does not know
     assert model["parts"]["networks"]["auc"] == pytest.approx(result["test"]["networks_auc"], abs=1e-12)
     assert model["parts"]["trees"]["auc"] == pytest.approx(result["test"]["trees_auc"], abs=1e-12)
     low, high = merged["credit"]["bootstrap"]["auc"]
@@ -104,7 +109,7 @@ def test_vsplit_report_merges_and_checks_an_ensemble_run(trained, reference):
     assert set(merged["communication"]) == set(NAMES) and len(merged["history"]) == len(result["history"]) > 0
     text = (run / "bank" / "report.md").read_text()
     assert "## Model (ensemble)" in text and f"{reference.weight_:g} x networks" in text
-    assert "No bank-alone comparison" in text and "| part alone |" in text
+    assert "No bank-alone comparison" not in text and "| part alone |" in text and "| label party only |" in text
     from vsplit.report.card_record import read_card
 
     card = read_card(run / "bank" / "model_card.json")
@@ -123,7 +128,8 @@ def test_vsplit_predict_equals_split_ensemble_in_one_process(trained, reference)
         trees = pd.Series(reference.trees_.predict_proba(test)[:, 1], index=ids)
     assert len(scored) == int(expected.notna().sum()) > 100
     np.testing.assert_allclose(scored.to_numpy(), expected[scored.index].to_numpy(), rtol=0, atol=1e-5)
-    assert (got["status"] != "scored").sum() == len(ids) - len(scored)  # the others are listed, not scored
+    assert (got["status"] != "scored").sum() == len(ids) - len(scored)  # the others are listed,
+    assert (got.loc[got["status"] != "scored", "model"] == "bank_only").all()  # and scored by the bank alone
     if 0 < reference.weight_ < 1:  # the combination is neither part alone
         assert np.abs(scored.to_numpy() - trees[scored.index].to_numpy()).max() > 1e-3
 
@@ -161,7 +167,13 @@ def test_served_scores_equal_vsplit_predict_with_one_partner_round_trip_for_both
         assert sorted(out.served.index) == sorted(out.expected.index) and len(out.served) > 100
         np.testing.assert_allclose(out.served.to_numpy(), out.expected[out.served.index].to_numpy(), rtol=0,
                                    atol=1e-6)
-        assert all(s.score is None for s in out.scored if s.id not in out.served.index)  # no bank-only model
+        # the customers a partner does not know: the bank's own model (networks/fallback.npz), as vsplit predict
+        batch = pd.read_csv(trained / "runs" / RUN / "bank" / "predictions" / "j1" / "predictions.csv",
+                            dtype={"customer_id": str}).set_index("customer_id")
+        alone = {s.id: s.score for s in out.scored if s.id not in out.served.index}
+        assert alone and all(s.model == "bank_only" for s in out.scored if s.id in alone)
+        assert (batch.loc[list(alone), "model"] == "bank_only").all()
+        np.testing.assert_allclose(list(alone.values()), batch.loc[list(alone), "probability"], rtol=0, atol=1e-6)
         for p, (_, partner_tap) in out.taps.items():
             replies = [a for a in (decode(f)[1] for f in partner_tap.frames) if isinstance(a, m.EmbedReply)]
             assert len(replies) == out.batches  # one answer per batch serves the networks and the trees
@@ -246,15 +258,16 @@ def _serve_all(client, rows: list[dict]) -> pd.DataFrame:
 
 
 def _as_predicted(served: pd.DataFrame, batch: pd.DataFrame) -> None:
-    """Every customer ``vsplit predict`` scored, served the same probability by the split ensemble; the others (a
-    partner does not know them) answered without a score, as there is no bank-only model."""
+    """Every customer served the probability ``vsplit predict`` gave it, by the same model: the split ensemble where
+    every partner knows the customer, else the bank's own model (the run's fallback)."""
     scored = batch.index[batch["status"] == "scored"]
     assert 100 < len(scored) < len(batch) and sorted(served.index) == sorted(batch.index)
     assert (served.loc[scored, "model"] == "split").all() and not served.loc[scored, "fallback"].any()
-    np.testing.assert_allclose(served.loc[scored, "score"].astype(float), batch.loc[scored, "probability"],
-                               rtol=0, atol=1e-6)
     rest = served.drop(index=scored)
-    assert rest["score"].isna().all() and rest["fallback"].all()
+    assert (rest["model"] == "bank_only").all() and rest["fallback"].all()
+    assert (batch.loc[rest.index, "model"] == "bank_only").all()
+    np.testing.assert_allclose(served["score"].astype(float), batch.loc[served.index, "probability"], rtol=0,
+                               atol=1e-6)
 
 
 def test_bank_and_two_partner_processes_serve_the_ensemble_live_then_cached_as_vsplit_predict(trained):
@@ -275,7 +288,7 @@ def test_bank_and_two_partner_processes_serve_the_ensemble_live_then_cached_as_v
         assert health == {"status": "ok", "mode": "live", "version": RUN,
                           "partners": {p: "connected" for p in NAMES[1:]}}
         (model,) = client.get("/v1/models").json()["models"]
-        assert model["fallback"] is False and "age" in model["columns"]
+        assert model["fallback"] is True and "age" in model["columns"]
         bank = test["bank"].assign(customer_id=test["bank"]["customer_id"].astype(str))
         rows = _rows(bank, list(model["columns"]))
         _as_predicted(_serve_all(client, rows), batch)

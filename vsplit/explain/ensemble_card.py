@@ -7,8 +7,8 @@ metrics with their bootstrap interval and calibration, and what crosses the cut 
 embeddings of every network, then its decision bits or its points, in one answer). The privacy notes are both parts'.
 
 Example:
-    >>> ensemble_limits(networks=5, second="trees")[0]
-    'Customers a partner does not know are not scored (listed, not dropped): an ensemble has no bank-only model.'
+    >>> ensemble_limits(networks=5, second="trees", fallback=False)[0]
+    'Customers a partner does not know are not scored (listed, not dropped): this run has no bank-only model.'
 """
 
 from __future__ import annotations
@@ -18,10 +18,12 @@ from typing import Any
 import numpy as np
 
 
-def ensemble_limits(*, networks: int, second: str) -> list[str]:
-    """What every ensemble card says the model cannot do."""
+def ensemble_limits(*, networks: int, second: str, fallback: bool = True) -> list[str]:
+    """What every ensemble card says the model cannot do (``fallback``: the run trained the bank's own model)."""
     return [
-        "Customers a partner does not know are not scored (listed, not dropped): an ensemble has no bank-only model.",
+        "Customers a partner does not know are scored by the bank's own model on its own columns (fallback.npz), "
+        "which is weaker than the ensemble (the report's coverage section)." if fallback else
+        "Customers a partner does not know are not scored (listed, not dropped): this run has no bank-only model.",
         "Binary classification only.",
         f"The score is a weighted sum of log-odds: the mean of {networks} networks' and the {second}'; reason codes "
         "come from vsplit explain (the same weighted sums of each part's contributions), not from /v1/score.",
@@ -67,7 +69,8 @@ def ensemble_card(node: Any, result: Any, scored: Any = None, y: np.ndarray | No
             if second == "trees" else
             "the scorecard: the bank learns each partner's WOE sums per bin, never its edges (docs/credit_scoring.md)",
             "no label, gradient or hessian crosses in the clear to a partner's trees; the weight stays at the bank"]},
-        "limits": ensemble_limits(networks=e.networks, second=second),
+        "limits": ensemble_limits(networks=e.networks, second=second,
+                                  fallback=getattr(node.nets, "bank_only", None) is not None),
     }
     if second == "trees" and getattr(node.trees, "model", None) is not None:
         card["trees"] = tree_section(node.trees.model, parties=[node.name, *node.trees.partners],

@@ -437,6 +437,17 @@ class AlignedNode(PartyNode, kinds=("vertical", "vanilla", "u_shaped")):
         save_bank_only(model, self.folder / FILE, run_id=self.config.output.run_id)
         return model
 
+    def fallback_scores(self, table: pd.DataFrame, scored: Mapping[str, Any]) -> dict[str, Any]:
+        """(label party) The bank-only model's scores of ``table``'s customers the split did not score (``scored``:
+        ID -> the split's score), if the run trained that model (``fallback.npz``, a vertical split); else none."""
+        from vsplit.app.fallback import FILE, load_bank_only, score_unknown
+
+        saved = self.folder / FILE
+        alone = load_bank_only(saved, lambda trained: self._build_party(self.table, trained=trained),
+                               run_id=self.config.output.run_id, party=self.name) \
+            if saved.is_file() and self.table is not None else None
+        return score_unknown(alone, table, id_column=self.config.data.id_column, scored=scored)
+
     def defense_hooks(self, *, network: int = 0) -> Any:
         """The training hooks of this party's configured defenses (``privacy.defenses``), for network ``network``
         of a bag."""
@@ -529,13 +540,7 @@ class AlignedNode(PartyNode, kinds=("vertical", "vanilla", "u_shaped")):
 
             proba = calibrated(self.folder, scored.proba)  # the label party's calibration.json, if it fitted one
             out.by_id = dict(zip([out.ids[r] for r in scored.rows], proba.tolist(), strict=True))
-            from vsplit.app.fallback import FILE, load_bank_only, score_unknown
-
-            saved = self.folder / FILE  # the label party's own model, if the run trained one (a vertical split)
-            alone = load_bank_only(saved, lambda trained: self._build_party(self.table, trained=trained),
-                                   run_id=self.config.output.run_id, party=self.name) \
-                if saved.is_file() and self.table is not None else None
-            out.fallback = score_unknown(alone, scored.table, id_column=self.config.data.id_column, scored=out.by_id)
+            out.fallback = self.fallback_scores(scored.table, out.by_id)
             from vsplit.data.unseen import unseen_in_table
 
             flags = unseen_in_table(self.party.preprocessor, scored.table)

@@ -281,6 +281,7 @@ class EnsembleNode(PartyNode, kinds=("ensemble",)):
             out.ids = [str(v) for v in scored.ids]
             proba = self.combine(scored)
             out.by_id = dict(zip([out.ids[r] for r in scored.rows], proba.tolist(), strict=True))
+            out.fallback = self.nets.fallback_scores(table, out.by_id)  # the bank's own model, where it trained one
         return out
 
     def _write_card(self, result: EnsembleResult, scored: Combined | None) -> None:
@@ -357,6 +358,9 @@ class EnsembleNode(PartyNode, kinds=("ensemble",)):
             result.weight = self.weight
             result.weight_scores = [[w, a] for w, a in sorted(self.weight_scores.items())]
             result.validation_auc = dict(self.validation_auc)
+            # networks/fallback.npz: the bank's own model, for the customers a partner does not know (as a network
+            # run's); after the session, so that no partner waits for it
+            self.nets.bank_only = self.nets.train_fallback()
         if scored is not None:
             result.psi["test"] = scored.psi
             if self.role == "label":
@@ -369,6 +373,15 @@ class EnsembleNode(PartyNode, kinds=("ensemble",)):
                 if len(set(y)) == 2:
                     result.test.update({"networks_auc": float(roc_auc_score(y, scored.networks)),
                                         f"{self.second}_auc": float(roc_auc_score(y, scored.trees))})
+                if self.nets.bank_only is not None:  # the bank alone on the test table: coverage and baseline
+                    from vsplit.app.fallback import cover_test
+
+                    self.nets.coverage = cover_test(self.nets.bank_only, scored.table, scored.rows,
+                                                    self.combine(scored))
+                    if self.config.output.baselines:
+                        alone = self.nets.label_party_only(scored.table, scored.rows)
+                        if alone is not None:
+                            result.baselines = {"label_party_only": alone}
         self.write_json("result.json", result.__dict__)
         self._write_report(result, scored)
         if self.role == "label":  # model_card.md, .html and .json: both parts, the weight, what crosses

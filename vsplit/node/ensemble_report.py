@@ -8,8 +8,9 @@ seeded by ``train.seed``) and the ROC, KS and AUC plots, as a boosting run's (:m
 model section says what the ensemble is: its networks, its second part (trees or a scorecard), the weight, every
 candidate weight's AUC on the set-aside rows, the parts' and the combination's AUC there, and each part's own test
 metrics (``parts``), so a validator sees what the combination adds. The history is the networks' (the first
-network's epochs). An ensemble has no bank-only model: ``baselines`` is empty, and rows a partner does not know get
-no score. A partner, or a label party without a test set, writes the partner-shaped report: its traffic, PSI and time.
+network's epochs). The bank's own model (the fallback a network run trains, ``networks/fallback.npz``) is the
+bank-alone baseline and scores the test customers a partner does not know (``coverage``). A partner, or a label
+party without a test set, writes the partner-shaped report: its traffic, PSI and time.
 
 Example:
     >>> section = model_section(networks=5, second="trees", weight=0.75, weight_scores=[[0.5, 0.8], [0.75, 0.81]],
@@ -76,9 +77,12 @@ def write_ensemble_report(node: Any, result: Any, scored: Any, y: np.ndarray | N
     plots = write_plots(node.folder, y=y, proba=proba, history=history, aucs={"split": metrics["auc"]})
     if not history:
         (node.folder / plots.pop("history")).unlink(missing_ok=True)
-    credit = credit_section(node.folder, y=y, proba=proba, seed=node.config.train.seed)
+    coverage = getattr(node.nets, "coverage", None)  # the bank-only fallback on the test table, if trained
+    credit = credit_section(node.folder, y=y, proba=proba, coverage=coverage, rows=scored.rows,
+                            seed=node.config.train.seed)
     plots.update(credit.pop("plots"))
-    report = {**common, "metrics": metrics, "baselines": {}, "history": history, "best_epoch": result.best_epoch,
+    report = {**common, "metrics": metrics, "baselines": dict(result.baselines), "history": history,
+              "best_epoch": result.best_epoch,
               "psi": result.psi,
               "communication": {node.name: {"sent": result.comm["sent"], "received": result.comm["received"]}},
               "plots": plots, **credit}

@@ -82,9 +82,9 @@ def trees_lines(model: dict[str, Any]) -> list[str]:
     return lines
 
 
-def ensemble_lines(model: dict[str, Any]) -> list[str]:
+def ensemble_lines(model: dict[str, Any], *, alone: bool = False) -> list[str]:
     """The model section of an ensemble run's report, as Markdown lines: what is combined, with which weight, and
-    each part's own test metrics beside the combination's.
+    each part's own test metrics beside the combination's (``alone``: the report has a bank-alone baseline).
 
     >>> ensemble_lines({"kind": "ensemble", "networks": 5, "second": "trees", "weight": 0.75, "trees": 120,
     ...                 "refit": True, "weight_scores": [], "validation_auc": {}})[3]
@@ -110,8 +110,9 @@ def ensemble_lines(model: dict[str, Any]) -> list[str]:
         lines += ["", "| part alone | " + " | ".join(METRICS) + " |", "| --- | " + " | ".join("---:" for _ in METRICS)
                   + " |"]
         lines += [f"| {name} | " + " | ".join(f"{v[k]:.4f}" for k in METRICS) + " |" for name, v in parts.items()]
-    lines += ["", f"No bank-alone comparison: the networks and the {second} use every party's columns, and an ensemble "
-                  "has no bank-only model (customers a partner does not know get no score)."]
+    if not alone:
+        lines += ["", f"No bank-alone comparison: the networks and the {second} use every party's columns, and this "
+                      "run has no bank-only model (customers a partner does not know get no score)."]
     return lines
 
 
@@ -150,7 +151,7 @@ def write_label_report(folder: Path, report: dict[str, Any], *, json_name: str =
         lines += trees_lines(report["model"])
     else:
         if report.get("model", {}).get("kind") == "ensemble":  # then the networks' history
-            lines += ensemble_lines(report["model"])
+            lines += ensemble_lines(report["model"], alone=bool(report["baselines"] or report.get("coverage")))
         lines += ["", "## Training (validation history)", ""]
         lines += [f"> **Warning.** {text}" for text in report.get("warnings", [])]
         lines += history_lines(report["history"], report.get("best_epoch"), report.get("monitor"))

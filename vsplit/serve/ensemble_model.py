@@ -9,8 +9,9 @@ each answer at the networks' width, runs every network (:class:`~vsplit.serve.mo
 the log-odds scale, :meth:`vsplit.node.ensemble.EnsembleNode.combine`), so a served score equals the batch one. With
 ``ensemble.second = "scorecard"`` the second part of the answer is the partner's points (one float32), added up by
 :class:`~vsplit.serve.scorecard_model.ScorecardBankModel`.
-The pair digest covers both parts' digests. There is no bank-only fallback: a customer a partner does not know gets
-no score (``"model": null``), as batch prediction lists it.
+The pair digest covers both parts' digests. A customer a partner does not know is scored by the bank's own model
+saved with the run's networks (``networks/fallback.npz``, :mod:`vsplit.app.fallback`), as batch prediction scores
+it (``"model": "bank_only"``); a run without one leaves it unscored.
 
 Example:
     >>> ensemble_digest("r1", "a", "b") != ensemble_digest("r1", "a", "c")
@@ -130,7 +131,7 @@ class EnsembleBankModel(FromNode):
         partners = {p: ("", w + trees.partners[p][1], ensemble_digest(run_id, digest, trees.partners[p][2]))
                     for p, (_, w, digest) in nets.partners.items()}
         return cls(node=node, networks=nets, trees=trees, run_id=run_id, partners=partners,
-                   casefold=config.psi.case_fold)
+                   casefold=config.psi.case_fold, fallback=nets.fallback)
 
     @property
     def columns(self) -> dict[str, str]:
@@ -184,6 +185,7 @@ class EnsembleBankModel(FromNode):
         weight = self.node.weight
         return 1 / (1 + np.exp(-(weight * networks + (1 - weight) * trees)))
 
-    def score_alone(self, rows: Sequence[Mapping[str, Any]]) -> None:
-        """No bank-only model for an ensemble: rows a partner does not know get no score."""
-        return None
+    def score_alone(self, rows: Sequence[Mapping[str, Any]]) -> np.ndarray | None:
+        """The bank-only fallback's predictions of ``rows`` (the run's ``networks/fallback.npz``, as ``vsplit
+        predict`` scores the customers a partner does not know), or ``None`` without one."""
+        return self.networks.score_alone(rows)
