@@ -67,6 +67,14 @@ def prepare(root: Path, *, http: int, link: int, trees: int) -> list[str]:
             f"serve.http=127.0.0.1:{http}", "serve.timeout_ms=2000"]
 
 
+def request_rows(root: Path) -> list[dict]:
+    """The bank's test customers as scoring requests (``{"id", "features"}``, its own columns)."""
+    test = pd.read_parquet(root / "parties" / "bank" / "data" / "test.parquet")
+    columns = [c for c in test.columns if c not in ("customer_id", "y")]
+    return [{"id": str(r["customer_id"]), "features": {c: r[c] for c in columns}}
+            for r in json.loads(test.to_json(orient="records"))]
+
+
 def train_and_predict(root: Path, sets: list[str]) -> pd.DataFrame:
     """Train in this process (both nodes, memory channels), then batch-predict the bank's test table."""
     from vsplit.config import load_config
@@ -168,10 +176,7 @@ def run(quick: bool = False, *, single_n: int | None = None, seconds: float | No
         began = time.perf_counter()
         batch = train_and_predict(root, sets)
         result["train_seconds"] = round(time.perf_counter() - began, 1)
-        test = pd.read_parquet(root / "parties" / "bank" / "data" / "test.parquet")
-        columns = [c for c in test.columns if c not in ("customer_id", "y")]
-        rows = [{"id": str(r["customer_id"]), "features": {c: r[c] for c in columns}}
-                for r in json.loads(test.to_json(orient="records"))]
+        rows = request_rows(root)
         result.update(live_then_cached(root, sets, f"http://127.0.0.1:{http}", rows, batch, single_n=single_n,
                                        seconds=seconds, concurrency=concurrency))
         from vsplit.runtime.checkpoint import load_checkpoint

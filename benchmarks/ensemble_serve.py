@@ -36,7 +36,7 @@ import pandas as pd
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 
-from boosting_serve import live_then_cached, train_and_predict  # benchmarks/ is on the path (above)
+from boosting_serve import live_then_cached, request_rows, train_and_predict  # benchmarks/ is on the path (above)
 
 REPO = Path(__file__).resolve().parents[1]
 PRESET, NETWORKS, EPOCHS, TREES, DEPTH = "bank_marketing_no_duration", 5, 4, 40, 5
@@ -99,10 +99,7 @@ def one_model(model: str, *, epochs: int, trees: int, single_n: int, seconds: fl
         began = time.perf_counter()
         batch = train_and_predict(root, sets)
         out["train_seconds"] = round(time.perf_counter() - began, 1)
-        test = pd.read_parquet(root / "parties" / "bank" / "data" / "test.parquet")
-        columns = [c for c in test.columns if c not in ("customer_id", "y")]
-        rows = [{"id": str(r["customer_id"]), "features": {c: r[c] for c in columns}}
-                for r in json.loads(test.to_json(orient="records"))]
+        rows = request_rows(root)
         out.update(live_then_cached(root, sets, f"http://127.0.0.1:{http}", rows, batch, single_n=single_n,
                                     seconds=seconds, concurrency=concurrency, diff_of=split_diff))
         out["answer_width"] = answer_width(root, sets)
