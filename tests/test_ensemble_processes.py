@@ -306,3 +306,23 @@ def test_bank_and_two_partner_processes_serve_the_ensemble_live_then_cached_as_v
         assert _frames_sent(client) == {"ServeWelcome", "LoadVersion", "SnapshotAck"}  # no ID reaches a partner
     finally:
         parties.close()
+
+
+def test_vsplit_explain_as_three_processes_over_tls_gives_split_ensembles_contributions(trained, reference):
+    """``vsplit explain`` at the bank and both partners as OS processes over mutual TLS: the bank's per-party
+    contributions of the combination equal SplitEnsemble.explain in one process."""
+    from _pilot_support import start, wait_all
+
+    logs = {p: trained / f"{p}-explain-tls.log" for p in NAMES}
+    procs = {p: start(["explain", "--config", str(trained / p / "party.toml"), "--input",
+                       str(trained / p / "data" / "test.parquet"), "--job", "e-tls", *SETS], log=logs[p])
+             for p in NAMES}
+    wait_all(procs, logs, timeout=180)
+    (table,) = (trained / "runs" / RUN / "bank").rglob("e-tls/explanations.csv")
+    got = pd.read_csv(table, dtype={"customer_id": str}).set_index("customer_id")
+    parts = [c for c in got.columns if c not in ("score", "baseline_score", "probability", "baseline_probability")]
+    assert {"party:shop", "party:telco"} <= set(parts) and len(got) > 100
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore", UserWarning)
+        expected = reference.explain(views(trained, "test")).table(id_column="customer_id").set_index("customer_id")
+    np.testing.assert_allclose(got[parts].to_numpy(), expected.loc[got.index, parts].to_numpy(), atol=1e-4)
