@@ -9,6 +9,7 @@ import random
 import threading
 
 import numpy as np
+import pytest
 from _transport_support import LinkEmulator  # noqa: F401  # puts benchmarks/ on the path
 from chaos import Fault, outcome, prepare_vertical3, reference, run_with_faults
 
@@ -17,6 +18,7 @@ def _checkpoint(party: str, epoch: int):
     return lambda run: (run.runs / party / "checkpoints" / f"epoch-{epoch:04d}.npz").exists()
 
 
+@pytest.mark.slow  # covered by benchmarks/chaos.py (results-chaos.json: 50 random faults, every kind, 4 runs)
 def test_three_parties_hit_by_a_reset_a_pause_a_kill_and_a_corrupt_checkpoint_end_with_the_uninterrupted_result(
         tmp_path):
     # 14 epochs, the kill at the second: the harness polls every 20 ms but, starved of CPU on a loaded 2-core

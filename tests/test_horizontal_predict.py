@@ -7,6 +7,7 @@ segments put together in one place. The machine tests check what the server refu
 
 from __future__ import annotations
 
+import dataclasses
 from pathlib import Path
 
 import numpy as np
@@ -99,11 +100,18 @@ def test_fedavg_banks_score_alone_and_sequential_scores_only_at_the_final_holder
     got = pd.read_csv(path)
     _, want = _expected(configs, "bank_2")
     assert np.allclose(got["probability"].to_numpy(), want, atol=1e-6)
+    # a party refused before scoring tells its peers, waiting for them up to network.connect_timeout_s: none runs here
     with pytest.raises(ConfigError, match="scores alone"):
-        PartyNode(load_config(configs["server"]), progress=False).predict(None)
+        PartyNode(_no_peer_wait(configs["server"]), progress=False).predict(None)
     seq = _train(tmp_path / "seq", schedule={"kind": "sequential", "route": "direct"})
     with pytest.raises(ConfigError, match="final client segment is bank_3's"):
-        PartyNode(load_config(seq["bank_1"]), progress=False).predict(Path("unused"))
+        PartyNode(_no_peer_wait(seq["bank_1"]), progress=False).predict(Path("unused"))
+
+
+def _no_peer_wait(path: Path):
+    """The party's config, waiting at most a second for a peer to connect."""
+    config = load_config(path)
+    return dataclasses.replace(config, network=dataclasses.replace(config.network, connect_timeout_s=1.0))
 
 
 class _Tapped:
