@@ -9,6 +9,7 @@ import socket
 import subprocess
 import sys
 from pathlib import Path
+from typing import Any
 
 from vsplit.pilot.configs import write_missing_configs
 
@@ -88,8 +89,14 @@ def in_process_metrics(data, **settings) -> dict:
     return clf.evaluate(shared_test_views(data.test, label_party="bank", id_column="customer_id"))
 
 
-def start(args: list[str], *, log: Path) -> subprocess.Popen:
+def start(args: list[str], *, log: Path) -> Any:
+    """``vsplit ARGS`` as its own OS process, its output in ``log``: a fork of the tests' zygote (tests/_zygote.py:
+    vsplit and its libraries already imported), or with ``VSPLIT_TEST_SPAWN=exec`` a fresh interpreter."""
     env = dict(os.environ, PYTHONUNBUFFERED="1")
+    if os.environ.get("VSPLIT_TEST_SPAWN") != "exec":
+        from _zygote import spawn
+
+        return spawn(args, log=log, cwd=REPO, env=env)
     handle = open(log, "w")  # the child owns it from here
     return subprocess.Popen([sys.executable, "-m", "vsplit.cli.main", *args], stdout=handle, stderr=subprocess.STDOUT,
                             env=env, cwd=REPO)

@@ -49,7 +49,10 @@ def runs(tmp_path_factory, data):
     bad_logs = {p: hostile / f"{p}.log" for p in bad}
     flood = Flood(("127.0.0.1", port), n=64, limit_s=240).start()
     try:
-        procs = {p: start(["run", "--config", str(c), *COMMON], log=logs[p]) for p, c in configs.items()}
+        # strangers closed after 0.5 s of silence (1.5 s by default): each is closed, comes back and is closed again
+        # within a run of a few seconds
+        procs = {p: start(["run", "--config", str(c), *COMMON, "--set", "network.first_record_timeout_s=0.5"],
+                          log=logs[p]) for p, c in configs.items()}
         bad_procs = {"bank": start(["run", "--config", str(bad["bank"]), *COMMON], log=bad_logs["bank"])}
         with open(bad_logs["partner"], "w") as handle:
             bad_procs["partner"] = subprocess.Popen(
