@@ -4,26 +4,14 @@ know, with its bank-only model; those are not compared)."""
 
 from __future__ import annotations
 
-import importlib.util
-import sys
-from pathlib import Path
-
 import pandas as pd
 import pytest
-
-BENCH = Path(__file__).resolve().parents[1] / "benchmarks"
+from _benchmark_support import benchmark_module
 
 
 @pytest.fixture(scope="module")
 def bench():
-    sys.path.insert(0, str(BENCH))
-    try:
-        spec = importlib.util.spec_from_file_location("ensemble_serve_benchmark", BENCH / "ensemble_serve.py")
-        module = importlib.util.module_from_spec(spec)
-        spec.loader.exec_module(module)
-        yield module
-    finally:
-        sys.path.remove(str(BENCH))
+    yield from benchmark_module("ensemble_serve.py", "ensemble_serve_benchmark")
 
 
 def _frames(split_ids: list[str], scores: list[float]):
