@@ -100,8 +100,10 @@ class _RankedScores:
     >>> import numpy as np
     >>> y, p = np.array([0, 1, 0, 1, 1]), np.array([0.1, 0.4, 0.4, 0.8, 0.2])
     >>> ranked = _RankedScores(y, p)
-    >>> ranked.auc(np.ones(5)) == roc_auc(y, p), ranked.auc(np.array([2.0, 0, 1, 1, 0])) == roc_auc([0, 0, 0, 1], [.1, .1, .4, .8])
-    (True, True)
+    >>> ranked.auc(np.ones(5)) == roc_auc(y, p)
+    True
+    >>> ranked.auc(np.array([2.0, 0, 1, 1, 0])) == roc_auc(np.array([0, 0, 0, 1]), np.array([.1, .1, .4, .8]))
+    True
     """
 
     def __init__(self, y: np.ndarray, scores: np.ndarray) -> None:
