@@ -25,12 +25,11 @@ import argparse
 import json
 import sys
 import time
-from concurrent.futures import ProcessPoolExecutor
 from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 
-from quality import DEFAULT_PRESETS, RECIPE, RUN, single_threaded
+from quality import DEFAULT_PRESETS, RECIPE, RUN, map_jobs, single_threaded
 
 RESULTS = Path(__file__).resolve().parent / "results-ensemble-weights.json"
 RULES = ("best", "half", "networks", "log_loss")
@@ -55,8 +54,6 @@ def one_seed(name: str, seed: int) -> dict:
     from vsplit.datasets import preset
     from vsplit.ensemble import WEIGHTS, SplitEnsemble
     from vsplit.evaluation import shared_test_views
-    from vsplit.models.seeds import derive_seed
-    from vsplit.tune.rows import validation_views
 
     started = time.perf_counter()
     data = preset(name, seed=seed)
@@ -66,9 +63,7 @@ def one_seed(name: str, seed: int) -> dict:
             "positive_label": data.positive_label, "random_state": seed, **RUN}
     ens = SplitEnsemble(networks=int(network.pop("networks")), trees="auto", mode="centralized", refit=False,
                         **keys, **network).fit(data.train)
-    # the rows the ensemble set aside (the same seeded cut as SplitEnsemble.fit's)
-    _, held = validation_views(data.train, label_party=data.label_party, label=data.label, fraction=ens.weight_fraction,
-                               seed=derive_seed(seed, "ensemble", "weight") % 2**31)
+    _, held = ens.set_aside(data.train)  # the rows the ensemble chose its weight on
     y, nets, trees, known = ens._parts(held)
     chosen = weights_of(y[known], nets[known], trees[known])
     if chosen["best"] != ens.weight_:
@@ -125,14 +120,7 @@ def main() -> int:
 
     load_before = list(os.getloadavg())
     started = time.perf_counter()
-    todo = [(p, s) for p in args.presets for s in args.seeds]
-    if args.jobs <= 1:
-        done = [_job(j) for j in todo]
-    else:
-        import multiprocessing
-
-        with ProcessPoolExecutor(max_workers=args.jobs, mp_context=multiprocessing.get_context("spawn")) as pool:
-            done = list(pool.map(_job, todo))
+    done = map_jobs(_job, [(p, s) for p in args.presets for s in args.seeds], jobs=args.jobs)
     results: dict[str, dict[int, dict]] = {p: {} for p in args.presets}
     for name, seed, out in done:
         results[name][seed] = out
@@ -148,10 +136,9 @@ def main() -> int:
 
 
 def _write(path: Path, text: str) -> None:
-    """Write ``text`` to ``path`` atomically (a crash leaves the old file)."""
-    tmp = path.with_suffix(".tmp")
-    tmp.write_text(text + "\n")
-    tmp.replace(path)
+    from vsplit.atomic import write_atomic
+
+    write_atomic(path, (text + "\n").encode())
 
 
 if __name__ == "__main__":

@@ -38,8 +38,10 @@ import json
 import os
 import sys
 import time
+from collections.abc import Callable
 from concurrent.futures import ProcessPoolExecutor
 from pathlib import Path
+from typing import Any
 
 from vsplit.models.recipe import RECIPE as DEFAULT_RECIPE
 
@@ -137,16 +139,20 @@ def _job(job: tuple[str, int, dict | None, int]) -> tuple[str, int, dict[str, di
     return name, seed, out
 
 
+def map_jobs(job: Callable[[Any], Any], todo: list, *, jobs: int) -> list:
+    """``job`` of every item of ``todo``, in order, ``jobs`` at a time in spawned worker processes (``jobs <= 1``: in
+    this process); ``job`` must be a module-level function (it is pickled by name)."""
+    if jobs <= 1:
+        return [job(j) for j in todo]
+    import multiprocessing
+
+    with ProcessPoolExecutor(max_workers=jobs, mp_context=multiprocessing.get_context("spawn")) as pool:
+        return list(pool.map(job, todo))
+
+
 def run_all(presets: list[str], seeds: list[int], recipe: dict | None, *, jobs: int, threads: int) -> dict[str, dict]:
     """:func:`one_seed` of every preset and seed, ``jobs`` at a time in worker processes; per preset and seed."""
-    todo = [(name, seed, recipe, threads) for name in presets for seed in seeds]
-    if jobs <= 1:
-        done = [_job(j) for j in todo]
-    else:
-        import multiprocessing
-
-        with ProcessPoolExecutor(max_workers=jobs, mp_context=multiprocessing.get_context("spawn")) as pool:
-            done = list(pool.map(_job, todo))
+    done = map_jobs(_job, [(name, seed, recipe, threads) for name in presets for seed in seeds], jobs=jobs)
     results: dict[str, dict] = {name: {} for name in presets}
     for name, seed, out in done:
         results[name][seed] = out

@@ -148,13 +148,9 @@ class SplitEnsemble:
     # -- training ---------------------------------------------------------------------------------------------------
     def fit(self, views: Mapping[str, pd.DataFrame]) -> SplitEnsemble:
         """Train the networks and the trees on all but the set-aside rows, then choose the weight on those."""
-        from vsplit.tune.rows import validation_views
-
         started = time.perf_counter()
         shared = self._shared()
-        fit_views, held = validation_views(views, label_party=shared["label_party"], label=shared["label"],
-                                           fraction=self.weight_fraction,
-                                           seed=derive_seed(shared["random_state"], "ensemble", "weight") % 2**31)
+        fit_views, held = self.set_aside(views)
         self.bag_ = SplitBag(networks=self.networks, **{**self.params, "mode": self.mode}).fit(fit_views)
         nets_done = time.perf_counter()
         self.trees_params_ = self._choose_trees(fit_views) if self.trees == "auto" else dict(self.trees)
@@ -179,6 +175,16 @@ class SplitEnsemble:
             self.fit_seconds_.update(refit_networks=refit_nets - chosen, refit_trees=time.perf_counter() - refit_nets)
         self.fit_seconds_["total"] = time.perf_counter() - started
         return self
+
+    def set_aside(self, views: Mapping[str, pd.DataFrame]) -> tuple[dict[str, pd.DataFrame], dict[str, pd.DataFrame]]:
+        """``views`` cut as :meth:`fit` cuts them: (the rows both parts train on, the rows the weight is chosen on),
+        seeded by ``random_state`` (:func:`vsplit.tune.rows.validation_views`)."""
+        from vsplit.tune.rows import validation_views
+
+        shared = self._shared()
+        return validation_views(views, label_party=shared["label_party"], label=shared["label"],
+                                fraction=self.weight_fraction,
+                                seed=derive_seed(shared["random_state"], "ensemble", "weight") % 2**31)
 
     def _shared(self) -> dict[str, Any]:
         defaults = {"label_party": "bank", "label": "y", "id_column": "customer_id", "positive_label": None,
