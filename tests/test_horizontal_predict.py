@@ -137,7 +137,8 @@ def test_what_crosses_in_scoring_no_raw_value_id_weight_or_u_shaped_score(tmp_pa
     crosses at all (the bank's head runs at the bank)."""
     import threading
 
-    from tests.test_privacy_boundary import float_patterns
+    from tests._leaks import leaks
+    from vsplit.transport.codec import decode
     from vsplit.transport.memory import memory_pair
 
     configs = _train(tmp_path, schedule={"kind": "splitfed_v1"}, segments=segments)
@@ -167,8 +168,9 @@ def test_what_crosses_in_scoring_no_raw_value_id_weight_or_u_shaped_score(tmp_pa
     column = prepared[:, int(np.argmax([len(np.unique(c)) for c in prepared.T]))]
     model_inputs = [v for v in np.unique(column) if v not in (0.0, 1.0)][:40]
     for frame in sent["bank_1"]:
-        assert not any(p in frame for p in float_patterns(raw)), "the bank sent a raw value"
-        assert not any(np.float32(v).tobytes() in frame for v in model_inputs), "the bank sent its model inputs"
+        msg = decode(frame)[1]
+        assert not leaks(msg, frame, raw), "the bank sent a raw value"
+        assert not leaks(msg, frame, model_inputs), "the bank sent its model inputs"
         assert not any(i in frame for i in ids), "the bank sent a customer ID"
     weights = [t.detach().numpy().astype(np.float32).tobytes()[:16]
                for m in server.modules.values() for t in m.parameters() if t.numel() >= 4]
@@ -177,4 +179,4 @@ def test_what_crosses_in_scoring_no_raw_value_id_weight_or_u_shaped_score(tmp_pa
     if segments == "u_shaped":  # the scores never cross: none of them is in any frame
         scores = pd.read_csv(path)["probability"].to_numpy()[:20]
         for frame in sent["server"] + sent["bank_1"]:
-            assert not any(np.float32(v).tobytes() in frame for v in scores), "a score crossed"
+            assert not leaks(decode(frame)[1], frame, scores), "a score crossed"
