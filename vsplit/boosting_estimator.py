@@ -47,7 +47,7 @@ from sklearn.base import ClassifierMixin
 from sklearn.metrics import accuracy_score
 from sklearn.utils.validation import check_is_fitted
 
-from vsplit.boosting.bins import fit_bins
+from vsplit.boosting.bins import fit_bins, rank_codes
 from vsplit.boosting.explain import ExplainPredict, kept_values
 from vsplit.boosting.gains import BoostParams
 from vsplit.boosting.label import LabelBoost
@@ -84,6 +84,9 @@ class SplitBoostClassifier(ClassifierMixin, ViewsEstimator):
             every row (:class:`~vsplit.boosting.gains.BoostParams`).
         max_bins: value bins per column, each party binning its own columns on its own training rows.
         categorical: categorical columns per party (default: the columns of text or category dtype).
+        order_categories: order each categorical column's codes by the label party's smoothed label rate at the
+            first tree's root, so one threshold splits the categories by rate (as LightGBM and CatBoost do by
+            target); a partner then learns that order of its own categories (docs/boosting.md). Default off.
         early_stopping_rounds: keep the trees up to the best score on held-out rows, stopping after this many trees
             without a better one (``None``: keep every tree); ``validation_fraction``: the aligned rows held out;
             ``eval_metric``: ``"logloss"`` or ``"auc"``.
@@ -122,6 +125,7 @@ class SplitBoostClassifier(ClassifierMixin, ViewsEstimator):
         goss_other_rate: float = 0.0,
         max_bins: int = 32,
         categorical: Mapping[str, Sequence[str]] | None = None,
+        order_categories: bool = False,
         early_stopping_rounds: int | None = None,
         validation_fraction: float = 0.1,
         eval_metric: str = "logloss",
@@ -146,6 +150,7 @@ class SplitBoostClassifier(ClassifierMixin, ViewsEstimator):
         self.goss_other_rate = goss_other_rate
         self.max_bins = max_bins
         self.categorical = categorical
+        self.order_categories = order_categories
         self.early_stopping_rounds = early_stopping_rounds
         self.validation_fraction = validation_fraction
         self.eval_metric = eval_metric
@@ -188,7 +193,10 @@ class SplitBoostClassifier(ClassifierMixin, ViewsEstimator):
                                   categorical=[i for i, c in enumerate(features[n].columns) if c in self.encoders_[n]])
                       for n in features}
         codes = {n: self.bins_[n].transform(numbers[n][aligned[n]]) for n in features}
-        model, partner_models = self._train({n: c[fit_at] for n, c in codes.items()}, labels[fit_at], params)
+        model, partner_models, ranks = self._train({n: c[fit_at] for n, c in codes.items()}, labels[fit_at], params)
+        if any(r is not None for r in ranks.values()):  # the first tree renumbered categorical codes
+            self.bins_ = {n: b.ranked(ranks.get(n)) for n, b in self.bins_.items()}
+            codes = {n: rank_codes(c, ranks.get(n)) for n, c in codes.items()}
         _, bits = self._one_round(model, partner_models, codes)
         if len(valid_at):
             model, partner_models = self._stop_early(model, partner_models, codes[label][valid_at],
@@ -200,21 +208,24 @@ class SplitBoostClassifier(ClassifierMixin, ViewsEstimator):
         return self
 
     def _train(self, codes: Mapping[str, np.ndarray], labels: np.ndarray,
-               params: BoostParams) -> tuple[BoostModel, dict[str, PartnerModel]]:
-        """The label party's and the partners' training machines over memory channels and the codec."""
+               params: BoostParams) -> tuple[BoostModel, dict[str, PartnerModel], dict[str, np.ndarray | None]]:
+        """The label party's and the partners' training machines over memory channels and the codec; the model,
+        each partner's records, and each party's renumbering of its codes (``None``: none)."""
         label, partners = self.label_party, self.partners_
         machines: dict[str, Any] = {label: LabelBoost(
             codes[label], width=self.bins_[label].width, labels=labels, partners=partners, params=params,
             scheme=self.scheme, key_bits=self.key_bits, insecure_small_key_for_tests=self.insecure_small_key_for_tests,
+            categorical=self.bins_[label].categorical,
         )}
         for name in partners:
             machines[name] = PartnerBoost(
                 codes[name], width=self.bins_[name].width, label=label, schemes=(self.scheme,),
                 min_key_bits=min(self.key_bits, 2048), min_node_rows=self.min_node_rows,
                 insecure_small_key_for_tests=self.insecure_small_key_for_tests,
+                categorical=self.bins_[name].categorical,
             )
         results = run_machines(connect([label, *partners], session=self._session("fit")), machines)
-        return results[label], {n: results[n] for n in partners}
+        return results[label], {n: results[n] for n in partners}, {n: m.ranks for n, m in machines.items()}
 
     def _one_round(self, model: BoostModel, partner_models: Mapping[str, PartnerModel],
                    codes: Mapping[str, np.ndarray]) -> tuple[np.ndarray, dict[int, np.ndarray]]:
@@ -345,7 +356,7 @@ class SplitBoostClassifier(ClassifierMixin, ViewsEstimator):
         return BoostParams(trees=self.n_estimators, max_depth=self.max_depth, learning_rate=self.learning_rate,
                            reg_lambda=self.reg_lambda, gamma=self.gamma, min_child_weight=self.min_child_weight,
                            goss_top_rate=self.goss_top_rate, goss_other_rate=self.goss_other_rate,
-                           seed=self.random_state)
+                           seed=self.random_state, order_categories=self.order_categories)
 
     def _features(self, party: str, table: pd.DataFrame) -> pd.DataFrame:
         """A party's feature columns: every column but the ID (and the label, at the label party)."""

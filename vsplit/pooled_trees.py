@@ -29,7 +29,7 @@ from typing import Any
 
 import numpy as np
 
-from vsplit.boosting import BoostModel, BoostParams, PartnerModel, fit_pooled
+from vsplit.boosting import BoostModel, BoostParams, PartnerModel, fit_pooled, pooled_ranks, rank_codes
 from vsplit.boosting_estimator import SplitBoostClassifier
 
 __all__ = ["PooledBoostClassifier", "partner_models_of"]
@@ -40,11 +40,16 @@ class PooledBoostClassifier(SplitBoostClassifier):
     bin codes in one process (no encryption: ``scheme`` and ``key_bits`` are not used)."""
 
     def _train(self, codes: Mapping[str, np.ndarray], labels: np.ndarray,
-               params: BoostParams) -> tuple[BoostModel, dict[str, PartnerModel]]:
+               params: BoostParams) -> tuple[BoostModel, dict[str, PartnerModel], dict[str, np.ndarray | None]]:
         order = [self.label_party, *self.partners_]
-        model = fit_pooled([codes[n] for n in order], labels, widths=[self.bins_[n].width for n in order],
-                           params=params)
-        return model, partner_models_of(model, self.partners_)
+        widths = [self.bins_[n].width for n in order]
+        ranks = dict.fromkeys(order)
+        if params.order_categories:  # as the split protocol orders them at the first tree's root
+            ranks = dict(zip(order, pooled_ranks([codes[n] for n in order], labels, widths=widths, params=params,
+                                                 categorical=[self.bins_[n].categorical for n in order]),
+                             strict=True))
+        model = fit_pooled([rank_codes(codes[n], ranks[n]) for n in order], labels, widths=widths, params=params)
+        return model, partner_models_of(model, self.partners_), ranks
 
 
 def partner_models_of(model: BoostModel, partners: list[str]) -> dict[str, PartnerModel]:

@@ -9,7 +9,9 @@ The label party decrypts them, picks the best split over its own plaintext histo
 a partner whose split wins to record it: the partner keeps the column, threshold bin and missing direction under a
 record id and answers with the node's left/right rows only. Leaves are the label party's. Prediction takes one
 round: each partner evaluates all its recorded splits for the rows asked (:mod:`vsplit.boosting.predict`).
-:func:`fit_pooled` is the same algorithm in one place, the oracle.
+:func:`fit_pooled` is the same algorithm in one place, the oracle. With ``BoostParams.order_categories`` the first
+tree's root renumbers every party's categorical codes by the label party's rate (:class:`~vsplit.boosting.messages.
+Order`; :func:`pooled_ranks` in one place), so a threshold can split a column's categories by rate.
 
 The machines (:class:`LabelBoost`, :class:`PartnerBoost`) are sans-IO and run over any pump: the node runs them
 between organizations (``[model] kind = "boosting"``, :mod:`vsplit.node.boost`; ``vsplit serve`` does not serve
@@ -25,11 +27,11 @@ Example:
 
 from __future__ import annotations
 
-from vsplit.boosting.bins import Bins, fit_bins
+from vsplit.boosting.bins import Bins, fit_bins, rank_codes
 from vsplit.boosting.gains import BoostParams
 from vsplit.boosting.label import LabelBoost
 from vsplit.boosting.partner import PartnerBoost, PartnerModel
-from vsplit.boosting.pooled import fit_pooled
+from vsplit.boosting.pooled import fit_pooled, pooled_ranks
 from vsplit.boosting.predict import LabelPredict, PartnerPredict
 from vsplit.boosting.trees import BoostModel, Split, Tree
 
@@ -46,4 +48,6 @@ __all__ = [
     "Tree",
     "fit_bins",
     "fit_pooled",
+    "pooled_ranks",
+    "rank_codes",
 ]

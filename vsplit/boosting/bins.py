@@ -16,6 +16,7 @@ Example:
 
 from __future__ import annotations
 
+import dataclasses
 from collections.abc import Sequence
 from dataclasses import dataclass
 
@@ -31,11 +32,36 @@ class Bins:
     kinds: tuple[str, ...]
     cuts: tuple[np.ndarray, ...]
     max_bins: int
+    #: int ``(columns, width)``: each code's final code, where the first tree ordered the categories
+    #: (``BoostParams.order_categories``); ``None``: the codes as binned
+    ranks: np.ndarray | None = None
 
     @property
     def width(self) -> int:
         """Codes per column: ``max_bins`` value bins and the missing code."""
         return self.max_bins + 1
+
+    @property
+    def categorical(self) -> tuple[int, ...]:
+        """The indices of the categorical columns."""
+        return tuple(c for c, kind in enumerate(self.kinds) if kind == "category")
+
+    def ranked(self, ranks: np.ndarray | None) -> Bins:
+        """These bins with each code renumbered by ``ranks`` (``(columns, width)``, see :func:`full_ranks`) after
+        binning; ``None``: unchanged.
+
+        >>> import numpy as np
+        >>> bins = fit_bins(np.array([[1.0], [2.0], [3.0]]), categorical=(0,), max_bins=3)
+        >>> bins.ranked(np.array([[2, 0, 1, 3]])).transform(np.array([[1.0], [2.0], [np.nan]])).ravel().tolist()
+        [2, 0, 3]
+        """
+        if ranks is None:
+            return self
+        ranks = np.asarray(ranks, dtype=np.int32)
+        if ranks.shape != (len(self.kinds), self.width):
+            raise DataError(f"boosting bins: ranks of shape {ranks.shape}; these bins have {len(self.kinds)} columns "
+                            f"of {self.width} codes")
+        return dataclasses.replace(self, ranks=ranks)
 
     def transform(self, table: np.ndarray) -> np.ndarray:
         """int32 codes ``(rows, columns)`` of a table with this party's columns (NaN: missing).
@@ -57,7 +83,31 @@ class Bins:
                 known = (cut[at] == x) if len(cut) else np.zeros(len(x), dtype=bool)
                 code = np.where(known, at, len(cut))
             codes[:, c] = np.where(np.isnan(x), self.max_bins, code)
+        return rank_codes(codes, self.ranks)
+
+
+def full_ranks(columns: int, width: int, ordered: dict[int, np.ndarray]) -> np.ndarray:
+    """The ``(columns, width)`` renumbering of a party's codes: ``ordered[c]`` for an ordered column ``c``, the
+    identity elsewhere.
+
+    >>> full_ranks(2, 3, {1: np.array([1, 0, 2])}).tolist()
+    [[0, 1, 2], [1, 0, 2]]
+    """
+    out = np.tile(np.arange(width, dtype=np.int32), (columns, 1))
+    for column, ranks in ordered.items():
+        out[column] = ranks
+    return out
+
+
+def rank_codes(codes: np.ndarray, ranks: np.ndarray | None) -> np.ndarray:
+    """``codes`` ``(rows, columns)`` renumbered by ``ranks`` (``(columns, width)``; ``None``: unchanged).
+
+    >>> rank_codes(np.array([[0, 2], [1, 0]]), np.array([[1, 0, 2], [2, 1, 0]])).tolist()
+    [[1, 0], [0, 2]]
+    """
+    if ranks is None:
         return codes
+    return ranks[np.arange(codes.shape[1]), codes].astype(codes.dtype, copy=False)
 
 
 def fit_bins(table: np.ndarray, *, categorical: Sequence[int] = (), max_bins: int = 32) -> Bins:

@@ -28,6 +28,7 @@ from typing import Any
 
 import numpy as np
 
+from vsplit.boosting.bins import rank_codes
 from vsplit.boosting.messages import MAX_TREES, Ask, Decisions, Finish
 from vsplit.boosting.partner import PartnerModel
 from vsplit.boosting.trees import BoostModel
@@ -65,7 +66,8 @@ def log_loss(labels: np.ndarray, margins: np.ndarray) -> float:
 
 class StoppingLabel:
     """The label party's training machine ``machine`` (:class:`~vsplit.boosting.LabelBoost`), stopped early on the
-    held-out rows (``own_codes``, ``labels``) after ``rounds`` trees without a better log loss."""
+    held-out rows (``own_codes`` as binned, renumbered as the machine's once it ordered its categories; ``labels``)
+    after ``rounds`` trees without a better log loss."""
 
     def __init__(self, machine: Any, *, own_codes: np.ndarray, labels: np.ndarray, rounds: int) -> None:
         if not len(labels) or rounds < 1:
@@ -131,7 +133,7 @@ class StoppingLabel:
             self._margin = np.full(len(self.labels), float(m.base))
         for tree in m.trees[len(self.losses):]:  # each tree's part of the held-out margins, computed once
             self._margin = self._margin + BoostModel(trees=(tree,), base=0.0, widths=widths).margins(
-                own_codes=self.own_codes, decisions=self._bits)
+                own_codes=rank_codes(self.own_codes, m.ranks), decisions=self._bits)
             self.losses.append(log_loss(self.labels, self._margin))
         stop = first_stop(self.losses, rounds=self.rounds)
         if stop is None and not m.done:
@@ -150,7 +152,8 @@ class StoppingLabel:
 
 class StoppingPartner:
     """A partner's training machine ``machine`` (:class:`~vsplit.boosting.PartnerBoost`) that also answers the
-    label party's questions about the held-out rows (``codes``: this party's codes of them)."""
+    label party's questions about the held-out rows (``codes``: this party's codes of them as binned; renumbered
+    as the machine's once it ordered its categories)."""
 
     def __init__(self, machine: Any, *, codes: np.ndarray) -> None:
         self.machine, self.codes = machine, np.asarray(codes)
@@ -188,7 +191,7 @@ class StoppingPartner:
             new = m.records[msg.first :]
             model = PartnerModel(columns=new[:, 0], bins=new[:, 1], missing_left=new[:, 2].astype(np.uint8),
                                  width=m.width)
-            return [Outgoing(m.label, Decisions(bits=model.decisions(self.codes)))]
+            return [Outgoing(m.label, Decisions(bits=model.decisions(rank_codes(self.codes, m.ranks))))]
         if isinstance(msg, Keep) and sender == m.label:
             if msg.records > len(m.records):
                 raise ProtocolError(f"early stopping: keep {msg.records} records, this party has {len(m.records)}")

@@ -17,6 +17,7 @@ Example:
 
 from __future__ import annotations
 
+from collections.abc import Sequence
 from dataclasses import dataclass
 
 import numpy as np
@@ -50,6 +51,10 @@ class BoostParams:
     goss_other_rate: float = 0.0
     #: seeds the GOSS sample (the label party's; the pooled reference draws the same rows)
     seed: int = 0
+    #: order each categorical column's codes by the label party's gradient ratio at the first tree's root (the
+    #: category's smoothed label rate, :func:`category_ranks`) before any split, so a threshold splits the categories
+    #: by rate, not by frequency; a partner learns that order of its categories (docs/boosting.md)
+    order_categories: bool = False
 
     def __post_init__(self) -> None:
         checks = {"trees": 1 <= self.trees <= 10_000, "max_depth": 1 <= self.max_depth <= 16,
@@ -58,7 +63,8 @@ class BoostParams:
                   "scale": isinstance(self.scale, int) and 1 <= self.scale <= 2**30,
                   "goss_top_rate": 0 <= self.goss_top_rate < 1,
                   "goss_other_rate": 0 <= self.goss_other_rate <= 1 - self.goss_top_rate
-                  and (self.goss_other_rate > 0) == (self.goss_top_rate > 0)}
+                  and (self.goss_other_rate > 0) == (self.goss_top_rate > 0),
+                  "order_categories": isinstance(self.order_categories, bool)}
         bad = [name for name, ok in checks.items() if not ok]
         if bad:
             raise ConfigError(f"boosting: {bad[0]} = {getattr(self, bad[0])!r} is out of range; see BoostParams")
@@ -207,6 +213,43 @@ def best_splits(hists: list[np.ndarray], totals: np.ndarray, params: BoostParams
         choices.append(Choice(gain=float(flat[node, k]), party=party, column=column, bin=rest // 2,
                               missing_left=bool(rest % 2)))
     return choices
+
+
+def category_ranks(root: np.ndarray, columns: Sequence[int], params: BoostParams) -> np.ndarray:
+    """Each code's new code, ``(len(columns), width)`` int32: a column's value codes ordered by ``G / (H + lambda)``
+    of its root cell (ascending: the highest smoothed label rate first at the first tree), ties by code, codes with
+    no row last; the missing code (``width - 1``) keeps its place.
+
+    Args:
+        root: int64 ``(columns, width, 2)``: the first tree's root histogram of one party (every column).
+        columns: which columns to order (its categorical ones).
+        params: ``reg_lambda`` and the scale.
+
+    Example:
+        >>> import numpy as np
+        >>> root = np.array([[[4, 8], [-6, 8], [0, 0], [1, 4], [0, 0]]])  # codes 0..3 and the missing code
+        >>> category_ranks(root, [0], BoostParams(scale=4)).tolist()
+        [[2, 0, 3, 1, 4]]
+    """
+    width = root.shape[1]
+    out = np.empty((len(columns), width), dtype=np.int32)
+    for k, column in enumerate(columns):  # a loop over categorical columns
+        g, h = root[column, : width - 1, 0] / params.scale, root[column, : width - 1, 1] / params.scale
+        empty = (root[column, : width - 1] == 0).all(axis=1)
+        ratio = np.where(empty, 0.0, g / np.where(empty, 1.0, h + params.reg_lambda))
+        order = np.lexsort((np.arange(width - 1), ratio, empty))
+        out[k, order] = np.arange(width - 1)
+        out[k, width - 1] = width - 1
+    return out
+
+
+def reorder(hist: np.ndarray, columns: Sequence[int], ranks: np.ndarray) -> np.ndarray:
+    """A party's histograms ``(nodes, columns, width, 2)`` with ``columns``' codes renumbered by ``ranks``
+    (:func:`category_ranks`): the cell of code ``b`` moves to ``ranks[k, b]``."""
+    out = hist.copy()
+    for k, column in enumerate(columns):
+        out[:, column, ranks[k]] = hist[:, column]
+    return out
 
 
 def leaf_values(sums: np.ndarray, params: BoostParams) -> np.ndarray:

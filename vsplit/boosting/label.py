@@ -26,15 +26,18 @@ from collections.abc import Sequence
 import numpy as np
 
 from vsplit.boosting.backend import Backend, SerialBackend
+from vsplit.boosting.bins import full_ranks, rank_codes
 from vsplit.boosting.gains import (
     BOUNDS,
     BoostParams,
     base_margin,
     best_splits,
+    category_ranks,
     goes_left,
     goss_bound,
     histograms,
     quantize,
+    reorder,
     summed_directly,
     weighted_gradients,
 )
@@ -48,6 +51,7 @@ from vsplit.boosting.messages import (
     Gradients,
     Histograms,
     Level,
+    Order,
     Record,
 )
 from vsplit.boosting.pooled import grow_level, leaf_sums, leaves_of, node_totals
@@ -75,11 +79,14 @@ class LabelBoost:
         params: the boosting settings.
         keys: this run's key pair; made here (``scheme``, ``key_bits``) when not given.
         backend: where the gradients are encrypted (:mod:`vsplit.boosting.backend`; default: this process).
+        categorical: its own categorical columns, ordered at the first tree's root with
+            ``params.order_categories`` (as every partner's, which each names in its ``BoostReady``).
     """
 
     def __init__(self, codes: np.ndarray, *, width: int, labels: np.ndarray, partners: Sequence[str],
                  params: BoostParams, keys: KeyPair | None = None, scheme: str = "ou", key_bits: int = 2048,
-                 insecure_small_key_for_tests: bool = False, backend: Backend | None = None) -> None:
+                 insecure_small_key_for_tests: bool = False, backend: Backend | None = None,
+                 categorical: Sequence[int] = ()) -> None:
         self.backend: Backend = backend or SerialBackend()
         self.codes = np.asarray(codes, dtype=np.int64)
         self.labels = np.asarray(labels, dtype=np.float64)
@@ -94,6 +101,13 @@ class LabelBoost:
         self.base = base_margin(self.labels)
         self.margin = np.full(len(self.labels), self.base)
         self.shapes: dict[str, tuple[int, int]] = {}
+        self.categorical = tuple(int(c) for c in categorical)
+        self._partner_categorical: dict[str, tuple[int, ...]] = {}
+        #: its own codes' renumbering once the first tree's root ordered the categories (``(columns, width)``);
+        #: ``None`` before, or without ``params.order_categories``
+        self.ranks: np.ndarray | None = None
+        #: each partner's renumbering, as sent in its :class:`~vsplit.boosting.messages.Order`
+        self.partner_ranks: dict[str, np.ndarray] = {}
         self.trees: list[Tree] = []
         #: seconds of this party's work so far: ``encryption`` (the gradients, packed, encrypted and encoded),
         #: ``decryption`` (a partner's sums read, decrypted and completed), ``histograms`` (its own plaintext sums
@@ -104,6 +118,15 @@ class LabelBoost:
         self.done = False
         self.result: BoostModel | None = None
 
+    def restore(self, *, trees: Sequence[Tree], margin: np.ndarray, ranks: np.ndarray | None = None) -> None:
+        """Go on after the finished ``trees`` and the ``margin`` they left (a checkpoint's), before :meth:`start`;
+        ``ranks``: the renumbering of its own codes the first tree made, if it ordered the categories."""
+        self.trees = list(trees)
+        self.margin = np.asarray(margin, dtype=np.float64)
+        if ranks is not None:
+            self.ranks = np.asarray(ranks, dtype=np.int32)
+            self.codes = rank_codes(self.codes, self.ranks)
+
     def expects(self, peer: str) -> bool:
         """Whether an answer from ``peer`` is still awaited."""
         return peer in self._waiting
@@ -112,7 +135,7 @@ class LabelBoost:
         """Send the public key and fixed point to every partner."""
         key = np.frombuffer(self.keys.public.to_bytes(), dtype=np.uint8)
         hello = BoostHello(version=VERSION, rows=len(self.labels), scale=self.params.scale,
-                           slot_bits=self.packing.slot_bits, key=key)
+                           slot_bits=self.packing.slot_bits, key=key, order=int(self.params.order_categories))
         self._waiting = set(self.partners)
         return [Outgoing(p, hello) for p in self.partners]
 
@@ -122,7 +145,10 @@ class LabelBoost:
         if sender not in self._waiting or not isinstance(msg, wanted):
             raise ProtocolError(f"boosting: unexpected {type(msg).__name__} from {sender!r}")
         if isinstance(msg, BoostReady):
+            if self.params.order_categories and len(msg.categorical) != msg.columns:
+                raise ProtocolError(f"boosting: {sender!r} did not say which of its columns are categorical")
             self.shapes[sender] = (msg.columns, msg.width)
+            self._partner_categorical[sender] = tuple(np.flatnonzero(msg.categorical).tolist())
         elif isinstance(msg, Histograms):
             began = time.perf_counter()
             self._partner_hist[sender] = self._read(sender, msg)
@@ -206,6 +232,11 @@ class LabelBoost:
         began = time.perf_counter()
         slots = self._slots()
         own = histograms(self.codes, self.gh, slots, n_nodes=len(self.ids), width=self.width)
+        ordering: list[Outgoing] = []
+        if self.params.order_categories and not self.trees and not self.depth:
+            ordering = self._order(own)
+            if self.ranks is not None:
+                own = histograms(self.codes, self.gh, slots, n_nodes=len(self.ids), width=self.width)
         hists = [own] + [self._partner_hist[p] for p in self.partners]
         totals = self._totals
         self._last_hist, self._last_ids = self._partner_hist, self.ids
@@ -222,16 +253,36 @@ class LabelBoost:
             else:
                 asks.setdefault(choice.party, []).append((node, choice.column, choice.bin, choice.missing_left))
         self._asked = asks
-        out = []
+        out = ordering
         for party, wins in asks.items():
             nodes, columns, bins, missing = (np.array(v) for v in zip(*wins, strict=True))
             out.append(Outgoing(self.partners[party - 1], Record(
                 tree=len(self.trees), depth=self.depth, nodes=nodes.astype(np.int32),
                 columns=columns.astype(np.int32), bins=bins.astype(np.int32), missing_left=missing.astype(np.uint8))))
         self.seconds["histograms"] += time.perf_counter() - began
-        if not out:
-            return self._next_level()
-        self._phase, self._waiting = "assigned", {o.to for o in out}
+        if not asks:
+            return out + self._next_level()
+        self._phase, self._waiting = "assigned", {self.partners[party - 1] for party in asks}
+        return out
+
+    def _order(self, own: np.ndarray) -> list[Outgoing]:
+        """At the first tree's root: renumber its own categorical codes and every partner's by their root cells
+        (:func:`~vsplit.boosting.gains.category_ranks`); the partners' histograms of this level are renumbered here,
+        the partners get their :class:`~vsplit.boosting.messages.Order` (before any record)."""
+        own_cols = self.categorical
+        if own_cols:
+            ranks = category_ranks(own[0], own_cols, self.params)
+            self.ranks = full_ranks(self.codes.shape[1], self.width, dict(zip(own_cols, ranks, strict=True)))
+            self.codes = rank_codes(self.codes, self.ranks)
+        out = []
+        for p in self.partners:
+            cols = self._partner_categorical.get(p, ())
+            if not cols:
+                continue
+            ranks = category_ranks(self._partner_hist[p][0], cols, self.params)
+            self._partner_hist[p] = reorder(self._partner_hist[p], cols, ranks)
+            self.partner_ranks[p] = ranks
+            out.append(Outgoing(p, Order(columns=np.array(cols, dtype=np.int32), ranks=ranks)))
         return out
 
     def _assigned(self, sender: str, msg: Assigned) -> None:

@@ -1,4 +1,4 @@
-"""The boosting messages (type codes 0x0D01-0x0D0A). Each checks its own shape; none carries a plaintext gradient,
+"""The boosting messages (type codes 0x0D01-0x0D0B). Each checks its own shape; none carries a plaintext gradient,
 label, bin edge or raw value.
 
 Training: the label party sends :class:`BoostHello` (its public key and the fixed point); each partner answers
@@ -9,6 +9,10 @@ candidate wins, the label party sends :class:`Record` (node, column, threshold b
 the partner's own binning) and the partner answers :class:`Assigned` (its record ids and the left flag of each row of
 those nodes). :class:`Finish` ends the run. Prediction: :class:`Ask` (how many rows, from which record),
 :class:`Decisions` (one bit per row and record asked).
+
+With ``BoostParams.order_categories`` the hello asks which partner columns are categorical, and after the first
+tree's root histograms the label party sends :class:`Order` (each such column's codes renumbered by its own label
+rate) before any :class:`Record`.
 
 A ciphertext field holds a :mod:`vsplit.he.wire` message as bytes; here it is checked for size and magic, and the
 machine then reads it with the run's key and the count the protocol expects (:func:`vsplit.he.decode_ciphertexts`).
@@ -32,7 +36,7 @@ import numpy as np
 from vsplit.he import MAX_MESSAGE_BYTES
 from vsplit.protocol.message import Message, message, require, require_array
 
-VERSION = 2
+VERSION = 3
 #: the most rows one run takes (a ciphertext message of 2**24 OU-2048 rows is already 4 GiB)
 MAX_ROWS = 1 << 24
 #: deepest tree: node ids stay below 2**(MAX_DEPTH + 1)
@@ -68,9 +72,13 @@ class BoostHello(Message):
     scale: int
     slot_bits: int
     key: np.ndarray
+    #: 1: the label party will order the partner's categorical codes (:class:`Order`), so asks which columns are
+    #: categorical (``BoostReady.categorical``)
+    order: int = 0
 
     def __post_init__(self) -> None:
         require(0 < self.rows <= MAX_ROWS, f"BoostHello.rows out of range: {self.rows}")
+        require(self.order in (0, 1), f"BoostHello.order: {self.order}, not 0 or 1")
         require(1 <= self.scale <= 2**30 and 2 <= self.slot_bits <= 63, "BoostHello: scale or slot bits out of range")
         require_array("BoostHello.key", self.key, dtype="uint8", ndim=1)
         require(0 < len(self.key) <= 8192, f"BoostHello.key: {len(self.key)} bytes")
@@ -79,13 +87,18 @@ class BoostHello(Message):
 @message(0x0D02)
 @dataclass(frozen=True)
 class BoostReady(Message):
-    """A partner's shape: its number of columns and codes per column (value bins + missing)."""
+    """A partner's shape: its number of columns and codes per column (value bins + missing); where the hello asked
+    (``BoostHello.order``), 1 per categorical column in ``categorical`` (empty otherwise)."""
 
     columns: int
     width: int
+    categorical: np.ndarray = field(default_factory=lambda: np.zeros(0, np.uint8))
 
     def __post_init__(self) -> None:
         require(1 <= self.columns <= 100_000 and 3 <= self.width <= 256, "BoostReady: columns or width out of range")
+        require_array("BoostReady.categorical", self.categorical, dtype="uint8", ndim=1)
+        require(len(self.categorical) in (0, self.columns) and int(self.categorical.max(initial=0)) <= 1,
+                "BoostReady.categorical: not one 0/1 flag per column")
 
 
 @message(0x0D03)
@@ -224,3 +237,26 @@ class Decisions(Message):
         require_array("Decisions.bits", self.bits, dtype="uint8", ndim=2)
         require(0 < len(self.bits) <= MAX_ROWS and (self.bits.size == 0 or int(self.bits.max()) <= 1),
                 "Decisions.bits: rows out of range or a bit other than 0/1")
+
+
+@message(0x0D0B)
+@dataclass(frozen=True)
+class Order(Message):
+    """Renumber these categorical columns' codes before the first split (``BoostParams.order_categories``): row
+    ``k`` of ``ranks`` is column ``columns[k]``'s new code of each code, a permutation that keeps the missing code
+    last. Sent once, after the first tree's root histograms; every later code, split and record uses the new codes.
+    What it tells the partner: its categories' order by the label party's smoothed label rate."""
+
+    columns: np.ndarray
+    ranks: np.ndarray
+
+    def __post_init__(self) -> None:
+        require_array("Order.columns", self.columns, dtype="int32", ndim=1)
+        require_array("Order.ranks", self.ranks, dtype="int32", ndim=2)
+        count, width = self.ranks.shape
+        require(0 < count == len(self.columns) and len(np.unique(self.columns)) == count
+                and int(self.columns.min()) >= 0, "Order: columns and ranks disagree, or a column twice")
+        require(3 <= width <= 256 and bool((np.sort(self.ranks, axis=1) == np.arange(width)).all())
+                and bool((self.ranks[:, -1] == width - 1).all()),
+                "Order.ranks: a row that is not a permutation keeping the missing code last")
+

@@ -31,6 +31,7 @@ from typing import Any
 import numpy as np
 
 from vsplit.boosting.backend import Backend, SerialBackend
+from vsplit.boosting.bins import full_ranks, rank_codes
 from vsplit.boosting.gains import BOUNDS, goes_left, summed_directly
 from vsplit.boosting.messages import (
     VERSION,
@@ -41,6 +42,7 @@ from vsplit.boosting.messages import (
     Gradients,
     Histograms,
     Level,
+    Order,
     Record,
 )
 from vsplit.errors import ProtocolError
@@ -83,18 +85,26 @@ class PartnerBoost(AnswersLabel):
             :meth:`vsplit.he.PublicKey.from_bytes`).
         min_node_rows: refuse to sum a node of fewer rows (a node of one row tells its gradient).
         backend: where the sums are made and packed (:mod:`vsplit.boosting.backend`; default: this process).
+        categorical: its categorical columns: named to the label party only if it asks (``BoostHello.order``),
+            which then renumbers their codes once (:class:`~vsplit.boosting.messages.Order`).
     """
 
     protocol = "boosting partner"
 
     def __init__(self, codes: np.ndarray, *, width: int, label: str = "bank", schemes: tuple[str, ...] = ("ou",),
                  min_key_bits: int = MIN_KEY_BITS, insecure_small_key_for_tests: bool = False,
-                 min_node_rows: int = 1, backend: Backend | None = None) -> None:
+                 min_node_rows: int = 1, backend: Backend | None = None, categorical: tuple[int, ...] = ()) -> None:
         self.backend: Backend = backend or SerialBackend()
         self.codes = np.asarray(codes, dtype=np.int64)
         if self.codes.ndim != 2 or not self.codes.size or self.codes.min() < 0 or self.codes.max() >= width:
             raise ProtocolError(f"boosting partner: codes must be (rows, columns) in 0..{width - 1}", local=True)
         self.width, self.label, self.min_node_rows = width, label, min_node_rows
+        self.categorical = tuple(int(c) for c in categorical)
+        if any(not 0 <= c < self.codes.shape[1] for c in self.categorical):
+            raise ProtocolError(f"boosting partner: categorical columns {self.categorical} out of range", local=True)
+        #: its codes' renumbering once the label party ordered its categories (``(columns, width)``); ``None``: not
+        self.ranks: np.ndarray | None = None
+        self._ordering = False
         self._accept = {"schemes": schemes, "min_key_bits": min_key_bits,
                         "insecure_small_key_for_tests": insecure_small_key_for_tests}
         self._expect: tuple[type, ...] = (BoostHello,)
@@ -123,14 +133,18 @@ class PartnerBoost(AnswersLabel):
         """Trees finished: those before the one whose gradients it holds (all of them, once done)."""
         return self._tree + 1 if self.done else max(self._tree, 0)
 
-    def restore(self, *, trees: int, records: np.ndarray) -> None:
-        """Go on after ``trees`` finished trees and the ``records`` they made (a checkpoint's), before :meth:`start`."""
+    def restore(self, *, trees: int, records: np.ndarray, ranks: np.ndarray | None = None) -> None:
+        """Go on after ``trees`` finished trees and the ``records`` they made (a checkpoint's), before :meth:`start`;
+        ``ranks``: the renumbering of its codes the first tree made, if it ordered its categories."""
         self._tree = int(trees) - 1
         self._records = [(int(c), int(b), int(m)) for c, b, m in np.asarray(records, dtype=np.int64).reshape(-1, 3)]
+        if ranks is not None:
+            self.ranks = np.asarray(ranks, dtype=np.int32)
+            self.codes = rank_codes(self.codes, self.ranks)
 
     def _handlers(self) -> dict[type, Any]:
         return {BoostHello: self._hello, Gradients: self._gradients, Level: self._level, Record: self._record,
-                Finish: self._finish}
+                Finish: self._finish, Order: self._order}
 
     def _hello(self, msg: BoostHello) -> list[Outgoing]:
         if msg.version != VERSION:
@@ -147,7 +161,10 @@ class PartnerBoost(AnswersLabel):
                                 "(up to 8 more bits for GOSS weights)")
         self._packing = dataclasses.replace(planned, slot_bits=msg.slot_bits)
         self._expect = (Gradients, Finish)
-        return [Outgoing(self.label, BoostReady(columns=self.codes.shape[1], width=self.width))]
+        self._ordering = bool(msg.order) and self._tree < 0 and bool(self.categorical)  # a resumed run is ordered
+        flags = np.zeros(self.codes.shape[1] if msg.order else 0, dtype=np.uint8)
+        flags[list(self.categorical) if msg.order else []] = 1
+        return [Outgoing(self.label, BoostReady(columns=self.codes.shape[1], width=self.width, categorical=flags))]
 
     def _gradients(self, msg: Gradients) -> list[Outgoing]:
         if msg.tree != self._tree + 1:
@@ -180,6 +197,8 @@ class PartnerBoost(AnswersLabel):
         self.seconds["histograms"] += time.perf_counter() - began
         self._nodes, self._ids, self._depth = nodes, ids, msg.depth
         self._expect = (Record, Level, Gradients, Finish)
+        if self._ordering and msg.tree == 0 and msg.depth == 0:
+            self._expect = (Order,)  # the first tree's root: the order comes before anything else
         frame = np.frombuffer(packed, dtype=np.uint8)
         return [Outgoing(self.label, Histograms(tree=self._tree, depth=msg.depth, frame=frame, cells=cells))]
 
@@ -219,6 +238,17 @@ class PartnerBoost(AnswersLabel):
         row_of = row_of[order]
         groups = [row_of[bounds[g] : bounds[g + 1]].tolist() for g in range(len(sent))]  # a loop over cells
         return self.backend.sums(self._column, self._frame, groups, packing=self._packing), cells
+
+    def _order(self, msg: Order) -> list[Outgoing]:
+        if msg.ranks.shape[1] != self.width or not set(msg.columns.tolist()) <= set(self.categorical):
+            raise ProtocolError("boosting: an order of a column that is not one of this party's categorical ones, or "
+                                "of another number of codes")
+        self.ranks = full_ranks(self.codes.shape[1], self.width, dict(zip(msg.columns.tolist(), msg.ranks,
+                                                                          strict=True)))
+        self.codes = rank_codes(self.codes, self.ranks)
+        self._ordering = False
+        self._expect = (Record, Level, Gradients, Finish)
+        return []
 
     def _record(self, msg: Record) -> list[Outgoing]:
         if msg.tree != self._tree or msg.depth != self._depth:

@@ -19,10 +19,12 @@ from collections.abc import Sequence
 
 import numpy as np
 
+from vsplit.boosting.bins import full_ranks
 from vsplit.boosting.gains import (
     BoostParams,
     base_margin,
     best_splits,
+    category_ranks,
     goes_left,
     histograms,
     leaf_values,
@@ -104,6 +106,34 @@ def fit_pooled(codes: Sequence[np.ndarray], labels: np.ndarray, *, widths: Seque
         margin = margin + values
         trees.append(Tree(splits=splits, leaves=leaves, sums=leaf_sums(tree_nodes, gh)))
     return BoostModel(trees=tuple(trees), base=base, widths=tuple(widths))
+
+
+def pooled_ranks(codes: Sequence[np.ndarray], labels: np.ndarray, *, widths: Sequence[int], params: BoostParams,
+                 categorical: Sequence[Sequence[int]]) -> list[np.ndarray | None]:
+    """Per party, the renumbering of its codes ``(columns, width)`` that the split protocol makes at the first tree's
+    root with ``params.order_categories`` (``None`` for a party without categorical columns): the same root cells,
+    so the same :func:`~vsplit.boosting.gains.category_ranks`. Apply them (:func:`~vsplit.boosting.bins.rank_codes`)
+    before :func:`fit_pooled`.
+
+    Example:
+        >>> import numpy as np
+        >>> codes = [np.array([[0], [1], [2], [2]] * 5)]
+        >>> labels = np.array([0.0, 1.0, 0.0, 0.0] * 5)
+        >>> pooled_ranks(codes, labels, widths=(4,), params=BoostParams(), categorical=[(0,)])[0].tolist()
+        [[1, 0, 2, 3]]
+    """
+    values, _weights = weighted_gradients(np.full(len(labels), base_margin(labels)), np.asarray(labels, np.float64),
+                                          params, tree=0)
+    gh = quantize(values[:, 0], values[:, 1], scale=params.scale)
+    out: list[np.ndarray | None] = []
+    for party_codes, width, columns in zip(codes, widths, categorical, strict=True):
+        if not columns:
+            out.append(None)
+            continue
+        root = histograms(party_codes, gh, np.zeros(len(labels), dtype=np.int64), n_nodes=1, width=width)[0]
+        ranks = category_ranks(root, columns, params)
+        out.append(full_ranks(party_codes.shape[1], width, dict(zip(columns, ranks, strict=True))))
+    return out
 
 
 def node_totals(gh: np.ndarray, slots: np.ndarray, *, n_nodes: int) -> np.ndarray:
