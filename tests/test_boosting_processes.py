@@ -25,7 +25,7 @@ pytest.importorskip("heu")
 from _pilot_support import free_port, start, wait_all
 from _three_party_support import PARTNERS, prepare_three_parties
 
-from vsplit.boosting import BoostParams, fit_bins, fit_pooled
+from vsplit.boosting import BoostParams, fit_bins, fit_pooled, pooled_ranks, rank_codes
 from vsplit.boosting.early import first_stop
 from vsplit.boosting.gains import goes_left
 from vsplit.config.boosting import SMALL_KEYS_ENV
@@ -99,8 +99,13 @@ def _pooled(root: Path, parties: tuple[str, ...] = NAMES, params: BoostParams = 
         codes[name] = bins[name].transform(values)
     labels = (tables["bank"]["y"].iloc[rows["bank"]].astype(str) == "yes").to_numpy(dtype=float)
     train = holdout_mask(len(labels), fraction=0.1, seed=0) == 0 if holdout else np.ones(len(labels), dtype=bool)
-    model = fit_pooled([codes[n][train] for n in parties], labels[train], widths=[bins[n].width for n in parties],
-                       params=params)
+    widths = [bins[n].width for n in parties]
+    if params.order_categories:  # the first tree's renumbering, as the nodes make it
+        ranks = pooled_ranks([codes[n][train] for n in parties], labels[train], widths=widths, params=params,
+                             categorical=[bins[n].categorical for n in parties])
+        bins = {n: bins[n].ranked(r) for n, r in zip(parties, ranks, strict=True)}
+        codes = {n: rank_codes(codes[n], r) for n, r in zip(parties, ranks, strict=True)}
+    model = fit_pooled([codes[n][train] for n in parties], labels[train], widths=widths, params=params)
     return {"model": model, "encoders": encoders, "bins": bins}
 
 
@@ -113,8 +118,20 @@ def pooled(trained):
 @pytest.fixture(scope="module")
 def trained(tmp_path_factory):
     """One uninterrupted run, then a `vsplit predict` job on every party's test table."""
-    root = tmp_path_factory.mktemp("boost-run")
+    return _train_and_predict(tmp_path_factory.mktemp("boost-run"))
+
+
+@pytest.fixture(scope="module")
+def ordered(tmp_path_factory):
+    """The same run with ``boosting.order_categories = true`` (every party has categorical columns)."""
+    return _train_and_predict(tmp_path_factory.mktemp("boost-ordered"), order=True)
+
+
+def _train_and_predict(root: Path, *, order: bool = False) -> Path:
     configs = _prepare(root, "boost-tls")
+    if order:
+        for path in configs.values():
+            path.write_text(path.read_text().replace("[boosting]\n", "[boosting]\norder_categories = true\n"))
     mp = pytest.MonkeyPatch()
     mp.setenv(SMALL_KEYS_ENV, "1")
     try:
@@ -174,7 +191,25 @@ def test_vsplit_report_merges_and_checks_a_boosting_run(trained):
     assert f"{PARAMS.trees} trees trained" in text and "No bank-alone comparison" in text
 
 
+def test_three_processes_with_ordered_categories_grow_the_pooled_trees_and_predict_as_it_does(ordered):
+    params = dataclasses.replace(PARAMS, order_categories=True)
+    reference = _pooled(ordered, params=params)
+    _assert_same_trees(_trees(ordered, "boost-tls"), reference["model"].trees)
+    renumbered = 0
+    for name in NAMES:  # each party's saved bins carry the renumbering the pooled reference made
+        state = load_checkpoint(ordered / "runs" / "boost-tls" / name / "model.npz", run_id="boost-tls", party=name)
+        expected = reference["bins"][name].ranks
+        assert expected is not None and np.array_equal(state["bins"]["ranks"], expected)
+        renumbered += int((expected != np.arange(expected.shape[1])).any(axis=1).sum())
+    assert renumbered >= 3, "no column was renumbered: the test would prove little"
+    _assert_predictions_equal(ordered, reference)
+
+
 def test_vsplit_predict_equals_the_pooled_model(trained, pooled):
+    _assert_predictions_equal(trained, pooled)
+
+
+def _assert_predictions_equal(trained: Path, pooled: dict) -> None:
     tables = _tables(trained, "test")
     rows = _aligned(tables)
     codes = {}
@@ -196,16 +231,19 @@ def test_vsplit_predict_equals_the_pooled_model(trained, pooled):
     assert (got["status"] != "scored").sum() == len(tables["bank"]) - len(ids)  # the others are listed, not scored
 
 
-def test_partner_killed_mid_run_then_resume_gives_the_same_trees(tmp_path, monkeypatch):
+@pytest.mark.parametrize("order", [False, True], ids=["codes", "ordered"])
+def test_partner_killed_mid_run_then_resume_gives_the_same_trees(tmp_path, monkeypatch, order):
     """A bank and one partner (two processes keep the test fast), with early stopping on the bank's held-out rows:
     the shop is killed once the bank finished two trees; both rerun with --resume continue from the last tree both
-    finished and end with the pooled trees of the rows not held out (the best prefix of them)."""
+    finished and end with the pooled trees of the rows not held out (the best prefix of them). Ordered: the
+    categories' renumbering the first tree made comes back from the checkpoints."""
     monkeypatch.setenv(SMALL_KEYS_ENV, "1")
     configs = _prepare(tmp_path, "boost-resume", parties=("bank", "shop"))
-    params = dataclasses.replace(PARAMS, trees=8)  # the kill comes after two trees, well before the last
+    params = dataclasses.replace(PARAMS, trees=8, order_categories=order)  # the kill: after two trees of eight
     for path in configs.values():  # a lost peer ends the run at once, instead of waiting for it to come back
         text = path.read_text().replace("[network]\n", "[network]\nreconnect_timeout_s = 0\n")
-        text = text.replace(f"trees = {PARAMS.trees}", f"trees = {params.trees}\nearly_stopping_rounds = 4")
+        text = text.replace(f"trees = {PARAMS.trees}", f"trees = {params.trees}\nearly_stopping_rounds = 4"
+                            + ("\norder_categories = true" if order else ""))
         path.write_text(text)
     logs = {p: tmp_path / f"{p}-first.log" for p in configs}
     procs = {p: start(["train", "--config", str(c), "--quiet"], log=logs[p]) for p, c in configs.items()}
@@ -231,3 +269,4 @@ def test_partner_killed_mid_run_then_resume_gives_the_same_trees(tmp_path, monke
     run_id, trained = "boost-resume", result["trees"]  # every tree trained, kept or not: the last checkpoint's
     last = load_checkpoint(checkpoints / f"tree-{trained:04d}.npz", run_id=run_id, party="bank")
     _assert_same_trees(trees_from(last), reference[:trained], trees=trained)
+    assert ("ranks" in last["bins"]) == order  # the renumbering travels with the checkpoints

@@ -79,4 +79,4 @@ def boost_params(config: PartyConfig) -> Any:
     b = config.boosting
     return BoostParams(trees=b.trees, max_depth=b.max_depth, learning_rate=b.learning_rate, reg_lambda=b.reg_lambda,
                        gamma=b.gamma, min_child_weight=b.min_child_weight, goss_top_rate=b.goss_top_rate,
-                       goss_other_rate=b.goss_other_rate, seed=config.train.seed)
+                       goss_other_rate=b.goss_other_rate, seed=config.train.seed, order_categories=b.order_categories)

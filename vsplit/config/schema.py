@@ -423,6 +423,10 @@ class BoostingSection:
     #: Fewer rows to encrypt and sum; a partner then learns which rows were drawn (docs/boosting.md)
     goss_top_rate: float = 0.0
     goss_other_rate: float = 0.0
+    #: label party: order each categorical column's codes (every party's) by its smoothed label rate at the first
+    #: tree's root, so one threshold splits the categories by rate; a partner then learns that order of its own
+    #: categories, and the label party which partner columns are categorical (docs/boosting.md)
+    order_categories: bool = False
 
 
 @dataclass(frozen=True)

@@ -68,6 +68,9 @@ def ensemble_card(node: Any, result: Any, scored: Any = None, y: np.ndarray | No
             "each split and per node each partner bin's share of the gradient sums (docs/boosting.md)"
             if second == "trees" else
             "the scorecard: the bank learns each partner's WOE sums per bin, never its edges (docs/credit_scoring.md)",
+            *(["the trees' ordered categories: each partner learns the order of its categories by the bank's "
+               "smoothed label rate on the training rows, and the bank which partner columns are categorical"]
+              if second == "trees" and config.boosting.order_categories else []),
             "no label, gradient or hessian crosses in the clear to a partner's trees; the weight stays at the bank"]},
         "limits": ensemble_limits(networks=e.networks, second=second,
                                   fallback=getattr(node.nets, "bank_only", None) is not None),

@@ -30,7 +30,7 @@ from vsplit.config import PartyConfig
 from vsplit.config.boosting import boost_params, small_keys_allowed
 from vsplit.errors import CheckpointError, ConfigError
 from vsplit.node.aligned import AlignedNode, NodeResult, Scored, psi_summary
-from vsplit.node.boost_state import Encoder, bins_state, holdout_mask, trees_from, trees_state
+from vsplit.node.boost_state import Encoder, bins_from, bins_state, holdout_mask, trees_from, trees_state
 from vsplit.node.model_file import read_model
 from vsplit.node.own_table import OwnTableNode
 from vsplit.runtime.checkpoint import interpreting, load_checkpoint, save_checkpoint
@@ -114,6 +114,7 @@ class BoostNode(OwnTableNode, kinds=("boosting",)):
         self.trees_done = start
         if over:
             self.model = self._model_from(saved)
+            ranks = _saved_ranks(saved)
         else:
             training = self._train_machine(codes, rows, saved, holdout=holdout)
             cpu = time.process_time()
@@ -122,6 +123,8 @@ class BoostNode(OwnTableNode, kinds=("boosting",)):
             self.trees_done = training.trees
             self.losses = list(getattr(training.machine, "losses", []))
             self.work_seconds = {**training.inner.seconds, "checkpoints": training.seconds, "cpu": cpu}
+            ranks = training.inner.ranks
+        self.bins = self.bins.ranked(ranks)  # the first tree's renumbering of the categorical codes, if any
         self.save_model()
 
     # -- training ----------------------------------------------------------------------------------------------------
@@ -154,18 +157,18 @@ class BoostNode(OwnTableNode, kinds=("boosting",)):
         if self.role == "label":
             labels = self._labels(self.table.iloc[rows])
             machine = LabelBoost(codes[~held], width=self.bins.width, labels=labels[~held], partners=self.partners,
-                                 params=self.params, **self._key_options())
-            if saved is not None:  # the trees every party finished, and the margins they left
-                machine.trees = list(trees_from(saved))
-                machine.margin = np.asarray(saved["margin"], dtype=np.float64)
+                                 params=self.params, categorical=self.bins.categorical, **self._key_options())
+            if saved is not None:  # the trees every party finished, the margins they left, the codes' order
+                machine.restore(trees=trees_from(saved), margin=saved["margin"], ranks=_saved_ranks(saved))
             outer: Any = StoppingLabel(machine, own_codes=codes[held], labels=labels[held],
                                        rounds=self.config.boosting.early_stopping_rounds) if held.any() else machine
             return self._watched(TreeCheckpoints(outer, count=lambda m: len(m.trees), save=self._save_label,
                                                  inner=machine))
         machine = PartnerBoost(codes[~held], width=self.bins.width, label=self.hub,
-                               min_node_rows=self.config.boosting.min_node_rows, **self._key_options())
-        if saved is not None:  # the trees every party finished, and the splits this party recorded in them
-            machine.restore(trees=int(saved["trees"]), records=saved["records"])
+                               min_node_rows=self.config.boosting.min_node_rows, categorical=self.bins.categorical,
+                               **self._key_options())
+        if saved is not None:  # the trees every party finished, the splits this party recorded, its codes' order
+            machine.restore(trees=int(saved["trees"]), records=saved["records"], ranks=_saved_ranks(saved))
         outer = StoppingPartner(machine, codes=codes[held]) if held.any() else machine
         return self._watched(TreeCheckpoints(outer, count=lambda m: m.trees_done, save=self._save_partner,
                                              inner=machine))
@@ -191,14 +194,15 @@ class BoostNode(OwnTableNode, kinds=("boosting",)):
     def _save_label(self, machine: Any) -> None:
         widths = [machine.width, *(machine.shapes[p][1] for p in self.partners)]
         self._checkpoint(len(machine.trees), {"trees": len(machine.trees), "margin": machine.margin,
-                                              "base": machine.base, "widths": widths, **trees_state(machine.trees)})
+                                              "base": machine.base, "widths": widths, **trees_state(machine.trees)},
+                         ranks=machine.ranks)
 
     def _save_partner(self, machine: Any) -> None:
         trees = machine.trees_done
-        self._checkpoint(trees, {"trees": trees, "records": machine.records})
+        self._checkpoint(trees, {"trees": trees, "records": machine.records}, ranks=machine.ranks)
 
-    def _checkpoint(self, trees: int, state: dict[str, Any]) -> None:
-        state = {**state, "bins": bins_state(self.bins)}
+    def _checkpoint(self, trees: int, state: dict[str, Any], *, ranks: np.ndarray | None) -> None:
+        state = {**state, "bins": bins_state(self.bins.ranked(ranks))}
         save_checkpoint(self.checkpoint_path("tree", trees), state, run_id=self.config.output.run_id, party=self.name)
         # the last three: a partner learns a tree is finished one message after the label party does
         for old in sorted((self.folder / "checkpoints").glob("tree-*.npz"))[:-3]:
@@ -259,15 +263,13 @@ class BoostNode(OwnTableNode, kinds=("boosting",)):
 
     def load_model(self) -> None:
         """This party's ``model.npz`` (trees or records, encoder, bins)."""
-        from vsplit.boosting import Bins, BoostModel, PartnerModel
+        from vsplit.boosting import BoostModel, PartnerModel
 
         path, state = read_model(self.folder, run_id=self.config.output.run_id, party=self.name, role=self.role,
                                  kind="boosting", what="boosting model")
         with interpreting(path):
             self.encoder = Encoder.from_state(state["encoder"])
-            b = state["bins"]
-            self.bins = Bins(kinds=tuple(b["kinds"]), cuts=tuple(np.asarray(c, dtype=np.float64) for c in b["cuts"]),
-                             max_bins=int(b["max_bins"]))
+            self.bins = bins_from(state["bins"])
             if self.role == "label":
                 self.partners = list(state["partners"])
                 self.model = BoostModel(trees=tuple(trees_from(state)), base=float(state["base"]),
@@ -398,3 +400,9 @@ class TreeCheckpoints:
             self._save(self.inner)
             self.seconds += time.perf_counter() - began
         return out
+
+
+def _saved_ranks(saved: Mapping[str, Any] | None) -> np.ndarray | None:
+    """The renumbering of this party's codes a checkpoint kept (``None``: none, or no checkpoint)."""
+    ranks = None if saved is None else saved["bins"].get("ranks")
+    return None if ranks is None else np.asarray(ranks, dtype=np.int32)

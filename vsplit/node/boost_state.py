@@ -113,5 +113,22 @@ def trees_from(state: Mapping[str, Any]) -> list[Any]:
 
 
 def bins_state(bins: Any) -> dict[str, Any]:
-    return {"kinds": list(bins.kinds), "cuts": [np.asarray(c, dtype=np.float64) for c in bins.cuts],
-            "max_bins": bins.max_bins}
+    """A party's :class:`~vsplit.boosting.Bins` as checkpoint arrays (its renumbering too, if the trees made one)."""
+    state = {"kinds": list(bins.kinds), "cuts": [np.asarray(c, dtype=np.float64) for c in bins.cuts],
+             "max_bins": bins.max_bins}
+    return state if bins.ranks is None else {**state, "ranks": np.asarray(bins.ranks, dtype=np.int32)}
+
+
+def bins_from(state: Mapping[str, Any]) -> Any:
+    """The :class:`~vsplit.boosting.Bins` :func:`bins_state` saved.
+
+    >>> from vsplit.boosting import fit_bins
+    >>> bins = fit_bins(np.array([[1.0], [2.0]]), categorical=(0,), max_bins=3).ranked(np.array([[1, 0, 2, 3]]))
+    >>> bins_from(bins_state(bins)).ranks.tolist()
+    [[1, 0, 2, 3]]
+    """
+    from vsplit.boosting import Bins
+
+    ranks = state.get("ranks")
+    return Bins(kinds=tuple(state["kinds"]), cuts=tuple(np.asarray(c, dtype=np.float64) for c in state["cuts"]),
+                max_bins=int(state["max_bins"])).ranked(None if ranks is None else np.asarray(ranks))
