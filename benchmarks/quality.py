@@ -70,9 +70,9 @@ TITLES = {
 }
 
 
-def one_seed(name: str, seed: int, recipe: dict | None = None) -> dict[str, dict]:
+def one_seed(name: str, seed: int, recipe: dict | None = None, *, order_categories: bool = False) -> dict[str, dict]:
     """Every model of :data:`MODELS` on preset ``name`` with ``seed`` (``recipe``: the split's, default
-    :data:`RECIPE`)."""
+    :data:`RECIPE`; ``order_categories``: the ensembles' trees may order categories, SplitEnsemble's option)."""
     from vsplit.baselines import score_boosters
     from vsplit.datasets import preset
     from vsplit.evaluation import compare, shared_test_views
@@ -86,12 +86,13 @@ def one_seed(name: str, seed: int, recipe: dict | None = None) -> dict[str, dict
                               kinds=BOOSTERS))
     best = max(BOOSTERS, key=lambda kind: out[kind]["auc"])  # on the TEST rows: the validator's strongest
     out["best_pooled"] = {**{k: v for k, v in out[best].items() if k != "params"}, "of": best}
-    out.update(ensembles(data, test, seed, recipe))
+    out.update(ensembles(data, test, seed, recipe, order_categories=order_categories))
     return {m: out[m] for m in MODELS}
 
 
 def ensembles(data: object, test: dict, seed: int, recipe: dict | None, *, trees: object = "auto",
-              modes: tuple[tuple[str, str], ...] = (("split", "split"), ("pooled", "centralized"))) -> dict[str, dict]:
+              modes: tuple[tuple[str, str], ...] = (("split", "split"), ("pooled", "centralized")),
+              order_categories: bool = False) -> dict[str, dict]:
     """The split ensemble (``trees="auto"``: the trees' parameters chosen on validation rows) and its pooled twin
     with the same trees' parameters (``modes``: (key prefix, SplitEnsemble mode); tests pass small trees)."""
     from vsplit.ensemble import SplitEnsemble
@@ -103,7 +104,8 @@ def ensembles(data: object, test: dict, seed: int, recipe: dict | None, *, trees
     out: dict[str, dict] = {}
     for prefix, mode in modes:
         started = time.perf_counter()
-        ens = SplitEnsemble(networks=networks, trees=trees, mode=mode, **keys, **network).fit(data.train)
+        ens = SplitEnsemble(networks=networks, trees=trees, mode=mode, order_categories=order_categories, **keys,
+                            **network).fit(data.train)
         trees = ens.trees_params_  # the pooled twin takes the parameters the split one chose (before any refit)
         seconds = {k: round(v, 2) for k, v in ens.fit_seconds_.items()}
         out[f"{prefix}_ensemble"] = {**ens.evaluate(test), "seconds": round(time.perf_counter() - started, 2),
@@ -131,10 +133,10 @@ def single_threaded(threads: int = 1) -> None:
     torch.optim.Adam([torch.zeros(1, requires_grad=True)])
 
 
-def _job(job: tuple[str, int, dict | None, int]) -> tuple[str, int, dict[str, dict]]:
-    name, seed, recipe, threads = job
+def _job(job: tuple[str, int, dict | None, int, bool]) -> tuple[str, int, dict[str, dict]]:
+    name, seed, recipe, threads, order = job
     single_threaded(threads)
-    out = one_seed(name, seed, recipe)
+    out = one_seed(name, seed, recipe, order_categories=order)
     print(f"{name} seed {seed}: " + ", ".join(f"{m} {out[m]['auc']:.4f}" for m in MODELS), file=sys.stderr, flush=True)
     return name, seed, out
 
@@ -150,9 +152,11 @@ def map_jobs(job: Callable[[Any], Any], todo: list, *, jobs: int) -> list:
         return list(pool.map(job, todo))
 
 
-def run_all(presets: list[str], seeds: list[int], recipe: dict | None, *, jobs: int, threads: int) -> dict[str, dict]:
+def run_all(presets: list[str], seeds: list[int], recipe: dict | None, *, jobs: int, threads: int,
+            order_categories: bool = False) -> dict[str, dict]:
     """:func:`one_seed` of every preset and seed, ``jobs`` at a time in worker processes; per preset and seed."""
-    done = map_jobs(_job, [(name, seed, recipe, threads) for name in presets for seed in seeds], jobs=jobs)
+    done = map_jobs(_job, [(name, seed, recipe, threads, order_categories) for name in presets for seed in seeds],
+                    jobs=jobs)
     results: dict[str, dict] = {name: {} for name in presets}
     for name, seed, out in done:
         results[name][seed] = out
@@ -214,26 +218,38 @@ def main() -> int:
     parser.add_argument("--threads", type=int, default=1, help="compute threads per worker")
     parser.add_argument("--recipe", type=json.loads, default=None,
                         help="the split's SplitClassifier parameters as JSON (default: RECIPE), to try one")
+    parser.add_argument("--order-categories", action="store_true",
+                        help="let the ensembles' trees order categories by rate (SplitEnsemble(order_categories=True))")
     args = parser.parse_args()
     if args.readme:
         print(readme_table(json.loads(RESULTS.read_text())))
         return 0
     seeds = [0] if args.quick else args.seeds
     started, load_before = time.perf_counter(), os.getloadavg()
-    results = run_all(args.presets, seeds, args.recipe, jobs=args.jobs, threads=args.threads)
+    results = run_all(args.presets, seeds, args.recipe, jobs=args.jobs, threads=args.threads,
+                      order_categories=args.order_categories)
     report: dict = {name: summarise(results[name]) for name in args.presets}
     report["meta"] = {"seeds": seeds, "recipe": RECIPE if args.recipe is None else args.recipe, "run": RUN,
-                      "jobs": args.jobs, "threads": args.threads,
-                      "wall_seconds": round(time.perf_counter() - started, 1), "cpus": os.cpu_count(),
-                      "load_before": [round(x, 2) for x in load_before],
-                      "load_after": [round(x, 2) for x in os.getloadavg()]}
+                      "jobs": args.jobs, "threads": args.threads, "order_categories": args.order_categories,
+                      **run_meta(started, load_before)}
+    emit(report, args.out)
+    return 0
+
+
+def run_meta(started: float, load_before: tuple[float, ...]) -> dict:
+    """The wall time since ``started`` (``time.perf_counter()``), the CPUs and the load before and after."""
+    return {"wall_seconds": round(time.perf_counter() - started, 1), "cpus": os.cpu_count(),
+            "load_before": [round(x, 2) for x in load_before], "load_after": [round(x, 2) for x in os.getloadavg()]}
+
+
+def emit(report: dict, out: Path | None) -> None:
+    """Print ``report`` as JSON and, with ``out``, write it there atomically."""
     text = json.dumps(report, indent=2)
     print(text)
-    if args.out is not None:
+    if out is not None:
         from vsplit.atomic import write_atomic
 
-        write_atomic(args.out, (text + "\n").encode())
-    return 0
+        write_atomic(out, (text + "\n").encode())
 
 
 if __name__ == "__main__":

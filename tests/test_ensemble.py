@@ -124,12 +124,14 @@ def test_bad_parameters_name_the_fix():
         SplitEnsemble(mode="label_party_only")
 
 
-def test_the_pooled_twin_grows_the_split_trees_with_goss_and_early_stopping(train):
+@pytest.mark.parametrize("order", [False, True], ids=["codes", "ordered"])
+def test_the_pooled_twin_grows_the_split_trees_with_goss_and_early_stopping(train, order):
     from vsplit.boosting_estimator import SplitBoostClassifier
     from vsplit.pooled_trees import PooledBoostClassifier
 
     settings = {**TREES, "goss_top_rate": 0.3, "goss_other_rate": 0.2, "early_stopping_rounds": 2,
-                "label_party": "bank", "label": "y", "positive_label": "yes", "random_state": 5}
+                "label_party": "bank", "label": "y", "positive_label": "yes", "random_state": 5,
+                "order_categories": order}
     with warnings.catch_warnings():
         warnings.simplefilter("ignore", UserWarning)
         split, twin = SplitBoostClassifier(**settings).fit(train), PooledBoostClassifier(**settings).fit(train)
@@ -138,3 +140,25 @@ def test_the_pooled_twin_grows_the_split_trees_with_goss_and_early_stopping(trai
         assert {n: s.key() for n, s in mine.splits.items()} == {n: s.key() for n, s in theirs.splits.items()}
         assert max(abs(mine.leaves[n] - theirs.leaves[n]) for n in mine.leaves) <= 1e-6
     np.testing.assert_allclose(split.predict_proba(train), twin.predict_proba(train), atol=1e-6)
+
+
+def test_auto_trees_with_order_categories_try_every_candidate_both_ways_and_keep_the_better(train, monkeypatch):
+    import vsplit.ensemble as module
+    from vsplit.pooled_trees import PooledBoostClassifier
+
+    candidate = {"max_depth": 3, "min_child_weight": 1.0}
+    fixed = {**module.TREE_FIXED, "n_estimators": 30}
+    monkeypatch.setattr(module, "TREE_GRID", (candidate,))
+    monkeypatch.setattr(module, "TREE_FIXED", fixed)
+    ens = SplitEnsemble(networks=1, mode="centralized", order_categories=True, **NETWORK)
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore", UserWarning)
+        chosen = ens._choose_trees(train)
+        twins = {order: PooledBoostClassifier(**ens._shared(), **fixed, **candidate, order_categories=order).fit(train)
+                 for order in (False, True)}
+    scores = {order: max(t.evals_result_["validation"]["auc"]) for order, t in twins.items()}
+    better = scores[True] > scores[False]
+    assert chosen["order_categories"] is better
+    assert chosen["n_estimators"] == twins[better].best_iteration_ + 1
+    assert not SplitEnsemble(networks=1, **NETWORK)._choose_trees(train)["order_categories"]  # off by default
+    assert SplitEnsemble(networks=1, order_categories=True, **NETWORK).get_params()["order_categories"] is True

@@ -106,6 +106,10 @@ class SplitEnsemble:
         weight_fraction: the label party's rows set aside to choose the weight, in (0, 1).
         mode: ``"split"`` (default) or ``"centralized"`` (the same ensemble trained in one place).
         refit: after choosing the weight, train both parts again on every row (above).
+        order_categories: let the trees order each categorical column's codes by the label party's rate
+            (:class:`~vsplit.boosting_estimator.SplitBoostClassifier`'s ``order_categories``; a partner learns that
+            order of its categories): with ``trees="auto"`` every candidate is tried both ways, a ``trees`` dict
+            without the key gets this value. Default off.
         **params: :class:`~vsplit.estimator.SplitClassifier` parameters of every network (``random_state`` seeds
             the set-aside rows, the networks and the trees).
 
@@ -119,7 +123,7 @@ class SplitEnsemble:
     """
 
     def __init__(self, *, networks: int = 5, trees: Mapping[str, Any] | str = "auto", weight_fraction: float = 0.1,
-                 mode: str = "split", refit: bool = True, **params: Any) -> None:
+                 mode: str = "split", refit: bool = True, order_categories: bool = False, **params: Any) -> None:
         if trees != "auto" and not isinstance(trees, Mapping):
             raise ConfigError(f"SplitEnsemble trees must be 'auto' or a dict of SplitBoostClassifier parameters, "
                               f"got {trees!r}")
@@ -132,13 +136,14 @@ class SplitEnsemble:
         self.weight_fraction = weight_fraction
         self.mode = mode
         self.refit = refit
+        self.order_categories = order_categories
         self.params = params
 
     # -- scikit-learn's parameter protocol --------------------------------------------------------------------------
     def get_params(self, deep: bool = True) -> dict[str, Any]:
         """Every constructor parameter (the networks' ones flattened in)."""
         return {"networks": self.networks, "trees": self.trees, "weight_fraction": self.weight_fraction,
-                "mode": self.mode, "refit": self.refit, **self.params}
+                "mode": self.mode, "refit": self.refit, "order_categories": self.order_categories, **self.params}
 
     def set_params(self, **changes: Any) -> SplitEnsemble:
         """Change parameters (as :meth:`get_params` names them); returns the ensemble."""
@@ -153,7 +158,8 @@ class SplitEnsemble:
         fit_views, held = self.set_aside(views)
         self.bag_ = SplitBag(networks=self.networks, **{**self.params, "mode": self.mode}).fit(fit_views)
         nets_done = time.perf_counter()
-        self.trees_params_ = self._choose_trees(fit_views) if self.trees == "auto" else dict(self.trees)
+        self.trees_params_ = self._choose_trees(fit_views) if self.trees == "auto" else \
+            {"order_categories": self.order_categories, **self.trees}
         tree_class = SplitBoostClassifier if self.mode == "split" else PooledBoostClassifier
         self.trees_ = tree_class(**shared, **self.trees_params_).fit(fit_views)
         self.classes_ = self.trees_.classes_
@@ -203,7 +209,8 @@ class SplitEnsemble:
     def _choose_trees(self, views: Mapping[str, pd.DataFrame]) -> dict[str, Any]:
         """The best of :data:`TREE_GRID` by the pooled twin's validation AUC, with its kept number of trees."""
         best: tuple[float, dict[str, Any]] | None = None
-        for candidate in TREE_GRID:
+        orders = (False, True) if self.order_categories else (False,)
+        for candidate in ({**c, "order_categories": order} for order in orders for c in TREE_GRID):
             twin = PooledBoostClassifier(**self._shared(), **TREE_FIXED, **candidate).fit(views)
             auc = max(twin.evals_result_["validation"]["auc"])
             if best is None or auc > best[0]:
