@@ -59,6 +59,17 @@ def one_seed(name: str, seed: int) -> dict:
                                "validation_auc": round(max(twin.evals_result_["validation"]["auc"]), 6),
                                "trees": twin.best_iteration_ + 1, "test_auc": round(auc, 6),
                                "seconds": round(time.perf_counter() - started, 2)})
+    return {**choices(candidates), "candidates": candidates}
+
+
+def choices(candidates: list[dict]) -> dict[str, dict]:
+    """The candidate each choice keeps: the best validation AUC among the unordered ones (``codes``), the ordered
+    ones (``ordered``) or all (``either``), the first of equals winning as in ``SplitEnsemble``.
+
+    >>> c = [{"order_categories": False, "validation_auc": 0.8}, {"order_categories": True, "validation_auc": 0.8}]
+    >>> [choices(c)[k]["order_categories"] for k in CHOICES]
+    [False, True, False]
+    """
     out = {}
     for choice, allowed in (("codes", (False,)), ("ordered", (True,)), ("either", (False, True))):
         pool = [c for c in candidates if c["order_categories"] in allowed]
@@ -67,7 +78,6 @@ def one_seed(name: str, seed: int) -> dict:
             if c["validation_auc"] > best["validation_auc"]:
                 best = c
         out[choice] = best
-    out["candidates"] = candidates
     return out
 
 

@@ -108,8 +108,9 @@ class SplitEnsemble:
         refit: after choosing the weight, train both parts again on every row (above).
         order_categories: let the trees order each categorical column's codes by the label party's rate
             (:class:`~vsplit.boosting_estimator.SplitBoostClassifier`'s ``order_categories``; a partner learns that
-            order of its categories): with ``trees="auto"`` every candidate is tried both ways, a ``trees`` dict
-            without the key gets this value. Default off.
+            order of its categories): every ``trees="auto"`` candidate orders them, a ``trees`` dict without the
+            key gets this value. Default off. (Choosing between ordered and unordered trees on validation rows did
+            worse than always ordering: benchmarks/results-ordered-categories.json, docs/boosting.md.)
         **params: :class:`~vsplit.estimator.SplitClassifier` parameters of every network (``random_state`` seeds
             the set-aside rows, the networks and the trees).
 
@@ -209,8 +210,7 @@ class SplitEnsemble:
     def _choose_trees(self, views: Mapping[str, pd.DataFrame]) -> dict[str, Any]:
         """The best of :data:`TREE_GRID` by the pooled twin's validation AUC, with its kept number of trees."""
         best: tuple[float, dict[str, Any]] | None = None
-        orders = (False, True) if self.order_categories else (False,)
-        for candidate in ({**c, "order_categories": order} for order in orders for c in TREE_GRID):
+        for candidate in ({**c, "order_categories": self.order_categories} for c in TREE_GRID):
             twin = PooledBoostClassifier(**self._shared(), **TREE_FIXED, **candidate).fit(views)
             auc = max(twin.evals_result_["validation"]["auc"])
             if best is None or auc > best[0]:

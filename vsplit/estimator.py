@@ -604,6 +604,11 @@ class SplitClassifier(ClassifierMixin, _SplitEstimator):
     ``check_estimators_overwrite_params``, ``check_dont_overwrite_parameters``, ``check_estimators_fit_returns_self``
     and ``check_fit_check_is_fitted`` check.
 
+    The defaults of the architecture, the optimizer and the schedule are the default recipe
+    (:data:`vsplit.models.recipe.RECIPE`: numeric embeddings, a bottom of 128 and a top of 64 with dropout 0.1, AdamW
+    with weight decay 1e-4, up to 40 epochs kept at the best validation AUC, patience 5); the plain network that was
+    the default before is ``SplitClassifier(**vsplit.models.recipe.PLAIN)``.
+
     Args:
         label_party: name of the party (key of ``views``) that holds the label.
         label: the label column.
@@ -635,10 +640,6 @@ class SplitClassifier(ClassifierMixin, _SplitEstimator):
             (``"val_auc"`` binary, ``"val_accuracy"`` multiclass, ``"val_rmse"`` regression) or ``"auto"`` (default:
             ``"val_auc"`` for a binary task, ``"val_loss"`` otherwise).
 
-        The defaults of the architecture, the optimizer and the schedule are the default recipe
-        (:data:`vsplit.models.recipe.RECIPE`: numeric embeddings, a bottom of 128 and a top of 64 with dropout 0.1,
-        AdamW with weight decay 1e-4, up to 40 epochs kept at the best validation AUC, patience 5); the plain
-        network that was the default before is ``SplitClassifier(**vsplit.models.recipe.PLAIN)``.
         categorical: categorical columns per party (default: detect by dtype).
         models: bottom models of your own, per party, called as ``model(cat, num)``.
         scaling, missing: preprocessing options (see :class:`~vsplit.data.preprocess.TablePreprocessor`).
