@@ -101,6 +101,7 @@ def test_the_order_is_each_categorys_smoothed_rate_computed_from_the_labels(fitt
         # G / (H + lambda) at the base margin, per category, in floats: the order the ranks must follow
         key = {v: (p0 * (values == v).sum() - y[values == v].sum()) / (p0 * (1 - p0) * (values == v).sum() + 1.0)
                for v in np.unique(values)}
+        assert min((values == v).sum() for v in key) >= split.min_category_rows  # every category is ordered
         expected = sorted(key, key=key.get)
         bins = split.bins_[name]
         encoded = split.encoders_[name][column]
@@ -192,3 +193,34 @@ def _slot_bits(keys) -> int:
     from vsplit.he import Packing
 
     return Packing.plan(scale=2**16, bounds=BOUNDS, max_rows=20, plaintext_bits=keys.public.plaintext_bits).slot_bits
+
+
+def test_a_small_categorys_rank_does_not_depend_on_its_customers_labels(views):
+    """A category of fewer than ``min_category_rows`` customers keeps its place after the ordered ones: flipping the
+    labels of its customers leaves the Order the shop gets unchanged. With the guard lowered to one row, the same flip
+    moves the category, so its rank would tell the shop those customers' labels."""
+    import vsplit.boosting_estimator as module
+
+    shop = views["shop"].copy()
+    few = shop["customer_id"].iloc[:3].tolist()
+    shop.loc[shop["customer_id"].isin(few), "segment"] = "rare"  # a category of three customers
+    flipped = views["bank"].copy()
+    at = flipped["customer_id"].isin(few)
+    flipped.loc[at, "y"] = np.where(flipped.loc[at, "y"] == "yes", "no", "yes")
+
+    def rare_code(bank: pd.DataFrame, min_rows: int) -> tuple[int, np.ndarray]:
+        frames: list = []
+        with warnings.catch_warnings(), pytest.MonkeyPatch.context() as patch:
+            warnings.simplefilter("ignore", UserWarning)
+            patch.setattr(module, "connect", _tapped(frames))
+            split = SplitBoostClassifier(order_categories=True, min_category_rows=min_rows, positive_label="yes",
+                                         **{**SETTINGS, "n_estimators": 1}).fit({**views, "bank": bank, "shop": shop})
+        (order,) = [m for _, r, m in frames if isinstance(m, Order)]
+        rare = float(split.encoders_["shop"]["segment"].index("rare"))
+        return int(split.bins_["shop"].transform(np.array([[rare]]))[0, 0]), order.ranks
+
+    guarded = [rare_code(bank, 30) for bank in (views["bank"], flipped)]
+    assert guarded[0][0] == guarded[1][0] == len(RATES)  # after the seven ordered categories
+    assert np.array_equal(guarded[0][1], guarded[1][1])
+    exposed = [rare_code(bank, 1) for bank in (views["bank"], flipped)]
+    assert exposed[0][0] != exposed[1][0]

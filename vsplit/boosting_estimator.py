@@ -87,6 +87,8 @@ class SplitBoostClassifier(ClassifierMixin, ViewsEstimator):
         order_categories: order each categorical column's codes by the label party's smoothed label rate at the
             first tree's root, so one threshold splits the categories by rate (as LightGBM and CatBoost do by
             target); a partner then learns that order of its own categories (docs/boosting.md). Default off.
+            ``min_category_rows``: a category of fewer rows is not ordered (it keeps its place after the others),
+            so its rank tells nothing of its few customers' labels.
         early_stopping_rounds: keep the trees up to the best score on held-out rows, stopping after this many trees
             without a better one (``None``: keep every tree); ``validation_fraction``: the aligned rows held out;
             ``eval_metric``: ``"logloss"`` or ``"auc"``.
@@ -126,6 +128,7 @@ class SplitBoostClassifier(ClassifierMixin, ViewsEstimator):
         max_bins: int = 32,
         categorical: Mapping[str, Sequence[str]] | None = None,
         order_categories: bool = False,
+        min_category_rows: int = 30,
         early_stopping_rounds: int | None = None,
         validation_fraction: float = 0.1,
         eval_metric: str = "logloss",
@@ -151,6 +154,7 @@ class SplitBoostClassifier(ClassifierMixin, ViewsEstimator):
         self.max_bins = max_bins
         self.categorical = categorical
         self.order_categories = order_categories
+        self.min_category_rows = min_category_rows
         self.early_stopping_rounds = early_stopping_rounds
         self.validation_fraction = validation_fraction
         self.eval_metric = eval_metric
@@ -356,7 +360,8 @@ class SplitBoostClassifier(ClassifierMixin, ViewsEstimator):
         return BoostParams(trees=self.n_estimators, max_depth=self.max_depth, learning_rate=self.learning_rate,
                            reg_lambda=self.reg_lambda, gamma=self.gamma, min_child_weight=self.min_child_weight,
                            goss_top_rate=self.goss_top_rate, goss_other_rate=self.goss_other_rate,
-                           seed=self.random_state, order_categories=self.order_categories)
+                           seed=self.random_state, order_categories=self.order_categories,
+                           min_category_rows=self.min_category_rows)
 
     def _features(self, party: str, table: pd.DataFrame) -> pd.DataFrame:
         """A party's feature columns: every column but the ID (and the label, at the label party)."""

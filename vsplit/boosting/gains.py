@@ -55,6 +55,9 @@ class BoostParams:
     #: category's smoothed label rate, :func:`category_ranks`) before any split, so a threshold splits the categories
     #: by rate, not by frequency; a partner learns that order of its categories (docs/boosting.md)
     order_categories: bool = False
+    #: with ``order_categories``: a code of fewer rows (its root hessian sum over one row's) is not ordered but keeps
+    #: its place after the ordered ones, so its rank tells nothing of its few customers' labels
+    min_category_rows: int = 30
 
     def __post_init__(self) -> None:
         checks = {"trees": 1 <= self.trees <= 10_000, "max_depth": 1 <= self.max_depth <= 16,
@@ -64,7 +67,8 @@ class BoostParams:
                   "goss_top_rate": 0 <= self.goss_top_rate < 1,
                   "goss_other_rate": 0 <= self.goss_other_rate <= 1 - self.goss_top_rate
                   and (self.goss_other_rate > 0) == (self.goss_top_rate > 0),
-                  "order_categories": isinstance(self.order_categories, bool)}
+                  "order_categories": isinstance(self.order_categories, bool),
+                  "min_category_rows": isinstance(self.min_category_rows, int) and self.min_category_rows >= 1}
         bad = [name for name, ok in checks.items() if not ok]
         if bad:
             raise ConfigError(f"boosting: {bad[0]} = {getattr(self, bad[0])!r} is out of range; see BoostParams")
@@ -215,32 +219,47 @@ def best_splits(hists: list[np.ndarray], totals: np.ndarray, params: BoostParams
     return choices
 
 
-def category_ranks(root: np.ndarray, columns: Sequence[int], params: BoostParams) -> np.ndarray:
+def category_ranks(root: np.ndarray, columns: Sequence[int], params: BoostParams, *, row_hessian: float) -> np.ndarray:
     """Each code's new code, ``(len(columns), width)`` int32: a column's value codes ordered by ``G / (H + lambda)``
-    of its root cell (ascending: the highest smoothed label rate first at the first tree), ties by code, codes with
-    no row last; the missing code (``width - 1``) keeps its place.
+    of its root cell (ascending: the highest smoothed label rate first at the first tree), ties by code; a code of
+    fewer than ``params.min_category_rows`` rows (``H`` under that many ``row_hessian``, empty codes included) is
+    not ordered: those follow in their own order. The missing code (``width - 1``) keeps its place.
 
     Args:
         root: int64 ``(columns, width, 2)``: the first tree's root histogram of one party (every column).
         columns: which columns to order (its categorical ones).
-        params: ``reg_lambda`` and the scale.
+        params: ``reg_lambda``, ``min_category_rows`` and the scale.
+        row_hessian: one row's quantized hessian at the first tree (:func:`root_row_hessian`).
 
     Example:
         >>> import numpy as np
-        >>> root = np.array([[[4, 8], [-6, 8], [0, 0], [1, 4], [0, 0]]])  # codes 0..3 and the missing code
-        >>> category_ranks(root, [0], BoostParams(scale=4)).tolist()
+        >>> root = np.array([[[4, 8], [-6, 8], [0, 0], [1, 4], [0, 1]]])  # codes 0..3 and the missing code
+        >>> category_ranks(root, [0], BoostParams(scale=4, min_category_rows=2), row_hessian=1.0).tolist()
         [[2, 0, 3, 1, 4]]
+        >>> category_ranks(root, [0], BoostParams(scale=4, min_category_rows=5), row_hessian=1.0).tolist()
+        [[1, 0, 2, 3, 4]]
     """
     width = root.shape[1]
     out = np.empty((len(columns), width), dtype=np.int32)
     for k, column in enumerate(columns):  # a loop over categorical columns
-        g, h = root[column, : width - 1, 0] / params.scale, root[column, : width - 1, 1] / params.scale
-        empty = (root[column, : width - 1] == 0).all(axis=1)
-        ratio = np.where(empty, 0.0, g / np.where(empty, 1.0, h + params.reg_lambda))
-        order = np.lexsort((np.arange(width - 1), ratio, empty))
+        g, h = root[column, : width - 1, 0], root[column, : width - 1, 1]
+        small = h < params.min_category_rows * row_hessian
+        ratio = np.where(small, 0.0, (g / params.scale) / (h / params.scale + params.reg_lambda))
+        order = np.lexsort((np.arange(width - 1), ratio, small))
         out[k, order] = np.arange(width - 1)
         out[k, width - 1] = width - 1
     return out
+
+
+def root_row_hessian(labels: np.ndarray, params: BoostParams) -> float:
+    """One row's quantized hessian at the first tree (``p (1 - p) * scale`` at the base margin): what
+    :func:`category_ranks` counts a code's rows in.
+
+    >>> root_row_hessian(np.array([0.0, 1.0]), BoostParams(scale=4))
+    1.0
+    """
+    p = 1.0 / (1.0 + np.exp(-base_margin(labels)))
+    return float(p * (1.0 - p) * params.scale)
 
 
 def reorder(hist: np.ndarray, columns: Sequence[int], ranks: np.ndarray) -> np.ndarray:

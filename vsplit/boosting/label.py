@@ -38,6 +38,7 @@ from vsplit.boosting.gains import (
     histograms,
     quantize,
     reorder,
+    root_row_hessian,
     summed_directly,
     weighted_gradients,
 )
@@ -269,9 +270,9 @@ class LabelBoost:
         """At the first tree's root: renumber its own categorical codes and every partner's by their root cells
         (:func:`~vsplit.boosting.gains.category_ranks`); the partners' histograms of this level are renumbered here,
         the partners get their :class:`~vsplit.boosting.messages.Order` (before any record)."""
-        own_cols = self.categorical
+        own_cols, row = self.categorical, root_row_hessian(self.labels, self.params)
         if own_cols:
-            ranks = category_ranks(own[0], own_cols, self.params)
+            ranks = category_ranks(own[0], own_cols, self.params, row_hessian=row)
             self.ranks = full_ranks(self.codes.shape[1], self.width, dict(zip(own_cols, ranks, strict=True)))
             self.codes = rank_codes(self.codes, self.ranks)
         out = []
@@ -279,7 +280,7 @@ class LabelBoost:
             cols = self._partner_categorical.get(p, ())
             if not cols:
                 continue
-            ranks = category_ranks(self._partner_hist[p][0], cols, self.params)
+            ranks = category_ranks(self._partner_hist[p][0], cols, self.params, row_hessian=row)
             self._partner_hist[p] = reorder(self._partner_hist[p], cols, ranks)
             self.partner_ranks[p] = ranks
             out.append(Outgoing(p, Order(columns=np.array(cols, dtype=np.int32), ranks=ranks)))

@@ -29,6 +29,7 @@ from vsplit.boosting.gains import (
     histograms,
     leaf_values,
     quantize,
+    root_row_hessian,
     weighted_gradients,
 )
 from vsplit.boosting.trees import BoostModel, Split, Tree
@@ -119,7 +120,8 @@ def pooled_ranks(codes: Sequence[np.ndarray], labels: np.ndarray, *, widths: Seq
         >>> import numpy as np
         >>> codes = [np.array([[0], [1], [2], [2]] * 5)]
         >>> labels = np.array([0.0, 1.0, 0.0, 0.0] * 5)
-        >>> pooled_ranks(codes, labels, widths=(4,), params=BoostParams(), categorical=[(0,)])[0].tolist()
+        >>> params = BoostParams(min_category_rows=5)
+        >>> pooled_ranks(codes, labels, widths=(4,), params=params, categorical=[(0,)])[0].tolist()
         [[1, 0, 2, 3]]
     """
     values, _weights = weighted_gradients(np.full(len(labels), base_margin(labels)), np.asarray(labels, np.float64),
@@ -131,7 +133,7 @@ def pooled_ranks(codes: Sequence[np.ndarray], labels: np.ndarray, *, widths: Seq
             out.append(None)
             continue
         root = histograms(party_codes, gh, np.zeros(len(labels), dtype=np.int64), n_nodes=1, width=width)[0]
-        ranks = category_ranks(root, columns, params)
+        ranks = category_ranks(root, columns, params, row_hessian=root_row_hessian(labels, params))
         out.append(full_ranks(party_codes.shape[1], width, dict(zip(columns, ranks, strict=True))))
     return out
 

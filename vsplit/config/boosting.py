@@ -49,7 +49,8 @@ def boosting_checks(config: PartyConfig, *, environ: Mapping[str, str] | None = 
         ("trees", b.trees, 1 <= b.trees <= 10_000), ("max_depth", b.max_depth, 1 <= b.max_depth <= 16),
         ("learning_rate", b.learning_rate, 0 < b.learning_rate <= 1), ("reg_lambda", b.reg_lambda, b.reg_lambda >= 0),
         ("gamma", b.gamma, b.gamma >= 0), ("min_child_weight", b.min_child_weight, b.min_child_weight >= 0),
-        ("max_bins", b.max_bins, 2 <= b.max_bins <= 255), ("min_node_rows", b.min_node_rows, b.min_node_rows >= 1)]
+        ("max_bins", b.max_bins, 2 <= b.max_bins <= 255), ("min_node_rows", b.min_node_rows, b.min_node_rows >= 1),
+        ("min_category_rows", b.min_category_rows, b.min_category_rows >= 1)]
     errors += [f"boosting.{name}: {value!r} is out of range (see docs/boosting.md)" for name, value, ok in ranges
                if not ok]
     if not (0 <= b.goss_top_rate < 1 and 0 <= b.goss_other_rate <= 1 - b.goss_top_rate
@@ -79,4 +80,5 @@ def boost_params(config: PartyConfig) -> Any:
     b = config.boosting
     return BoostParams(trees=b.trees, max_depth=b.max_depth, learning_rate=b.learning_rate, reg_lambda=b.reg_lambda,
                        gamma=b.gamma, min_child_weight=b.min_child_weight, goss_top_rate=b.goss_top_rate,
-                       goss_other_rate=b.goss_other_rate, seed=config.train.seed, order_categories=b.order_categories)
+                       goss_other_rate=b.goss_other_rate, seed=config.train.seed, order_categories=b.order_categories,
+                       min_category_rows=b.min_category_rows)

@@ -427,6 +427,9 @@ class BoostingSection:
     #: tree's root, so one threshold splits the categories by rate; a partner then learns that order of its own
     #: categories, and the label party which partner columns are categorical (docs/boosting.md)
     order_categories: bool = False
+    #: label party, with order_categories: a category of fewer rows keeps its place instead (its rank would tell its
+    #: few customers' labels)
+    min_category_rows: int = 30
 
 
 @dataclass(frozen=True)

@@ -64,6 +64,7 @@ def boost_card(node: Any, result: Any, scored: Any = None, y: np.ndarray | None 
               "max_bins": b.max_bins, "min_node_rows": b.min_node_rows, "scheme": b.scheme, "key_bits": b.key_bits,
               "goss_top_rate": b.goss_top_rate, "goss_other_rate": b.goss_other_rate,
               "early_stopping_rounds": b.early_stopping_rounds, "order_categories": b.order_categories,
+              "min_category_rows": b.min_category_rows,
               "kept_trees": trees["kept"], "seed": t.seed}
     if b.early_stopping_rounds:
         recipe["validation_fraction"] = t.validation_fraction
@@ -90,7 +91,8 @@ def boost_card(node: Any, result: Any, scored: Any = None, y: np.ndarray | None 
             *(["GOSS: a partner learns which rows each tree sampled, the largest gradients among them"]
               if b.goss_top_rate > 0 else []),
             *(["ordered categories: each partner learns the order of its categories by the bank's smoothed label "
-               "rate on the training rows, and the bank which partner columns are categorical"]
+               f"rate on the training rows (a category of fewer than {b.min_category_rows} rows keeps its place), and "
+               "the bank which partner columns are categorical"]
               if b.order_categories else []),
             "no label, gradient or hessian crosses in the clear; see docs/boosting.md (what each party learns)"]},
         "limits": list(LIMITS),
