@@ -64,6 +64,21 @@ def log_loss(labels: np.ndarray, margins: np.ndarray) -> float:
     return float(np.mean(np.logaddexp(0.0, margins) - labels * margins))
 
 
+class HeldCodes:
+    """The held-out rows' codes as binned, and as a training machine's codes are: renumbered once, when the machine
+    has ordered its categories (``machine.ranks``)."""
+
+    def __init__(self, codes: np.ndarray) -> None:
+        self.codes, self._ranked = codes, None
+
+    def like(self, machine: Any) -> np.ndarray:
+        if machine.ranks is None:
+            return self.codes
+        if self._ranked is None:
+            self._ranked = rank_codes(self.codes, machine.ranks)
+        return self._ranked
+
+
 class StoppingLabel:
     """The label party's training machine ``machine`` (:class:`~vsplit.boosting.LabelBoost`), stopped early on the
     held-out rows (``own_codes`` as binned, renumbered as the machine's once it ordered its categories; ``labels``)
@@ -79,6 +94,7 @@ class StoppingLabel:
         self._bits: dict[int, np.ndarray] = {}  # per partner: the held-out rows' bits of its records asked so far
         self._waiting: set[str] = set()
         self._scored = len(machine.trees)
+        self._held_codes = HeldCodes(self.own_codes)
         self.done = False
         self.result: BoostModel | None = None
 
@@ -133,7 +149,7 @@ class StoppingLabel:
             self._margin = np.full(len(self.labels), float(m.base))
         for tree in m.trees[len(self.losses):]:  # each tree's part of the held-out margins, computed once
             self._margin = self._margin + BoostModel(trees=(tree,), base=0.0, widths=widths).margins(
-                own_codes=rank_codes(self.own_codes, m.ranks), decisions=self._bits)
+                own_codes=self._held_codes.like(m), decisions=self._bits)
             self.losses.append(log_loss(self.labels, self._margin))
         stop = first_stop(self.losses, rounds=self.rounds)
         if stop is None and not m.done:
@@ -157,6 +173,7 @@ class StoppingPartner:
 
     def __init__(self, machine: Any, *, codes: np.ndarray) -> None:
         self.machine, self.codes = machine, np.asarray(codes)
+        self._held_codes = HeldCodes(self.codes)
         self._keep: int | None = None
 
     @property
@@ -191,7 +208,7 @@ class StoppingPartner:
             new = m.records[msg.first :]
             model = PartnerModel(columns=new[:, 0], bins=new[:, 1], missing_left=new[:, 2].astype(np.uint8),
                                  width=m.width)
-            return [Outgoing(m.label, Decisions(bits=model.decisions(rank_codes(self.codes, m.ranks))))]
+            return [Outgoing(m.label, Decisions(bits=model.decisions(self._held_codes.like(m))))]
         if isinstance(msg, Keep) and sender == m.label:
             if msg.records > len(m.records):
                 raise ProtocolError(f"early stopping: keep {msg.records} records, this party has {len(m.records)}")

@@ -107,8 +107,6 @@ class LabelBoost:
         #: its own codes' renumbering once the first tree's root ordered the categories (``(columns, width)``);
         #: ``None`` before, or without ``params.order_categories``
         self.ranks: np.ndarray | None = None
-        #: each partner's renumbering, as sent in its :class:`~vsplit.boosting.messages.Order`
-        self.partner_ranks: dict[str, np.ndarray] = {}
         self.trees: list[Tree] = []
         #: seconds of this party's work so far: ``encryption`` (the gradients, packed, encrypted and encoded),
         #: ``decryption`` (a partner's sums read, decrypted and completed), ``histograms`` (its own plaintext sums
@@ -235,9 +233,7 @@ class LabelBoost:
         own = histograms(self.codes, self.gh, slots, n_nodes=len(self.ids), width=self.width)
         ordering: list[Outgoing] = []
         if self.params.order_categories and not self.trees and not self.depth:
-            ordering = self._order(own)
-            if self.ranks is not None:
-                own = histograms(self.codes, self.gh, slots, n_nodes=len(self.ids), width=self.width)
+            own, ordering = self._order(own)
         hists = [own] + [self._partner_hist[p] for p in self.partners]
         totals = self._totals
         self._last_hist, self._last_ids = self._partner_hist, self.ids
@@ -266,15 +262,16 @@ class LabelBoost:
         self._phase, self._waiting = "assigned", {self.partners[party - 1] for party in asks}
         return out
 
-    def _order(self, own: np.ndarray) -> list[Outgoing]:
+    def _order(self, own: np.ndarray) -> tuple[np.ndarray, list[Outgoing]]:
         """At the first tree's root: renumber its own categorical codes and every partner's by their root cells
-        (:func:`~vsplit.boosting.gains.category_ranks`); the partners' histograms of this level are renumbered here,
-        the partners get their :class:`~vsplit.boosting.messages.Order` (before any record)."""
+        (:func:`~vsplit.boosting.gains.category_ranks`), this level's histograms with them; its own renumbered
+        histograms, and each partner's :class:`~vsplit.boosting.messages.Order` (sent before any record)."""
         own_cols, row = self.categorical, root_row_hessian(self.labels, self.params)
         if own_cols:
             ranks = category_ranks(own[0], own_cols, self.params, row_hessian=row)
             self.ranks = full_ranks(self.codes.shape[1], self.width, dict(zip(own_cols, ranks, strict=True)))
             self.codes = rank_codes(self.codes, self.ranks)
+            own = reorder(own, own_cols, ranks)
         out = []
         for p in self.partners:
             cols = self._partner_categorical.get(p, ())
@@ -282,9 +279,8 @@ class LabelBoost:
                 continue
             ranks = category_ranks(self._partner_hist[p][0], cols, self.params, row_hessian=row)
             self._partner_hist[p] = reorder(self._partner_hist[p], cols, ranks)
-            self.partner_ranks[p] = ranks
             out.append(Outgoing(p, Order(columns=np.array(cols, dtype=np.int32), ranks=ranks)))
-        return out
+        return own, out
 
     def _assigned(self, sender: str, msg: Assigned) -> None:
         party = self.partners.index(sender) + 1

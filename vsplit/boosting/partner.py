@@ -162,8 +162,7 @@ class PartnerBoost(AnswersLabel):
         self._packing = dataclasses.replace(planned, slot_bits=msg.slot_bits)
         self._expect = (Gradients, Finish)
         self._ordering = bool(msg.order) and self._tree < 0 and bool(self.categorical)  # a resumed run is ordered
-        flags = np.zeros(self.codes.shape[1] if msg.order else 0, dtype=np.uint8)
-        flags[list(self.categorical) if msg.order else []] = 1
+        flags = np.isin(np.arange(self.codes.shape[1] if msg.order else 0), self.categorical).astype(np.uint8)
         return [Outgoing(self.label, BoostReady(columns=self.codes.shape[1], width=self.width, categorical=flags))]
 
     def _gradients(self, msg: Gradients) -> list[Outgoing]:

@@ -404,5 +404,4 @@ class TreeCheckpoints:
 
 def _saved_ranks(saved: Mapping[str, Any] | None) -> np.ndarray | None:
     """The renumbering of this party's codes a checkpoint kept (``None``: none, or no checkpoint)."""
-    ranks = None if saved is None else saved["bins"].get("ranks")
-    return None if ranks is None else np.asarray(ranks, dtype=np.int32)
+    return None if saved is None else bins_from(saved["bins"]).ranks
