@@ -18,7 +18,18 @@ import pytest
 
 pytest.importorskip("heu")
 
-from _ensemble_support import NAMES, NETWORKS, SETS, TREES, in_memory, predicted, served, train_then_predict, views
+from _ensemble_support import (
+    EXTRA,
+    NAMES,
+    NETWORKS,
+    SETS,
+    TREES,
+    in_memory,
+    predicted,
+    served,
+    train_then_predict,
+    views,
+)
 from _serving_support import ServeProcesses
 
 from vsplit.config import load_config
@@ -52,8 +63,8 @@ def reference(trained):
     return in_memory(trained)
 
 
-def _result(root, party: str) -> dict:
-    return json.loads((root / "runs" / RUN / party / "result.json").read_text())
+def _result(root, party: str, run: str = RUN) -> dict:
+    return json.loads((root / "runs" / run / party / "result.json").read_text())
 
 
 def test_three_processes_over_tls_choose_the_weight_split_ensemble_chooses_in_one_process(trained, reference):
@@ -132,6 +143,23 @@ def test_vsplit_predict_equals_split_ensemble_in_one_process(trained, reference)
     assert (got.loc[got["status"] != "scored", "model"] == "bank_only").all()  # and scored by the bank alone
     if 0 < reference.weight_ < 1:  # the combination is neither part alone
         assert np.abs(scored.to_numpy() - trees[scored.index].to_numpy()).max() > 1e-3
+
+
+def test_three_processes_with_ordered_categories_equal_split_ensemble_in_one_process(tmp_path):
+    """``[boosting] order_categories = true``: the trees' renumbering happens inside the ensemble's run too; the weight
+    and ``vsplit predict``'s probabilities equal ``SplitEnsemble(order_categories=True)`` in one process."""
+    run = "ens-ordered"
+    train_then_predict(tmp_path, run, extra=EXTRA.replace("[boosting]\n", "[boosting]\norder_categories = true\n"))
+    reference = in_memory(tmp_path, order_categories=True)
+    assert _result(tmp_path, "bank", run)["weight"] == reference.weight_
+    state = load_checkpoint(tmp_path / "runs" / run / "shop" / "trees" / "model.npz", run_id=run, party="shop")
+    assert np.array_equal(state["bins"]["ranks"], reference.trees_.bins_["shop"].ranks)
+    _, scored, test, ids = predicted(tmp_path, run)
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore", UserWarning)
+        expected = pd.Series(reference.predict_proba(test)[:, 1], index=ids)
+    assert len(scored) > 100
+    np.testing.assert_allclose(scored.to_numpy(), expected[scored.index].to_numpy(), rtol=0, atol=1e-5)
 
 
 def test_an_ensemble_refuses_resume_before_reaching_any_peer(trained):
