@@ -112,7 +112,7 @@ def test_three_processes_train_a_bag_whose_predictions_equal_split_bag_in_one_pr
 
 
 # -- the same node code in one process, over memory channels ---------------------------------------------------------
-IN_PROCESS = "[train]\nepochs = 1\nbatch_size = 256\npatience = 100\n"
+IN_PROCESS = "[train]\nepochs = 3\nbatch_size = 64\npatience = 100\n"
 #: what a partner may send: the PSI exchange, then in training and scoring only its Ready and embeddings
 PARTNER_SENDS = {"Hello", "Blinded", "Doubled", "Ready", "Activations"}
 
