@@ -9,27 +9,26 @@ Per preset: ``split``, ``centralized``, ``label_party_only`` (SplitClassifier's 
 validator would run (vsplit.baselines: ``hgb``, HistGradientBoosting with its defaults; ``lightgbm`` and ``xgboost``,
 each tuned by 40 Optuna trials on an inner validation split of the training rows; ``catboost``, its defaults
 early-stopped there; all refit on every training row), ``best_pooled`` (per seed the booster with the best TEST AUC:
-the validator's strongest, chosen in hindsight, so a bar the split has to clear rather than a fair pick; ``of``
-counts which booster it was), ``split_ensemble`` (vsplit.ensemble.SplitEnsemble: the split bag and vertical trees,
-both trained on 90 % of the training rows, combined with a weight chosen on the other 10 %, then both refit on every
-training row; the trees' parameters chosen on validation rows by the pooled twin), ``split_trees`` (the ensemble's
-refitted vertical trees alone: SplitBoostClassifier, 2048-bit OU), ``pooled_ensemble`` and ``pooled_trees`` (the same
-ensemble trained in one place, ``mode="centralized"``: equal), each the mean of the seeds' metrics, and ``seeds``:
-every seed's own figures. ``split`` and ``centralized`` are the ensembles' refitted bags: exactly
-``SplitBag(**RECIPE)`` on every training row, what vsplit.evaluation.compare trains (not trained twice). Every
-model trains on the same training rows and is scored on the same test customers every party knows; ``wins``: the
-split's AUC minus the better of ``hgb`` and ``lightgbm`` and minus the bank alone's, the ensemble's minus
-``best_pooled``'s, and the split against the pooled twins. ``--quick`` runs seed 0 only. ``meta`` holds the wall time
-and the machine load.
+the validator's strongest, chosen in hindsight, so a bar the split has to clear rather than a fair pick; ``of`` counts
+which booster it was), ``split_ensemble`` (vsplit.ensemble.SplitEnsemble: the split bag and vertical trees, both
+trained on 90 % of the training rows, combined with a weight chosen on the other 10 %, then both refit on every
+training row; the trees' parameters chosen on validation rows by the pooled twin, whose winning candidate also scores
+the weight's rows: it equals the first-stage split trees, so those are grown once, at the refit), ``split_trees`` (the
+ensemble's refitted vertical trees alone: SplitBoostClassifier, 2048-bit OU), ``pooled_ensemble`` and ``pooled_trees``
+(the same ensemble trained in one place, ``mode="centralized"``: equal), each the mean of the seeds' metrics, and
+``seeds``: every seed's own figures. ``split`` and ``centralized`` are the ensembles' refitted bags: exactly
+``SplitBag(**RECIPE)`` on every training row, what vsplit.evaluation.compare trains (not trained twice). Every model
+trains on the same training rows and is scored on the same test customers every party knows; ``wins``: the split's AUC
+minus the better of ``hgb`` and ``lightgbm`` and minus the bank alone's, the ensemble's minus ``best_pooled``'s, and
+the split against the pooled twins. ``--quick`` runs seed 0 only. ``meta`` holds the wall time and the machine load.
 
-Speed (the whole run fits 30 minutes on 2 cores): every (preset, seed) is one job, ``--jobs`` (default 2) jobs run at
-once in worker processes, and each worker computes with one thread (torch and OpenMP): these networks are small, and
-two threads per process on a shared machine ran ~4x slower than one. The parties align their rows with a plain
-join (``alignment="join"``): the same rows, in the same sorted-ID order, as PSI gives (tests/test_quality_table.py);
-PSI's own cost is measured by benchmarks/psi.py. ``split`` still trains as the parties' machines exchanging messages
-over in-memory channels, and ``centralized`` as the same network in one place, so ``split`` against ``centralized``
-is measured.
-"""
+Speed (the issue's budget is 30 minutes on 2 cores; ``meta.wall_seconds`` says what a run took): every (preset, seed)
+is one job, the longest presets' first, ``--jobs`` (default 2) jobs run at once in worker processes, and each worker
+computes with one thread (torch and OpenMP): these networks are small, and two threads per process on a shared machine
+ran ~4x slower than one. The parties align their rows with a plain join (``alignment="join"``): the same rows, in the
+same sorted-ID order, as PSI gives (tests/test_quality_table.py); PSI's own cost is measured by benchmarks/psi.py.
+``split`` still trains as the parties' machines exchanging messages over in-memory channels, and ``centralized`` as
+the same network in one place, so ``split`` against ``centralized`` is measured. """
 
 from __future__ import annotations
 
@@ -62,6 +61,8 @@ BOOSTERS = ("hgb", "lightgbm", "xgboost", "catboost")
 ENSEMBLES = ("split_ensemble", "split_trees", "pooled_ensemble", "pooled_trees")
 MODELS = (*MODES, *BOOSTERS, "best_pooled", *ENSEMBLES)
 RESULTS = Path(__file__).resolve().parent / "results-quality.json"
+#: a job's length by preset, relative (results-quality-ordered.json: seconds of a seed), to start the longest first
+LENGTH = {"bank_marketing": 4, "bank_marketing_no_duration": 3, "default_credit": 2, "secretflow_bank": 1}
 TITLES = {
     "bank_marketing_no_duration": "`bank_marketing_no_duration` (UCI bank-full without `duration`: `make demo` data)",
     "bank_marketing": "`bank_marketing` (UCI bank-full, 45,211 rows, leaky `duration`)",
@@ -155,8 +156,10 @@ def map_jobs(job: Callable[[Any], Any], todo: list, *, jobs: int) -> list:
 def run_all(presets: list[str], seeds: list[int], recipe: dict | None, *, jobs: int, threads: int,
             order_categories: bool = False) -> dict[str, dict]:
     """:func:`one_seed` of every preset and seed, ``jobs`` at a time in worker processes; per preset and seed."""
-    done = map_jobs(_job, [(name, seed, recipe, threads, order_categories) for name in presets for seed in seeds],
-                    jobs=jobs)
+    todo = [(name, seed, recipe, threads, order_categories) for name in presets for seed in seeds]
+    # the longest jobs first, so the last ones to finish are short: the two workers end together
+    todo.sort(key=lambda job: -LENGTH.get(job[0], 0))
+    done = map_jobs(_job, todo, jobs=jobs)
     results: dict[str, dict] = {name: {} for name in presets}
     for name, seed, out in done:
         results[name][seed] = out

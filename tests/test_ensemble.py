@@ -153,11 +153,35 @@ def test_auto_trees_with_order_categories_order_every_candidate(train, monkeypat
     ens = SplitEnsemble(networks=1, mode="centralized", order_categories=True, **NETWORK)
     with warnings.catch_warnings():
         warnings.simplefilter("ignore", UserWarning)
-        chosen = ens._choose_trees(train)
+        chosen, twin = ens._choose_trees(train)
         twins = [PooledBoostClassifier(**ens._shared(), **fixed, **c, order_categories=True).fit(train) for c in grid]
-        unordered = SplitEnsemble(networks=1, **NETWORK)._choose_trees(train)
+        unordered, _ = SplitEnsemble(networks=1, **NETWORK)._choose_trees(train)
     scores = [max(t.evals_result_["validation"]["auc"]) for t in twins]
     best = int(scores[1] > scores[0])
     assert chosen == {**fixed, **grid[best], "order_categories": True, "n_estimators": twins[best].best_iteration_ + 1}
+    assert len(twin.model_.trees) == chosen["n_estimators"] and twin.max_depth == grid[best]["max_depth"]
     assert unordered["order_categories"] is False  # off by default
     assert SplitEnsemble(networks=1, order_categories=True, **NETWORK).get_params()["order_categories"] is True
+
+
+def test_auto_trees_score_the_set_aside_rows_with_the_winning_twin_exactly_as_split_trees_grown_there(train,
+                                                                                                     monkeypatch):
+    """With ``trees="auto"`` and ``refit``, the first-stage trees only choose the weight, and the winning pooled
+    candidate stands in for them: the same weight scores, weight, refitted trees and predictions as an ensemble that
+    grows those first-stage trees split with the chosen parameters."""
+    import vsplit.ensemble as module
+
+    monkeypatch.setattr(module, "TREE_GRID", ({"max_depth": 2, "min_child_weight": 1.0},
+                                              {"max_depth": 3, "min_child_weight": 1.0}))
+    monkeypatch.setattr(module, "TREE_FIXED", {**module.TREE_FIXED, "n_estimators": 12, "early_stopping_rounds": 3})
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore", UserWarning)
+        auto = SplitEnsemble(networks=1, mode="split", order_categories=True, **{**NETWORK, "epochs": 1}).fit(train)
+        grown = SplitEnsemble(networks=1, mode="split", trees=auto.trees_params_,
+                              **{**NETWORK, "epochs": 1}).fit(train)
+    assert grown.weight_scores_ == pytest.approx(auto.weight_scores_, abs=1e-9) and grown.weight_ == auto.weight_
+    assert grown.refit_trees_params_ == auto.refit_trees_params_
+    for mine, theirs in zip(auto.trees_.model_.trees, grown.trees_.model_.trees, strict=True):
+        assert {n: s.key() for n, s in mine.splits.items()} == {n: s.key() for n, s in theirs.splits.items()}
+    test = _views(rows=200, seed=11, start=20_000)
+    np.testing.assert_allclose(auto.predict_proba(test), grown.predict_proba(test), atol=1e-9)

@@ -11,10 +11,12 @@ chosen on rows of ``views`` only: the test rows are never seen (tests/test_ensem
 ``trees="auto"`` first chooses the trees' parameters on validation rows of the training part: each candidate of
 :data:`TREE_GRID` is boosted by the pooled twin (:class:`~vsplit.pooled_trees.PooledBoostClassifier`, equal to the
 split trees and fast, in plaintext), early-stopped on its own validation rows (the rows the split trees then hold out
-too), and the best validation AUC wins; the split trees then grow exactly the kept number of trees. Nothing crosses
-the cut for the search but the labels' owner's own work: the pooled twin is a training-time shortcut *of the label
-party's choice of settings*, so it needs every party's columns in one place and is for notebooks and benchmarks;
-between organizations, name the trees' parameters (``[boosting]`` of the party config).
+too), and the best validation AUC wins; the split trees then grow exactly the kept number of trees. With ``refit``
+those first-stage trees only score the set-aside rows, and the winning candidate *is* them (the same rows, validation
+rows and seeds; tests/test_ensemble.py), so it scores them and the split trees are grown once, at the refit.
+Nothing crosses the cut for the search but the labels' owner's own work: the pooled twin is a training-time shortcut
+*of the label party's choice of settings*, so it needs every party's columns in one place and is for notebooks and
+benchmarks; between organizations, name the trees' parameters (``[boosting]`` of the party config).
 
 ``refit=True`` (default) then trains both parts again on *every* row of ``views`` (the bag exactly as
 ``SplitBag(networks, **params).fit(views)``, the trees with their chosen parameters and no rows held out, the kept
@@ -159,10 +161,17 @@ class SplitEnsemble:
         fit_views, held = self.set_aside(views)
         self.bag_ = SplitBag(networks=self.networks, **{**self.params, "mode": self.mode}).fit(fit_views)
         nets_done = time.perf_counter()
-        self.trees_params_ = self._choose_trees(fit_views) if self.trees == "auto" else \
-            {"order_categories": self.order_categories, **self.trees}
         tree_class = SplitBoostClassifier if self.mode == "split" else PooledBoostClassifier
-        self.trees_ = tree_class(**shared, **self.trees_params_).fit(fit_views)
+        if self.trees == "auto":
+            self.trees_params_, twin = self._choose_trees(fit_views)
+        else:
+            self.trees_params_, twin = {"order_categories": self.order_categories, **self.trees}, None
+        if twin is not None and self.refit:
+            # the first-stage trees only score the set-aside rows, and the winning candidate IS them (the same rows,
+            # validation rows and seeds: equal trees, tests/test_ensemble.py); the refit grows the kept trees split
+            self.trees_ = twin
+        else:
+            self.trees_ = tree_class(**shared, **self.trees_params_).fit(fit_views)
         self.classes_ = self.trees_.classes_
         y, nets, trees, known = self._parts(held)
         self.weight_, self.weight_scores_ = choose_weight(y[known], nets[known], trees[known])
@@ -207,17 +216,18 @@ class SplitEnsemble:
         params.update(n_estimators=max(1, round(len(self.trees_.model_.trees) / rows)), early_stopping_rounds=None)
         return params
 
-    def _choose_trees(self, views: Mapping[str, pd.DataFrame]) -> dict[str, Any]:
-        """The best of :data:`TREE_GRID` by the pooled twin's validation AUC, with its kept number of trees."""
-        best: tuple[float, dict[str, Any]] | None = None
+    def _choose_trees(self, views: Mapping[str, pd.DataFrame]) -> tuple[dict[str, Any], PooledBoostClassifier]:
+        """The best of :data:`TREE_GRID` by the pooled twin's validation AUC, with its kept number of trees, and that
+        twin (its kept trees are the ones the split trees grow with these parameters on ``views``)."""
+        best: tuple[float, dict[str, Any], PooledBoostClassifier] | None = None
         for candidate in ({**c, "order_categories": self.order_categories} for c in TREE_GRID):
             twin = PooledBoostClassifier(**self._shared(), **TREE_FIXED, **candidate).fit(views)
             auc = max(twin.evals_result_["validation"]["auc"])
             if best is None or auc > best[0]:
                 # the same validation rows and early stopping: the split trees keep exactly these trees
-                best = (auc, {**TREE_FIXED, **candidate, "n_estimators": twin.best_iteration_ + 1})
+                best = (auc, {**TREE_FIXED, **candidate, "n_estimators": twin.best_iteration_ + 1}, twin)
         assert best is not None
-        return best[1]
+        return best[1], best[2]
 
     # -- scoring ----------------------------------------------------------------------------------------------------
     def _parts(self, views: Mapping[str, pd.DataFrame]) -> tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray]:
