@@ -11,7 +11,12 @@ every rule below picks a weight from the set-aside rows alone; ``rules`` holds e
 
 * ``best``: the ensemble's own rule (:func:`vsplit.ensemble.choose_weight`: the best AUC on the set-aside rows);
 * ``half``: 0.5 whatever the rows say; ``networks``: 1.0 (the bag alone);
-* ``log_loss``: the weight of the best log loss there.
+* ``log_loss``: the weight of the best log loss there;
+* ``one_se``: the weight nearest 0.5 whose AUC there is within one standard error of the best weight's (the
+  standard error of the difference, from 200 paired bootstrap resamples of the set-aside rows): keep the equal blend
+  unless the rows show it worse.
+
+``--order-categories``: the trees order categories (SplitEnsemble's option).
 
 ``oracle`` is the weight with the best TEST AUC, chosen in hindsight: no rule can do better with these two parts, so
 ``oracle_over_networks`` bounds what combining them can add to the bag. ``summary``: per rule, the mean and the
@@ -32,7 +37,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parent))
 from quality import DEFAULT_PRESETS, RECIPE, RUN, map_jobs, single_threaded
 
 RESULTS = Path(__file__).resolve().parent / "results-ensemble-weights.json"
-RULES = ("best", "half", "networks", "log_loss")
+RULES = ("best", "half", "networks", "log_loss", "one_se")
 
 
 def weights_of(y, networks, trees) -> dict[str, float]:
@@ -44,11 +49,30 @@ def weights_of(y, networks, trees) -> dict[str, float]:
 
     losses = {w: log_loss(y, 1 / (1 + np.exp(-(w * networks + (1 - w) * trees))), labels=[0, 1]) for w in WEIGHTS}
     return {"best": choose_weight(y, networks, trees)[0], "half": 0.5, "networks": 1.0,
-            "log_loss": min(losses, key=lambda w: (losses[w], -w))}
+            "log_loss": min(losses, key=lambda w: (losses[w], -w)), "one_se": one_se(y, networks, trees)}
 
 
-def one_seed(name: str, seed: int) -> dict:
-    """The first stage of the ensemble on preset ``name`` with ``seed``, and every rule's weight and test AUC."""
+def one_se(y, networks, trees, *, resamples: int = 200, seed: int = 0) -> float:
+    """The weight nearest 0.5 whose AUC on the set-aside rows is within one standard error (paired bootstrap of the
+    rows) of the best weight's."""
+    import numpy as np
+    from sklearn.metrics import roc_auc_score
+
+    from vsplit.ensemble import WEIGHTS
+
+    y = np.asarray(y)
+    scores = {w: w * networks + (1 - w) * trees for w in WEIGHTS}
+    auc = {w: roc_auc_score(y, s) for w, s in scores.items()}
+    best = max(auc, key=lambda w: (round(auc[w], 12), -abs(w - 0.5)))
+    counts = np.random.default_rng(seed).multinomial(len(y), np.full(len(y), 1 / len(y)), size=resamples)
+    boot = {w: np.array([roc_auc_score(y, s, sample_weight=c) for c in counts]) for w, s in scores.items()}
+    close = [w for w in WEIGHTS if auc[best] - auc[w] <= np.std(boot[best] - boot[w], ddof=1)]
+    return min(close, key=lambda w: (abs(w - 0.5), -auc[w]))
+
+
+def one_seed(name: str, seed: int, order_categories: bool = False) -> dict:
+    """The first stage of the ensemble on preset ``name`` with ``seed`` (``order_categories``: the trees'), and every
+    rule's weight and test AUC."""
     from sklearn.metrics import roc_auc_score
 
     from vsplit.datasets import preset
@@ -62,7 +86,7 @@ def one_seed(name: str, seed: int) -> dict:
     keys = {"label_party": data.label_party, "label": data.label, "id_column": data.id_column,
             "positive_label": data.positive_label, "random_state": seed, **RUN}
     ens = SplitEnsemble(networks=int(network.pop("networks")), trees="auto", mode="centralized", refit=False,
-                        **keys, **network).fit(data.train)
+                        order_categories=order_categories, **keys, **network).fit(data.train)
     _, held = ens.set_aside(data.train)  # the rows the ensemble chose its weight on
     y, nets, trees, known = ens._parts(held)
     chosen = weights_of(y[known], nets[known], trees[known])
@@ -80,10 +104,10 @@ def one_seed(name: str, seed: int) -> dict:
             "seconds": round(time.perf_counter() - started, 1)}
 
 
-def _job(job: tuple[str, int]) -> tuple[str, int, dict]:
+def _job(job: tuple[str, int, bool]) -> tuple[str, int, dict]:
     single_threaded(1)
-    name, seed = job
-    out = one_seed(name, seed)
+    name, seed, order = job
+    out = one_seed(name, seed, order)
     print(f"{name} seed {seed}: " + json.dumps(out), file=sys.stderr, flush=True)
     return name, seed, out
 
@@ -105,6 +129,7 @@ def main() -> int:
     parser.add_argument("--seeds", type=int, nargs="+", default=[0, 1, 2])
     parser.add_argument("--presets", nargs="+", default=DEFAULT_PRESETS)
     parser.add_argument("--jobs", type=int, default=2)
+    parser.add_argument("--order-categories", action="store_true", help="the trees order categories by rate")
     parser.add_argument("--out", type=Path, default=None, help=f"also write the JSON here (e.g. {RESULTS.name})")
     parser.add_argument("--summarise", type=Path, default=None, metavar="JSON",
                         help="recompute the summary of a saved run's JSON in place (no training)")
@@ -120,12 +145,14 @@ def main() -> int:
 
     load_before = list(os.getloadavg())
     started = time.perf_counter()
-    done = map_jobs(_job, [(p, s) for p in args.presets for s in args.seeds], jobs=args.jobs)
+    done = map_jobs(_job, [(p, s, args.order_categories) for p in args.presets for s in args.seeds],
+                    jobs=args.jobs)
     results: dict[str, dict[int, dict]] = {p: {} for p in args.presets}
     for name, seed, out in done:
         results[name][seed] = out
     report = {**results, "summary": summarise(results),
-              "meta": {"seeds": args.seeds, "jobs": args.jobs, "wall_seconds": round(time.perf_counter() - started, 1),
+              "meta": {"seeds": args.seeds, "jobs": args.jobs, "order_categories": args.order_categories,
+                       "wall_seconds": round(time.perf_counter() - started, 1),
                        "load_before": [round(v, 2) for v in load_before],
                        "load_after": [round(v, 2) for v in os.getloadavg()]}}
     text = json.dumps(report, indent=2)

@@ -185,3 +185,12 @@ def test_auto_trees_score_the_set_aside_rows_with_the_winning_twin_exactly_as_sp
         assert {n: s.key() for n, s in mine.splits.items()} == {n: s.key() for n, s in theirs.splits.items()}
     test = _views(rows=200, seed=11, start=20_000)
     np.testing.assert_allclose(auto.predict_proba(test), grown.predict_proba(test), atol=1e-9)
+
+
+def test_the_one_se_weight_rule_is_the_same_split_and_in_one_place(split, train):
+    """``weight_rule="one_se"``: the split ensemble and its pooled twin keep the same weight (the bootstrap is seeded
+    by ``random_state``), and the rule sees the same set-aside scores as ``"best"``."""
+    split_se, pooled_se = (_fit(train, mode=mode, weight_rule="one_se") for mode in ("split", "centralized"))
+    assert split_se.weight_ == pooled_se.weight_
+    assert split_se.weight_scores_ == pytest.approx(split.weight_scores_, abs=1e-12)
+    assert split_se.get_params()["weight_rule"] == "one_se"

@@ -7,8 +7,8 @@ modules by name.
 
 1. foundations, which import nothing of vsplit: the error tree (``vsplit.errors``), lazy package attributes
    (``vsplit.lazy``), atomic writes (``vsplit.atomic``), metrics (``vsplit.metrics``), strict JSON
-   (``vsplit.strict_json``), damage-checked array files (``vsplit.npy_files``) and the package version
-   (``vsplit.version``).
+   (``vsplit.strict_json``), damage-checked array files (``vsplit.npy_files``), the package version
+   (``vsplit.version``) and the bootstrap behind an ensemble's weight rule (``vsplit.weight_rules``).
 2. topology: a split as pure data (no torch); every layer above reads it.
 3. blocks: what a party is built from, on topology and the foundations only: torch modules (``models``), its tables and
    ID files (``data``), the bundled data (``datasets``), run reports (``report``), the cut planner (``plan``) and the
@@ -70,7 +70,7 @@ ROOTS = {"vsplit": REPO / "vsplit", "vsplit.datasets": REPO / "datasets"}
 #: The layer contract, lowest first: (name, entries). See the module docstring for the reasons.
 LAYERS: tuple[tuple[str, tuple[str, ...]], ...] = (
     ("foundations", ("vsplit.errors", "vsplit.lazy", "vsplit.atomic", "vsplit.metrics", "vsplit.strict_json",
-                     "vsplit.npy_files", "vsplit.version")),
+                     "vsplit.npy_files", "vsplit.version", "vsplit.weight_rules")),
     ("topology", ("vsplit.topology",)),
     ("blocks", ("vsplit.models", "vsplit.data", "vsplit.datasets", "vsplit.report", "vsplit.plan",
                 "vsplit.monitor")),

@@ -56,10 +56,13 @@ from vsplit.errors import ConfigError
 from vsplit.models.seeds import derive_seed
 from vsplit.pooled_trees import PooledBoostClassifier
 
-__all__ = ["TREE_GRID", "WEIGHTS", "SplitEnsemble", "choose_weight", "log_odds", "weighted_explanation"]
+__all__ = ["TREE_GRID", "WEIGHTS", "WEIGHT_RULES", "SplitEnsemble", "choose_weight", "log_odds",
+           "weighted_explanation"]
 
 #: the network's weight candidates (the trees get ``1 - w``)
 WEIGHTS = tuple(round(0.05 * k, 2) for k in range(21))
+#: how the weight is chosen on the set-aside rows (:func:`choose_weight`)
+WEIGHT_RULES = ("best", "one_se")
 #: ``trees="auto"``: the candidates (with :data:`TREE_FIXED`), each early-stopped on validation rows
 TREE_GRID = ({"max_depth": 4, "min_child_weight": 1.0}, {"max_depth": 6, "min_child_weight": 1.0},
              {"max_depth": 4, "min_child_weight": 10.0}, {"max_depth": 6, "min_child_weight": 10.0})
@@ -68,6 +71,12 @@ TREE_FIXED = {"learning_rate": 0.1, "n_estimators": 200, "early_stopping_rounds"
               "validation_fraction": 0.1}
 #: parameters the networks and the trees share (taken from the networks' parameters)
 SHARED = ("label_party", "label", "id_column", "positive_label", "alignment", "random_state")
+
+
+def weight_seed(random_state: int) -> int:
+    """The seed of the ``"one_se"`` rule's bootstrap, from the run's ``random_state`` (the estimator's and a label
+    party's alike)."""
+    return derive_seed(int(random_state), "ensemble", "weight rule") % 2**31
 
 
 def log_odds(p: np.ndarray) -> np.ndarray:
@@ -81,10 +90,12 @@ def log_odds(p: np.ndarray) -> np.ndarray:
     return np.log(p) - np.log1p(-p)
 
 
-def choose_weight(y: np.ndarray, networks: np.ndarray, trees: np.ndarray,
-                  weights: tuple[float, ...] = WEIGHTS) -> tuple[float, dict[float, float]]:
-    """The weight of ``weights`` whose combination ``w * networks + (1 - w) * trees`` (log-odds) has the best AUC
-    on ``y``; ties go to the weight nearest 0.5. Returns it and every weight's AUC.
+def choose_weight(y: np.ndarray, networks: np.ndarray, trees: np.ndarray, weights: tuple[float, ...] = WEIGHTS,
+                  *, rule: str = "best", seed: int = 0) -> tuple[float, dict[float, float]]:
+    """The weight of ``weights`` for the combination ``w * networks + (1 - w) * trees`` (log-odds) on ``y``, and
+    every weight's AUC there. ``rule``: ``"best"``, the best AUC (ties go to the weight nearest 0.5); ``"one_se"``,
+    the weight nearest 0.5 within one standard error of the best (:func:`vsplit.weight_rules.one_se_weight`, its
+    bootstrap seeded by ``seed``).
 
     Example:
         >>> y = np.array([0, 0, 1, 1]); good = np.array([-1.0, -0.5, 0.5, 1.0])
@@ -93,7 +104,13 @@ def choose_weight(y: np.ndarray, networks: np.ndarray, trees: np.ndarray,
     """
     from sklearn.metrics import roc_auc_score
 
+    if rule not in WEIGHT_RULES:
+        raise ConfigError(f"ensemble weight rule {rule!r}: use one of {', '.join(WEIGHT_RULES)}")
     scores = {float(w): float(roc_auc_score(y, w * networks + (1 - w) * trees)) for w in weights}
+    if rule == "one_se":
+        from vsplit.weight_rules import one_se_weight
+
+        return one_se_weight(y, networks, trees, weights=weights, seed=seed), scores
     best = max(scores, key=lambda w: (round(scores[w], 12), -abs(w - 0.5)))
     return best, scores
 
@@ -106,6 +123,8 @@ class SplitEnsemble:
         trees: :class:`~vsplit.boosting_estimator.SplitBoostClassifier` parameters (the shared ones, :data:`SHARED`,
             come from ``params``), or ``"auto"``: chosen on validation rows (above).
         weight_fraction: the label party's rows set aside to choose the weight, in (0, 1).
+        weight_rule: how the weight is chosen there (:func:`choose_weight`): ``"best"``, the best AUC, or
+            ``"one_se"``, the weight nearest 0.5 within one standard error of it.
         mode: ``"split"`` (default) or ``"centralized"`` (the same ensemble trained in one place).
         refit: after choosing the weight, train both parts again on every row (above).
         order_categories: let the trees order each categorical column's codes by the label party's rate
@@ -126,17 +145,22 @@ class SplitEnsemble:
     """
 
     def __init__(self, *, networks: int = 5, trees: Mapping[str, Any] | str = "auto", weight_fraction: float = 0.1,
-                 mode: str = "split", refit: bool = True, order_categories: bool = False, **params: Any) -> None:
+                 weight_rule: str = "best", mode: str = "split", refit: bool = True, order_categories: bool = False,
+                 **params: Any) -> None:
         if trees != "auto" and not isinstance(trees, Mapping):
             raise ConfigError(f"SplitEnsemble trees must be 'auto' or a dict of SplitBoostClassifier parameters, "
                               f"got {trees!r}")
         if not 0 < weight_fraction < 1:
             raise ConfigError(f"SplitEnsemble weight_fraction must be in (0, 1), got {weight_fraction!r}")
+        if weight_rule not in WEIGHT_RULES:
+            raise ConfigError(f"SplitEnsemble weight_rule must be one of {', '.join(WEIGHT_RULES)}, got "
+                              f"{weight_rule!r}")
         if mode not in ("split", "centralized"):
             raise ConfigError(f"SplitEnsemble mode must be 'split' or 'centralized', got {mode!r}")
         self.networks = networks
         self.trees = trees if trees == "auto" else dict(trees)
         self.weight_fraction = weight_fraction
+        self.weight_rule = weight_rule
         self.mode = mode
         self.refit = refit
         self.order_categories = order_categories
@@ -146,7 +170,8 @@ class SplitEnsemble:
     def get_params(self, deep: bool = True) -> dict[str, Any]:
         """Every constructor parameter (the networks' ones flattened in)."""
         return {"networks": self.networks, "trees": self.trees, "weight_fraction": self.weight_fraction,
-                "mode": self.mode, "refit": self.refit, "order_categories": self.order_categories, **self.params}
+                "weight_rule": self.weight_rule, "mode": self.mode, "refit": self.refit,
+                "order_categories": self.order_categories, **self.params}
 
     def set_params(self, **changes: Any) -> SplitEnsemble:
         """Change parameters (as :meth:`get_params` names them); returns the ensemble."""
@@ -174,7 +199,8 @@ class SplitEnsemble:
             self.trees_ = tree_class(**shared, **self.trees_params_).fit(fit_views)
         self.classes_ = self.trees_.classes_
         y, nets, trees, known = self._parts(held)
-        self.weight_, self.weight_scores_ = choose_weight(y[known], nets[known], trees[known])
+        self.weight_, self.weight_scores_ = choose_weight(y[known], nets[known], trees[known], rule=self.weight_rule,
+                                                          seed=weight_seed(shared["random_state"]))
         combined = self.weight_ * nets[known] + (1 - self.weight_) * trees[known]
         from sklearn.metrics import roc_auc_score
 

@@ -500,6 +500,9 @@ class EnsembleSection:
     weight_fraction: float = 0.1
     #: label party: the networks' candidate weights, the trees getting 1 - w (empty: 0, 0.05, ..., 1)
     weights: tuple[float, ...] = ()
+    #: label party: how the weight is chosen on the set-aside rows: "best" (the best AUC) or "one_se" (the weight
+    #: nearest 0.5 within one standard error of the best; vsplit.weight_rules)
+    weight_rule: str = "best"
     #: every party (the same on all): a fixed weight of the networks in [0, 1] instead; no rows set aside
     weight: float | None = None
     #: every party (the same on all): once the weight is chosen, train both parts again on every row

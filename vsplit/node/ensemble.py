@@ -221,7 +221,7 @@ class EnsembleNode(PartyNode, kinds=("ensemble",)):
         weight of the best AUC there (a partner: ``None``)."""
         from sklearn.metrics import roc_auc_score
 
-        from vsplit.ensemble import choose_weight
+        from vsplit.ensemble import choose_weight, weight_seed
 
         table = held if held is not None else self.trees.table
         scored = yield from self.score_session(table, psi_stage="weight psi", backend=backend,
@@ -230,7 +230,8 @@ class EnsembleNode(PartyNode, kinds=("ensemble",)):
             return None
         assert scored.networks is not None and scored.trees is not None
         y = self.trees._labels(scored.table.iloc[scored.rows])
-        weight, scores = choose_weight(y, scored.networks, scored.trees, weight_grid(self.config))
+        weight, scores = choose_weight(y, scored.networks, scored.trees, weight_grid(self.config),
+                                       rule=self.config.ensemble.weight_rule, seed=weight_seed(self.config.train.seed))
         self.weight_scores = scores
         combined = weight * scored.networks + (1 - weight) * scored.trees
         self.validation_auc = {"networks": float(roc_auc_score(y, scored.networks)),
