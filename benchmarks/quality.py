@@ -1,7 +1,7 @@
 """Test metrics of split training, its baselines and pooled gradient boosting on every preset; prints one JSON object.
 
     python benchmarks/quality.py [--quick] [--seeds 0 1 2] [--presets ...] [--jobs 2] \
-        [--out benchmarks/results-quality.json]
+        [--order-categories] [--weight-rule best|one_se] [--out benchmarks/results-quality.json]
     python benchmarks/quality.py --readme    # the README's quality table, from the saved JSON
     python benchmarks/quality.py --quick --presets default_credit --recipe '{"members": 4}'   # try a recipe
 
@@ -71,9 +71,11 @@ TITLES = {
 }
 
 
-def one_seed(name: str, seed: int, recipe: dict | None = None, *, order_categories: bool = False) -> dict[str, dict]:
+def one_seed(name: str, seed: int, recipe: dict | None = None, *, order_categories: bool = False,
+             weight_rule: str = "best") -> dict[str, dict]:
     """Every model of :data:`MODELS` on preset ``name`` with ``seed`` (``recipe``: the split's, default
-    :data:`RECIPE`; ``order_categories``: the ensembles' trees may order categories, SplitEnsemble's option)."""
+    :data:`RECIPE`; ``order_categories``: the ensembles' trees may order categories, ``weight_rule``: how they choose
+    their weight, SplitEnsemble's options)."""
     from vsplit.baselines import score_boosters
     from vsplit.datasets import preset
     from vsplit.evaluation import compare, shared_test_views
@@ -87,13 +89,13 @@ def one_seed(name: str, seed: int, recipe: dict | None = None, *, order_categori
                               kinds=BOOSTERS))
     best = max(BOOSTERS, key=lambda kind: out[kind]["auc"])  # on the TEST rows: the validator's strongest
     out["best_pooled"] = {**{k: v for k, v in out[best].items() if k != "params"}, "of": best}
-    out.update(ensembles(data, test, seed, recipe, order_categories=order_categories))
+    out.update(ensembles(data, test, seed, recipe, order_categories=order_categories, weight_rule=weight_rule))
     return {m: out[m] for m in MODELS}
 
 
 def ensembles(data: object, test: dict, seed: int, recipe: dict | None, *, trees: object = "auto",
               modes: tuple[tuple[str, str], ...] = (("split", "split"), ("pooled", "centralized")),
-              order_categories: bool = False) -> dict[str, dict]:
+              order_categories: bool = False, weight_rule: str = "best") -> dict[str, dict]:
     """The split ensemble (``trees="auto"``: the trees' parameters chosen on validation rows) and its pooled twin
     with the same trees' parameters (``modes``: (key prefix, SplitEnsemble mode); tests pass small trees)."""
     from vsplit.ensemble import SplitEnsemble
@@ -105,8 +107,8 @@ def ensembles(data: object, test: dict, seed: int, recipe: dict | None, *, trees
     out: dict[str, dict] = {}
     for prefix, mode in modes:
         started = time.perf_counter()
-        ens = SplitEnsemble(networks=networks, trees=trees, mode=mode, order_categories=order_categories, **keys,
-                            **network).fit(data.train)
+        ens = SplitEnsemble(networks=networks, trees=trees, mode=mode, order_categories=order_categories,
+                            weight_rule=weight_rule, **keys, **network).fit(data.train)
         trees = ens.trees_params_  # the pooled twin takes the parameters the split one chose (before any refit)
         seconds = {k: round(v, 2) for k, v in ens.fit_seconds_.items()}
         out[f"{prefix}_ensemble"] = {**ens.evaluate(test), "seconds": round(time.perf_counter() - started, 2),
@@ -134,10 +136,10 @@ def single_threaded(threads: int = 1) -> None:
     torch.optim.Adam([torch.zeros(1, requires_grad=True)])
 
 
-def _job(job: tuple[str, int, dict | None, int, bool]) -> tuple[str, int, dict[str, dict]]:
-    name, seed, recipe, threads, order = job
+def _job(job: tuple[str, int, dict | None, int, bool, str]) -> tuple[str, int, dict[str, dict]]:
+    name, seed, recipe, threads, order, rule = job
     single_threaded(threads)
-    out = one_seed(name, seed, recipe, order_categories=order)
+    out = one_seed(name, seed, recipe, order_categories=order, weight_rule=rule)
     print(f"{name} seed {seed}: " + ", ".join(f"{m} {out[m]['auc']:.4f}" for m in MODELS), file=sys.stderr, flush=True)
     return name, seed, out
 
@@ -154,9 +156,9 @@ def map_jobs(job: Callable[[Any], Any], todo: list, *, jobs: int) -> list:
 
 
 def run_all(presets: list[str], seeds: list[int], recipe: dict | None, *, jobs: int, threads: int,
-            order_categories: bool = False) -> dict[str, dict]:
+            order_categories: bool = False, weight_rule: str = "best") -> dict[str, dict]:
     """:func:`one_seed` of every preset and seed, ``jobs`` at a time in worker processes; per preset and seed."""
-    todo = [(name, seed, recipe, threads, order_categories) for name in presets for seed in seeds]
+    todo = [(name, seed, recipe, threads, order_categories, weight_rule) for name in presets for seed in seeds]
     # the longest jobs first, so the last ones to finish are short: the two workers end together
     todo.sort(key=lambda job: -LENGTH.get(job[0], 0))
     done = map_jobs(_job, todo, jobs=jobs)
@@ -223,6 +225,8 @@ def main() -> int:
                         help="the split's SplitClassifier parameters as JSON (default: RECIPE), to try one")
     parser.add_argument("--order-categories", action="store_true",
                         help="let the ensembles' trees order categories by rate (SplitEnsemble(order_categories=True))")
+    parser.add_argument("--weight-rule", default="best", choices=("best", "one_se"),
+                        help="how the ensembles choose their weight (SplitEnsemble's weight_rule)")
     args = parser.parse_args()
     if args.readme:
         print(readme_table(json.loads(RESULTS.read_text())))
@@ -230,11 +234,11 @@ def main() -> int:
     seeds = [0] if args.quick else args.seeds
     started, load_before = time.perf_counter(), os.getloadavg()
     results = run_all(args.presets, seeds, args.recipe, jobs=args.jobs, threads=args.threads,
-                      order_categories=args.order_categories)
+                      order_categories=args.order_categories, weight_rule=args.weight_rule)
     report: dict = {name: summarise(results[name]) for name in args.presets}
     report["meta"] = {"seeds": seeds, "recipe": RECIPE if args.recipe is None else args.recipe, "run": RUN,
                       "jobs": args.jobs, "threads": args.threads, "order_categories": args.order_categories,
-                      **run_meta(started, load_before)}
+                      "weight_rule": args.weight_rule, **run_meta(started, load_before)}
     emit(report, args.out)
     return 0
 
