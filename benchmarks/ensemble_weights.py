@@ -52,22 +52,12 @@ def weights_of(y, networks, trees) -> dict[str, float]:
             "log_loss": min(losses, key=lambda w: (losses[w], -w)), "one_se": one_se(y, networks, trees)}
 
 
-def one_se(y, networks, trees, *, resamples: int = 200, seed: int = 0) -> float:
-    """The weight nearest 0.5 whose AUC on the set-aside rows is within one standard error (paired bootstrap of the
-    rows) of the best weight's."""
-    import numpy as np
-    from sklearn.metrics import roc_auc_score
-
+def one_se(y, networks, trees) -> float:
+    """The ensemble's ``weight_rule="one_se"`` (:func:`vsplit.weight_rules.one_se_weight`), its bootstrap seeded 0."""
     from vsplit.ensemble import WEIGHTS
+    from vsplit.weight_rules import one_se_weight
 
-    y = np.asarray(y)
-    scores = {w: w * networks + (1 - w) * trees for w in WEIGHTS}
-    auc = {w: roc_auc_score(y, s) for w, s in scores.items()}
-    best = max(auc, key=lambda w: (round(auc[w], 12), -abs(w - 0.5)))
-    counts = np.random.default_rng(seed).multinomial(len(y), np.full(len(y), 1 / len(y)), size=resamples)
-    boot = {w: np.array([roc_auc_score(y, s, sample_weight=c) for c in counts]) for w, s in scores.items()}
-    close = [w for w in WEIGHTS if auc[best] - auc[w] <= np.std(boot[best] - boot[w], ddof=1)]
-    return min(close, key=lambda w: (abs(w - 0.5), -auc[w]))
+    return one_se_weight(y, networks, trees, weights=WEIGHTS, seed=0)
 
 
 def one_seed(name: str, seed: int, order_categories: bool = False) -> dict:
@@ -116,7 +106,7 @@ def summarise(results: dict[str, dict[int, dict]]) -> dict:
     """Per rule (and the oracle), the mean and the smallest test-AUC gain over the bag alone, over every run."""
     runs = [r for per_seed in results.values() for r in per_seed.values()]
     out = {}
-    for rule in (*RULES, "oracle"):
+    for rule in (*[r for r in RULES if all(r in run["rules"] for run in runs)], "oracle"):  # an older run: its rules
         gains = [(r["oracle"] if rule == "oracle" else r["rules"][rule])["auc"] - r["networks_auc"] for r in runs]
         out[rule] = {"mean_over_networks": round(sum(gains) / len(gains), 4), "min_over_networks": round(min(gains), 4),
                      "runs_better": sum(g > 0 for g in gains), "runs_worse": sum(g < 0 for g in gains),

@@ -20,7 +20,7 @@ def test_each_rule_reads_only_the_set_aside_rows(bench):
     # the trees carry the signal, the networks none: the AUC and the log loss both put the weight on the trees
     chosen = bench.weights_of(y, noise, good)
     assert chosen["half"] == 0.5 and chosen["networks"] == 1.0
-    assert chosen["best"] <= 0.2 and chosen["log_loss"] <= 0.2
+    assert chosen["best"] <= 0.2 and chosen["log_loss"] <= 0.2 and chosen["one_se"] <= 0.2
     assert bench.weights_of(y, good, noise)["best"] >= 0.8  # and the other way round
     assert set(chosen) == set(bench.RULES)
 
