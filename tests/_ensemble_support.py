@@ -98,9 +98,10 @@ def views(root: Path, split: str) -> dict[str, pd.DataFrame]:
     return {n: pd.read_parquet(root / n / "data" / f"{split}.parquet") for n in NAMES}
 
 
-def in_memory(root: Path, *, order_categories: bool = False) -> object:
+def in_memory(root: Path, *, order_categories: bool = False, weight_rule: str = "best") -> object:
     """:class:`~vsplit.ensemble.SplitEnsemble` on the same tables, seeds and settings, with one torch thread as the
-    party processes (``order_categories``: the trees' option, as ``[boosting] order_categories``)."""
+    party processes (``order_categories``: the trees' option, as ``[boosting] order_categories``; ``weight_rule``:
+    as ``[ensemble] weight_rule``)."""
     from vsplit.ensemble import SplitEnsemble
 
     trees = {"n_estimators": TREES, "max_depth": DEPTH, "max_bins": BINS, "key_bits": 1024,
@@ -111,7 +112,7 @@ def in_memory(root: Path, *, order_categories: bool = False) -> object:
         with warnings.catch_warnings():
             warnings.simplefilter("ignore", UserWarning)  # customers a partner does not know
             return SplitEnsemble(networks=NETWORKS, trees=trees, weight_fraction=FRACTION, label_party="bank",
-                                 order_categories=order_categories,
+                                 order_categories=order_categories, weight_rule=weight_rule,
                                  label="y", positive_label="yes", random_state=0,
                                  **{**PLAIN, "epochs": EPOCHS}).fit(views(root, "train"))
     finally:

@@ -146,12 +146,22 @@ def test_vsplit_predict_equals_split_ensemble_in_one_process(trained, reference)
 
 
 def test_three_processes_with_ordered_categories_equal_split_ensemble_in_one_process(tmp_path):
-    """``[boosting] order_categories = true``: the trees' renumbering happens inside the ensemble's run too; the weight
-    and ``vsplit predict``'s probabilities equal ``SplitEnsemble(order_categories=True)`` in one process."""
+    """``[boosting] order_categories = true`` and ``[ensemble] weight_rule = "one_se"``: the trees' renumbering
+    happens inside the ensemble's run too, the bank chooses the weight by the one-standard-error rule; the weight and
+    ``vsplit predict``'s probabilities equal ``SplitEnsemble(order_categories=True, weight_rule="one_se")`` in one
+    process."""
     run = "ens-ordered"
-    train_then_predict(tmp_path, run, extra=EXTRA.replace("[boosting]\n", "[boosting]\norder_categories = true\n"))
-    reference = in_memory(tmp_path, order_categories=True)
-    assert _result(tmp_path, "bank", run)["weight"] == reference.weight_
+    extra = EXTRA.replace("[boosting]\n", "[boosting]\norder_categories = true\n").replace(
+        "[ensemble]\n", '[ensemble]\nweight_rule = "one_se"\n')
+    train_then_predict(tmp_path, run, extra=extra)
+    reference = in_memory(tmp_path, order_categories=True, weight_rule="one_se")
+    result = _result(tmp_path, "bank", run)
+    assert result["weight"] == reference.weight_ and result["weight_rule"] == "one_se"
+    report = (tmp_path / "runs" / run / "bank" / "report.md").read_text()
+    assert "rule: the weight nearest 0.5 within one standard error of the best AUC" in report
+    assert [w for w, _ in result["weight_scores"]] == sorted(reference.weight_scores_)
+    np.testing.assert_allclose([a for _, a in result["weight_scores"]],
+                               [reference.weight_scores_[w] for w in sorted(reference.weight_scores_)], atol=1e-6)
     state = load_checkpoint(tmp_path / "runs" / run / "shop" / "trees" / "model.npz", run_id=run, party="shop")
     assert np.array_equal(state["bins"]["ranks"], reference.trees_.bins_["shop"].ranks)
     _, scored, test, ids = predicted(tmp_path, run)

@@ -60,6 +60,8 @@ class EnsembleResult(NodeResult):
     #: there (with the rows scored)
     weight_scores: list[list[float]] = field(default_factory=list)
     validation_auc: dict[str, float] = field(default_factory=dict)
+    #: label party: how the weight was chosen (``ensemble.weight_rule``), or ``"fixed"`` (``ensemble.weight`` set)
+    weight_rule: str | None = None
     trees: int = 0
     #: the networks' partner: "trees" or "scorecard"
     second: str = "trees"
@@ -359,6 +361,7 @@ class EnsembleNode(PartyNode, kinds=("ensemble",)):
             result.weight = self.weight
             result.weight_scores = [[w, a] for w, a in sorted(self.weight_scores.items())]
             result.validation_auc = dict(self.validation_auc)
+            result.weight_rule = "fixed" if e.weight is not None else e.weight_rule
             # networks/fallback.npz: the bank's own model, for the customers a partner does not know (as a network
             # run's); after the session, so that no partner waits for it
             self.nets.bank_only = self.nets.train_fallback()

@@ -30,12 +30,12 @@ import numpy as np
 
 def model_section(*, networks: int, second: str, weight: float | None, weight_scores: list[list[float]],
                   validation_auc: dict[str, float], trees: int, refit: bool,
-                  parts: dict[str, dict[str, float]] | None = None) -> dict[str, Any]:
-    """The report's ``model``: what the ensemble is and how its weight was chosen (``parts``: each part's test
-    metrics, when the label party scored a test table)."""
+                  parts: dict[str, dict[str, float]] | None = None, weight_rule: str | None = None) -> dict[str, Any]:
+    """The report's ``model``: what the ensemble is and how its weight was chosen (``weight_rule``; ``parts``: each
+    part's test metrics, when the label party scored a test table)."""
     out: dict[str, Any] = {"kind": "ensemble", "networks": networks, "second": second, "weight": weight,
-                           "weight_scores": weight_scores, "validation_auc": validation_auc, "trees": trees,
-                           "refit": refit}
+                           "weight_rule": weight_rule, "weight_scores": weight_scores,
+                           "validation_auc": validation_auc, "trees": trees, "refit": refit}
     if parts is not None:
         out["parts"] = parts
     return out
@@ -62,7 +62,8 @@ def write_ensemble_report(node: Any, result: Any, scored: Any, y: np.ndarray | N
         "config_hashes": {node.name: AlignedNode.config_hash(node)}, "topology": node.config.topology.kind,
         "model": model_section(networks=int(node.config.ensemble.networks), second=node.second, weight=result.weight,
                                weight_scores=result.weight_scores, validation_auc=result.validation_auc,
-                               trees=result.trees, refit=result.refit, parts=parts)}
+                               trees=result.trees, refit=result.refit, parts=parts,
+                               weight_rule=result.weight_rule)}
     if not labelled:
         extra = {"metrics": result.test} if result.test else {}
         return write_partner_report(node.folder, {**common, "communication": result.comm, "psi": result.psi,

@@ -103,8 +103,10 @@ def ensemble_lines(model: dict[str, Any], *, alone: bool = False) -> list[str]:
     if scores:
         best = max(scores, key=lambda ws: ws[1])
         then = ", then both parts refitted on every row." if model.get("refit") else "."
+        how = ("the weight nearest 0.5 within one standard error of the best AUC"
+               if model.get("weight_rule") == "one_se" else "the best AUC")
         lines += ["", f"The weight was chosen on rows set aside from training ({len(scores)} candidates; best AUC "
-                      f"there {_number(best[1])}){then}"]
+                      f"there {_number(best[1])}; rule: {how}){then}"]
     parts = model.get("parts") or {}
     if parts:
         lines += ["", "| part alone | " + " | ".join(METRICS) + " |", "| --- | " + " | ".join("---:" for _ in METRICS)
