@@ -53,11 +53,10 @@ def weights_of(y, networks, trees) -> dict[str, float]:
 
 
 def one_se(y, networks, trees) -> float:
-    """The ensemble's ``weight_rule="one_se"`` (:func:`vsplit.weight_rules.one_se_weight`), its bootstrap seeded 0."""
-    from vsplit.ensemble import WEIGHTS
-    from vsplit.weight_rules import one_se_weight
+    """The ensemble's ``weight_rule="one_se"`` (:func:`vsplit.ensemble.choose_weight`), its bootstrap seeded 0."""
+    from vsplit.ensemble import choose_weight
 
-    return one_se_weight(y, networks, trees, weights=WEIGHTS, seed=0)
+    return choose_weight(y, networks, trees, rule="one_se", seed=0)[0]
 
 
 def one_seed(name: str, seed: int, order_categories: bool = False) -> dict:

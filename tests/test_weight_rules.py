@@ -19,6 +19,10 @@ def _parts(rows: int, seed: int, trees_noise: float = 1.0):
     return y, y + rng.normal(size=rows), y + trees_noise * rng.normal(size=rows)
 
 
+def _aucs(y, nets, trees):
+    return {w: roc_auc_score(y, w * nets + (1 - w) * trees) for w in WEIGHTS}
+
+
 def test_bootstrap_aucs_equal_sklearns_weighted_auc_with_ties_and_nan_for_one_class():
     y, nets, _ = _parts(400, 1)
     scores = np.round(nets, 1)  # many ties
@@ -42,8 +46,8 @@ def test_equal_parts_keep_the_equal_blend_where_the_best_auc_wanders_off_it():
 def test_a_useless_part_is_weighted_out_when_the_rows_show_it():
     y, nets, _ = _parts(2000, 3)
     noise = np.random.default_rng(4).normal(size=2000)
-    assert one_se_weight(y, nets, noise, weights=WEIGHTS, seed=0) >= 0.9
-    assert one_se_weight(y, noise, nets, weights=WEIGHTS, seed=0) <= 0.1
+    assert one_se_weight(y, nets, noise, _aucs(y, nets, noise), seed=0) >= 0.9
+    assert one_se_weight(y, noise, nets, _aucs(y, noise, nets), seed=0) <= 0.1
 
 
 def test_the_rule_is_seeded_and_scores_every_weight_as_best_does():

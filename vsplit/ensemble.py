@@ -55,14 +55,13 @@ from vsplit.boosting_estimator import SplitBoostClassifier
 from vsplit.errors import ConfigError
 from vsplit.models.seeds import derive_seed
 from vsplit.pooled_trees import PooledBoostClassifier
+from vsplit.weight_rules import WEIGHT_RULES, best_weight, one_se_weight
 
 __all__ = ["TREE_GRID", "WEIGHTS", "WEIGHT_RULES", "SplitEnsemble", "choose_weight", "log_odds",
            "weighted_explanation"]
 
 #: the network's weight candidates (the trees get ``1 - w``)
 WEIGHTS = tuple(round(0.05 * k, 2) for k in range(21))
-#: how the weight is chosen on the set-aside rows (:func:`choose_weight`)
-WEIGHT_RULES = ("best", "one_se")
 #: ``trees="auto"``: the candidates (with :data:`TREE_FIXED`), each early-stopped on validation rows
 TREE_GRID = ({"max_depth": 4, "min_child_weight": 1.0}, {"max_depth": 6, "min_child_weight": 1.0},
              {"max_depth": 4, "min_child_weight": 10.0}, {"max_depth": 6, "min_child_weight": 10.0})
@@ -108,11 +107,8 @@ def choose_weight(y: np.ndarray, networks: np.ndarray, trees: np.ndarray, weight
         raise ConfigError(f"ensemble weight rule {rule!r}: use one of {', '.join(WEIGHT_RULES)}")
     scores = {float(w): float(roc_auc_score(y, w * networks + (1 - w) * trees)) for w in weights}
     if rule == "one_se":
-        from vsplit.weight_rules import one_se_weight
-
-        return one_se_weight(y, networks, trees, weights=weights, seed=seed), scores
-    best = max(scores, key=lambda w: (round(scores[w], 12), -abs(w - 0.5)))
-    return best, scores
+        return one_se_weight(y, networks, trees, scores, seed=seed), scores
+    return best_weight(scores), scores
 
 
 class SplitEnsemble:

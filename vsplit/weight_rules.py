@@ -12,21 +12,37 @@ counted one half, as :func:`sklearn.metrics.roc_auc_score` with ``sample_weight`
 
 Example:
     >>> import numpy as np
+    >>> from sklearn.metrics import roc_auc_score
     >>> rng = np.random.default_rng(0)
     >>> y = rng.integers(0, 2, 300); a = y + rng.normal(size=300); b = y + rng.normal(size=300)
-    >>> one_se_weight(y, a, b, weights=(0.0, 0.25, 0.5, 0.75, 1.0), seed=0)  # two parts as good: the blend
+    >>> grid = (0.0, 0.25, 0.5, 0.75, 1.0)
+    >>> one_se_weight(y, a, b, {w: roc_auc_score(y, w * a + (1 - w) * b) for w in grid}, seed=0)  # as good: the blend
     0.5
-    >>> one_se_weight(y, a, rng.normal(size=300), weights=(0.0, 0.5, 1.0), seed=0)  # useless trees: off 0.5
+    >>> noise = rng.normal(size=300)
+    >>> one_se_weight(y, a, noise, {w: roc_auc_score(y, w * a + (1 - w) * noise) for w in grid}, seed=0)  # useless
     1.0
 """
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Mapping
 
 import numpy as np
 
-__all__ = ["bootstrap_aucs", "one_se_weight", "resample_counts"]
+__all__ = ["WEIGHT_RULES", "best_weight", "bootstrap_aucs", "one_se_weight", "resample_counts"]
+
+#: how an ensemble's weight is chosen on the set-aside rows (:func:`vsplit.ensemble.choose_weight`)
+WEIGHT_RULES = ("best", "one_se")
+
+
+def best_weight(aucs: Mapping[float, float]) -> float:
+    """The weight of the best AUC in ``aucs`` (weight -> AUC); ties go to the weight nearest 0.5.
+
+    Example:
+        >>> best_weight({0.25: 0.8, 0.5: 0.8, 1.0: 0.7})
+        0.5
+    """
+    return max(aucs, key=lambda w: (round(aucs[w], 12), -abs(w - 0.5)))
 
 
 def resample_counts(rows: int, resamples: int, *, seed: int) -> np.ndarray:
@@ -60,17 +76,14 @@ def bootstrap_aucs(y: np.ndarray, scores: np.ndarray, counts: np.ndarray) -> np.
         return np.where(total > 0, wins / total, np.nan)
 
 
-def one_se_weight(y: np.ndarray, networks: np.ndarray, trees: np.ndarray, *, weights: Sequence[float],
+def one_se_weight(y: np.ndarray, networks: np.ndarray, trees: np.ndarray, aucs: Mapping[float, float], *,
                   resamples: int = 200, seed: int = 0) -> float:
-    """The weight of ``weights`` nearest 0.5 whose combination ``w * networks + (1 - w) * trees`` has an AUC on ``y``
+    """The weight of ``aucs`` (weight -> AUC of ``w * networks + (1 - w) * trees`` on ``y``) nearest 0.5 whose AUC is
     within one standard error of the best weight's (paired bootstrap of the rows, ``resamples`` seeded by ``seed``);
     ties go to the better AUC."""
-    from sklearn.metrics import roc_auc_score
-
-    combos = {float(w): w * np.asarray(networks) + (1 - w) * np.asarray(trees) for w in weights}
-    auc = {w: float(roc_auc_score(y, s)) for w, s in combos.items()}
-    best = max(auc, key=lambda w: (round(auc[w], 12), -abs(w - 0.5)))
+    best = best_weight(aucs)
     counts = resample_counts(len(y), resamples, seed=seed)
-    boot = {w: bootstrap_aucs(y, s, counts) for w, s in combos.items()}
-    close = [w for w in auc if auc[best] - auc[w] <= np.nanstd(boot[best] - boot[w], ddof=1)]
-    return min(close, key=lambda w: (abs(w - 0.5), -auc[w]))
+    networks, trees = np.asarray(networks), np.asarray(trees)
+    boot = {w: bootstrap_aucs(y, w * networks + (1 - w) * trees, counts) for w in aucs}
+    close = [w for w in aucs if aucs[best] - aucs[w] <= np.nanstd(boot[best] - boot[w], ddof=1)]
+    return min(close, key=lambda w: (abs(w - 0.5), -aucs[w]))

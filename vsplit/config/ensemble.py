@@ -24,6 +24,7 @@ import dataclasses
 import math
 
 from vsplit.config.schema import PartyConfig
+from vsplit.weight_rules import WEIGHT_RULES
 
 #: ``ensemble.second``: the part the networks are combined with, and the model kind its node runs
 SECONDS = {"trees": "boosting", "scorecard": "scorecard"}
@@ -45,7 +46,7 @@ def ensemble_checks(config: PartyConfig) -> list[str]:
     if any(not (math.isfinite(w) and 0 <= w <= 1) for w in e.weights):
         errors.append(f"ensemble.weights: {list(e.weights)}; each weight of the networks is in [0, 1] (the trees get "
                       "1 - w), e.g. [0.25, 0.5, 0.75]")
-    if e.weight_rule not in ("best", "one_se"):
+    if e.weight_rule not in WEIGHT_RULES:
         errors.append(f"ensemble.weight_rule: {e.weight_rule!r}; use \"best\" (the best AUC on the set-aside rows) "
                       "or \"one_se\" (the weight nearest 0.5 within one standard error of it)")
     if e.weight is not None and not (math.isfinite(e.weight) and 0 <= e.weight <= 1):
