@@ -86,3 +86,15 @@ def batch_predict(root: Path, run_id: str) -> pd.DataFrame:
     paths = _in_threads({p: (lambda p=p: nodes[p].predict(resolve(configs[p], "data/test.parquet"),
                                                           channels=channels[p])) for p in COLUMNS})
     return pd.read_csv(paths["bank"], dtype={"customer_id": str})
+
+
+def explain_batch(root: Path, run_id: str, *, job: str = "batch") -> Path:
+    """``vsplit explain`` of every party's test table (the parties' nodes in threads over memory channels); the
+    bank's job folder (explanations.csv, reasons.json); needs :func:`small_keys`."""
+    from vsplit.explain.process import explain_party
+
+    configs = {p: load_config(root / p / "party.toml", overrides=[f"output.run_id={run_id}"]) for p in COLUMNS}
+    channels = _channels()
+    paths = _in_threads({p: (lambda p=p: explain_party(configs[p], resolve(configs[p], "data/test.parquet"),
+                                                       job=job, channels=channels[p])) for p in COLUMNS})
+    return Path(paths["bank"]).parent

@@ -198,3 +198,23 @@ class ServeProcesses:
         for proc in self.procs.values():
             proc.kill()
             proc.wait(timeout=10)
+
+
+def explain_reasons(config_path: Path, table: pd.DataFrame, k: int) -> dict[str, dict]:
+    """``vsplit explain``'s reason codes (``k`` at most) of every applicant in its explanations.csv ``table``,
+    declined or not, by applicant ID: what ``/v1/score`` must answer with ``"reasons": k``."""
+    from vsplit.explain.explanation import GROUP_PREFIX, Explanation
+    from vsplit.explain.reasons import reason_codes, reasons_json
+
+    config = load_config(config_path)
+    table = table.set_index("customer_id")
+    groups = [c for c in table.columns if c.startswith(GROUP_PREFIX)]
+    own = [c for c in table.columns if c not in {*groups, "score", "baseline_score", "probability",
+                                                 "baseline_probability"}]
+    explanation = Explanation(label_party="bank", ids=list(table.index), score=table["score"].to_numpy(),
+                              baseline_score=table["baseline_score"].to_numpy(), features=table[own],
+                              groups=table[groups].rename(columns=lambda c: c[len(GROUP_PREFIX):]))
+    ex = config.explain
+    codes = reason_codes(explanation, n=k, texts=ex.texts, decline_when=ex.decline_when, threshold=ex.threshold,
+                         declined_only=False)
+    return {r["id"]: r for r in reasons_json(codes)}

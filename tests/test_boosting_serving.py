@@ -20,10 +20,10 @@ import pytest
 
 pytest.importorskip("heu")
 
-from _boosting_support import batch_predict, small_keys, train_boosting
+from _boosting_support import batch_predict, explain_batch, small_keys, train_boosting
 from _leaks import leaks
 from _pilot_support import free_port
-from _serving_support import ServeProcesses, close_joined, joined_in_memory
+from _serving_support import ServeProcesses, close_joined, explain_reasons, joined_in_memory
 
 from vsplit.config import load_config
 from vsplit.transport.codec import decode
@@ -38,11 +38,14 @@ def run(tmp_path_factory) -> dict:
     with small_keys():
         train_boosting(root, RUN)
         batch = batch_predict(root, RUN)
+        explained = explain_batch(root, RUN)
     test = pd.read_parquet(root / "bank" / "data" / "test.parquet")
     test["customer_id"] = test["customer_id"].astype(str)
     for p in PARTNERS:  # each partner serves its table of the customers the bank will score
         pd.read_parquet(root / p / "data" / "test.parquet").to_parquet(root / p / "data" / "serve.parquet")
-    return {"root": root, "test": test, "batch": batch}
+    table = pd.read_csv(explained / "explanations.csv", dtype={"customer_id": str})
+    return {"root": root, "test": test, "batch": batch, "explained": table,
+            "declined": {r["id"]: r for r in json.loads((explained / "reasons.json").read_text())}}
 
 
 @pytest.fixture(autouse=True)
@@ -77,6 +80,29 @@ def _check_equal(served: pd.DataFrame, batch: pd.DataFrame) -> None:
     rest = both[~scored]
     assert rest["score"].isna().all() and rest["model_x"].isna().all() and rest["fallback"].all()
     assert all(isinstance(u, list) and u for u in rest["unknown_to"])
+
+
+def _check_reasons(client: httpx.Client, rows: list[dict], run: dict, k: int = 2) -> None:
+    """Reason codes on ``/v1/score``: every scored applicant's are ``vsplit explain``'s of it (path attribution from
+    the decision bits that scored it), declined or not; an applicant without a score has none; the answer is
+    otherwise the plain one."""
+    expected = explain_reasons(run["root"] / "bank" / "party.toml", run["explained"], k)
+    asked = client.post("/v1/score:batch", json={"rows": rows[:200], "reasons": k})
+    plain = client.post("/v1/score:batch", json={"rows": rows[:200]})
+    assert asked.status_code == 200 and plain.status_code == 200, asked.text
+    scored = [a for a in asked.json()["results"] if a["model"] == "split"]
+    assert len(scored) > 100 and {a["id"] for a in scored} <= set(expected)
+    for answer in scored:
+        want = expected[answer["id"]]["reasons"]
+        assert [(r["code"], r["text"]) for r in answer["reasons"]] == [(r["code"], r["text"]) for r in want]
+        np.testing.assert_allclose([r["contribution"] for r in answer["reasons"]],
+                                   [r["contribution"] for r in want], rtol=0, atol=1e-9)
+        assert answer["declined"] == (answer["id"] in run["declined"])  # reasons.json: the declined ones
+    assert sum(len(a["reasons"]) == k for a in scored) > 50
+    assert {c["code"] for a in scored for c in a["reasons"]} & {"party:shop", "party:telco"}
+    for before, after in zip(plain.json()["results"], asked.json()["results"], strict=True):
+        assert {key: v for key, v in after.items() if key not in ("reasons", "declined")} == before
+        assert ("reasons" in after) == (after["model"] == "split")
 
 
 class Parties(ServeProcesses):
@@ -119,10 +145,8 @@ def test_bank_and_two_partner_processes_serve_the_trees_live_then_cached_as_batc
         assert reply.status_code == 200 and reply.json()["model"] == "split", reply.text
         reply = client.post("/v1/score", json={**known, "features": {**known["features"], "age": "forty"}})
         assert reply.status_code == 422 and reply.json()["error"]["field"] == "features.age"
-        assert _frames_sent(client) == {"ServeWelcome", "LoadVersion", "EmbedRequest"}  # live: keyed IDs
-        reply = client.post("/v1/score", json={**known, "reasons": 2})  # vsplit explain's, not the service's
-        assert reply.status_code == 422 and reply.json()["error"]["code"] == "reasons_unavailable", reply.text
-        assert "boosted trees" in reply.json()["error"]["message"] and "vsplit explain" in reply.text
+        _check_reasons(client, rows, run)
+        assert _frames_sent(client) == {"ServeWelcome", "LoadVersion", "EmbedRequest"}  # live: keyed IDs only
 
         # the same daemons serve the bank restarted in cached mode (they dial again): their decision bits
         assert parties.stop("bank") == 0

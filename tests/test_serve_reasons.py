@@ -23,7 +23,7 @@ import numpy as np
 import pandas as pd
 import pytest
 from _pilot_support import free_port, start
-from _serving_support import Tap, quietly, train_run
+from _serving_support import Tap, explain_reasons, quietly, train_run
 from _three_party_support import COLUMNS, PARTNERS
 
 from vsplit.config import load_config
@@ -79,21 +79,7 @@ def _rows(applicants: pd.DataFrame) -> list[dict]:
 
 def _explain_reasons(run: dict) -> dict[str, dict]:
     """``vsplit explain``'s reason codes of every applicant it explained, declined or not (from its attributions)."""
-    from vsplit.explain.explanation import GROUP_PREFIX, Explanation
-    from vsplit.explain.reasons import reason_codes, reasons_json
-
-    config = load_config(run["root"] / "bank" / "party.toml")
-    table = run["table"].set_index("customer_id")
-    groups = [c for c in table.columns if c.startswith(GROUP_PREFIX)]
-    own = [c for c in table.columns if c not in {*groups, "score", "baseline_score", "probability",
-                                                 "baseline_probability"}]
-    explanation = Explanation(label_party="bank", ids=list(table.index), score=table["score"].to_numpy(),
-                              baseline_score=table["baseline_score"].to_numpy(), features=table[own],
-                              groups=table[groups].rename(columns=lambda c: c[len(GROUP_PREFIX):]))
-    ex = config.explain
-    codes = reason_codes(explanation, n=K, texts=ex.texts, decline_when=ex.decline_when, threshold=ex.threshold,
-                         declined_only=False)
-    return {r["id"]: r for r in reasons_json(codes)}
+    return explain_reasons(run["root"] / "bank" / "party.toml", run["table"], K)
 
 
 def _same(served: list[dict], expected: list[dict]) -> None:

@@ -194,3 +194,20 @@ class BoostBankModel(FromNode):
     def score_alone(self, rows: Sequence[Mapping[str, Any]]) -> None:
         """No bank-only model for trees: rows a partner does not know get no score."""
         return None
+
+    def explain(self, rows: Sequence[Mapping[str, Any]], embeddings: Mapping[str, np.ndarray],
+                ids: Sequence[str]) -> Any:
+        """The path attribution of ``rows`` (applicants ``ids``) from each partner's decision bits of them, the
+        answers that scored them: ``vsplit explain``'s :func:`~vsplit.explain.path.explain_trees` of the same model,
+        with no message beyond the scoring round's. The node values come once from the sums the model keeps
+        (:func:`~vsplit.boosting.explain.kept_values`; a model saved without them raises its ``DataError``)."""
+        from vsplit.boosting.explain import kept_values
+        from vsplit.explain.path import explain_trees
+
+        node = self.node
+        values = self.__dict__.get("_values")
+        if values is None:
+            values = self.__dict__["_values"] = kept_values(node.model, node.params)
+        return explain_trees(node.model, values, own_codes=self.codes(rows), decisions=self.decisions(embeddings),
+                             ids=list(ids), own_columns=list(node.encoder.columns), partners=list(self.partners),
+                             label_party=node.name)

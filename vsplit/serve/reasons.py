@@ -6,6 +6,9 @@ by the model that scored it:
 - scored by the split: jointly with every partner, over the serving links, by the machines of ``vsplit explain``
   (:mod:`vsplit.serve.explain_link`; the bank coordinates, each partner answers with its daemon,
   :mod:`vsplit.serve.explain_partner`), with the bank's ``[explain]`` settings (``steps``, ``chunk``, ``method``);
+- scored by boosted trees: at the bank alone, from the decision bits each partner answered for the score, by the
+  path attribution of ``vsplit explain`` (:meth:`~vsplit.serve.boost_model.BoostBankModel.explain`): no message
+  beyond the scoring round's, so a partner learns nothing of an explanation;
 - scored by the bank-only fallback: by the bank's own model alone
   (:func:`~vsplit.app.fallback.explain_bank_only`: the logistic regression's exact attributions, or the network's
   integrated gradients), with nothing sent to any partner.
@@ -48,7 +51,9 @@ from vsplit.serve.scorer import BANK_ONLY, SPLIT, Row, Scored
 from vsplit.serve.wire import serve_session
 
 #: the run kinds ``vsplit explain`` explains but ``/v1/score`` does not, and what each is
-BATCH_ONLY = {"boosting": "boosted trees", "ensemble": "an ensemble of a bag of networks and a second model"}
+BATCH_ONLY = {"ensemble": "an ensemble of a bag of networks and a second model"}
+#: the run kinds whose reason codes come from the scoring round's own answers (no message more)
+FROM_ANSWERS = ("boosting",)
 #: the body field, and the most reasons one applicant may ask for
 FIELD, MAX_REASONS = "reasons", 10
 
@@ -86,7 +91,7 @@ def check_reasons(config: PartyConfig, version: Any) -> None:
                              "learn who is scored, and explaining a score would tell them; ask without \"reasons\", "
                              "or run vsplit explain on the applicants", status=409, code="reasons_need_live_mode")
     kind = getattr(version, "kind", "")
-    if kind == "scorecard":  # its reasons: vsplit predict's round (scorecard_reasons)
+    if kind == "scorecard" or kind in FROM_ANSWERS:  # vsplit predict's round (scorecard_reasons); the bits scored
         return
     if kind in BATCH_ONLY:
         raise ReasonsRefused(f"reasons: model {version.run_id!r} has no reason codes on /v1/score: it is "
@@ -130,7 +135,10 @@ def reasons_for(config: PartyConfig, versions: Mapping[str, Any], links: Mapping
                 for i, answer in zip(picked, card_records(config, version, machine.result), strict=True):
                     out[i] = answer
                 continue
-            if model == SPLIT:
+            if model == SPLIT and getattr(version, "kind", "") in FROM_ANSWERS:  # the bits that scored them
+                answers = {p: np.stack([scored[i].answers[p] for i in picked]) for p in version.partners}
+                explanation = version.explain(features, answers, [scored[i].id for i in picked])
+            elif model == SPLIT:
                 keys = m.id_keys([scored[i].id for i in picked], run_id=run_id)
                 explanation = explain_split(version, links, features, keys,
                                             timeout_s=explain_timeout_s(config))

@@ -64,6 +64,9 @@ class Scored:
     unseen: list[str] = field(default_factory=list)
     #: a scorecard's score in points (``score`` is then its probability); ``None`` for other models
     points: float | None = None
+    #: each partner's answer of this row, kept in this process for reason codes taken from the scoring round (a
+    #: boosting run's decision bits: :mod:`vsplit.serve.reasons`); never part of the answer
+    answers: dict[str, np.ndarray] = field(default_factory=dict, repr=False, compare=False)
 
     def as_dict(self) -> dict[str, Any]:
         out: dict[str, Any] = {"id": self.id, "score": self.score, "model": self.model, "version": self.version,
@@ -379,8 +382,10 @@ class Scorer:
                 for j, i in enumerate(rest):
                     scores[i], models[i] = _value(alone[j]), BANK_ONLY
         unseen = version.unseen(features) if hasattr(version, "unseen") else [[] for _ in rows]
+        answers = [{p: v[i] for p, v in embeddings.items()} if models[i] == SPLIT else {} for i in range(len(rows))]
         return [Scored(id=ids[i], score=scores[i], model=models[i], version=run_id, unknown_to=unknown[i],
-                       down=list(down), unseen=unseen[i], points=points[i]) for i in range(len(rows))]
+                       down=list(down), unseen=unseen[i], points=points[i], answers=answers[i])
+                for i in range(len(rows))]
 
     def cover(self, version: BankModel) -> DecoyCover:
         """Live mode's decoys for ``version`` (:mod:`vsplit.serve.decoys`): drawn from its training intersection,
