@@ -153,6 +153,7 @@ def test_bank_and_two_partner_processes_serve_the_trees_live_then_cached_as_batc
         parties.start("bank", "serve.mode=cached")
         assert parties.wait_ready(client)["mode"] == "cached"
         _check_equal(_score_all(client, rows), run["batch"])
+        _check_reasons(client, rows, run)  # from the bits of the partners' snapshots: cached mode too
         assert _frames_sent(client) == {"ServeWelcome", "LoadVersion", "SnapshotAck"}  # no ID to a partner
         parties.procs.pop("telco").kill()  # a partner down: cached answers go on
         deadline = time.monotonic() + 10

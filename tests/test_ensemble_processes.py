@@ -222,19 +222,29 @@ def test_served_scores_equal_vsplit_predict_with_one_partner_round_trip_for_both
                 assert set(np.unique(reply.values[:, networks:]).tolist()) <= {0.0, 1.0}
 
 
-def test_vsplit_explain_gives_the_combinations_contributions_as_split_ensemble_explains_them(trained, reference):
-    """``vsplit explain``'s code (explain_party) at every party, in threads over memory channels: the bank's per-row
-    contributions of its columns and of each partner add up to the ensemble's log-odds of ``vsplit predict`` and
-    equal SplitEnsemble.explain in one process."""
+@pytest.fixture(scope="module")
+def explained(trained) -> dict:
+    """``vsplit explain``'s code (explain_party) at every party on its test table, in threads over memory channels:
+    each party's explain.json."""
     from _serving_support import _channels, _in_threads
 
-    from vsplit.ensemble import log_odds
     from vsplit.explain.process import explain_party
 
-    configs = {p: load_config(trained / p / "party.toml", overrides=SETS[1::2]) for p in NAMES}
     channels = _channels()
-    paths = _in_threads({p: (lambda p=p: explain_party(configs[p], trained / p / "data" / "test.parquet", job="e1",
-                                                       channels=channels[p])) for p in NAMES})
+    with pytest.MonkeyPatch.context() as patch:
+        patch.setenv(SMALL_KEYS_ENV, "1")
+        configs = {p: load_config(trained / p / "party.toml", overrides=SETS[1::2]) for p in NAMES}
+        return _in_threads({p: (lambda p=p: explain_party(configs[p], trained / p / "data" / "test.parquet",
+                                                          job="e1", channels=channels[p])) for p in NAMES})
+
+
+def test_vsplit_explain_gives_the_combinations_contributions_as_split_ensemble_explains_them(trained, reference,
+                                                                                             explained):
+    """``vsplit explain`` at every party: the bank's per-row contributions of its columns and of each partner add up
+    to the ensemble's log-odds of ``vsplit predict`` and equal SplitEnsemble.explain in one process."""
+    from vsplit.ensemble import log_odds
+
+    paths = explained
     folder = paths["bank"].parent
     got = pd.read_csv(folder / "explanations.csv", dtype={"customer_id": str}).set_index("customer_id")
     summary = json.loads(paths["bank"].read_text())
@@ -308,10 +318,39 @@ def _as_predicted(served: pd.DataFrame, batch: pd.DataFrame) -> None:
                                atol=1e-6)
 
 
-def test_bank_and_two_partner_processes_serve_the_ensemble_live_then_cached_as_vsplit_predict(trained):
+def _check_reasons(client, rows: list[dict], trained, explained: dict, batch: pd.DataFrame, k: int = 2) -> None:
+    """``"reasons": k`` on /v1/score:batch: every applicant the ensemble scored gets ``vsplit explain``'s reason
+    codes of it (contributions within 1e-4, the float32 embeddings of serving), the others the bank model's; the
+    answer is otherwise the plain one."""
+    from _serving_support import explain_reasons
+
+    table = pd.read_csv(explained["bank"].parent / "explanations.csv", dtype={"customer_id": str})
+    expected = explain_reasons(trained / "bank" / "party.toml", table, k)
+    picked = [r for r in rows if batch.loc[r["id"], "status"] == "scored"][:60] + \
+        [r for r in rows if batch.loc[r["id"], "status"] != "scored"][:5]
+    asked = client.post("/v1/score:batch", json={"rows": picked, "reasons": k})
+    plain = client.post("/v1/score:batch", json={"rows": picked})
+    assert asked.status_code == 200 and plain.status_code == 200, asked.text
+    answers = asked.json()["results"]
+    scored = [a for a in answers if a["model"] == "split"]
+    assert len(scored) == 60 and all(a["model"] == "bank_only" and "reasons" in a for a in answers[60:])
+    for answer in scored:
+        want = expected[answer["id"]]
+        assert [(r["code"], r["text"]) for r in answer["reasons"]] == [(r["code"], r["text"]) for r in want["reasons"]]
+        np.testing.assert_allclose([r["contribution"] for r in answer["reasons"]],
+                                   [r["contribution"] for r in want["reasons"]], rtol=0, atol=1e-4)
+        assert answer["declined"] == want["declined"]
+    codes = {c["code"] for a in scored for c in a["reasons"]}
+    assert codes & {"party:shop", "party:telco"} and sum(len(a["reasons"]) == k for a in scored) > 20
+    for before, after in zip(plain.json()["results"], answers, strict=True):
+        assert {key: v for key, v in after.items() if key not in ("reasons", "declined")} == before
+
+
+def test_bank_and_two_partner_processes_serve_the_ensemble_live_then_cached_as_vsplit_predict(trained, explained):
     """Three ``vsplit serve`` processes over mutual TLS: live, then the bank restarted in cached mode against the
-    same partner daemons; each time every test customer's score is ``vsplit predict``'s, and reason codes are refused
-    with a code that names why."""
+    same partner daemons; each time every test customer's score is ``vsplit predict``'s; live, an applicant's reason
+    codes are ``vsplit explain``'s of it (each network explained with the partners, the trees from the bits that
+    scored it)."""
     import httpx
     from _pilot_support import free_port
     from test_boosting_serving import _frames_sent, _rows
@@ -331,11 +370,8 @@ def test_bank_and_two_partner_processes_serve_the_ensemble_live_then_cached_as_v
         rows = _rows(bank, list(model["columns"]))
         _as_predicted(_serve_all(client, rows), batch)
         assert _frames_sent(client) == {"ServeWelcome", "LoadVersion", "EmbedRequest"}  # live: keyed IDs
-        known = next(r for r in rows if batch.loc[r["id"], "status"] == "scored")
-        reply = client.post("/v1/score", json={**known, "reasons": 2})
-        assert reply.status_code == 422 and reply.json()["error"]["code"] == "reasons_unavailable", reply.text
-        message = reply.json()["error"]["message"]
-        assert "an ensemble" in message and "vsplit explain" in message
+        _check_reasons(client, rows, trained, explained, batch)
+        assert _frames_sent(client) == {"ServeWelcome", "LoadVersion", "EmbedRequest", "ExplainOpen", "ExplainStep"}
 
         assert parties.stop("bank") == 0
         parties.start("bank", "serve.mode=cached")

@@ -221,11 +221,12 @@ def _numbers(messages: list) -> np.ndarray:
 
 
 def test_tapped_partner_answers_an_explanation_with_one_number_per_applicant_and_no_value(run):
+    from vsplit.errors import ProtocolError
     from vsplit.explain.messages import ExplainRequest, GroupAttribution
     from vsplit.serve import messages as m
     from vsplit.serve.links import PartnerLink
     from vsplit.serve.partner import PartnerDaemon
-    from vsplit.serve.reasons import ReasonsRefused, explain_split, reasons_for
+    from vsplit.serve.reasons import ReasonsRefused, explain_network, explain_split, reasons_for
     from vsplit.serve.scorer import Row, Scorer
     from vsplit.serve.wire import Wire, serve_session
 
@@ -276,6 +277,15 @@ def test_tapped_partner_answers_an_explanation_with_one_number_per_applicant_and
             explain_split(scorer.model, scorer.links, [rows[split[0]].features], m.id_keys(["nobody"], run_id="r1"),
                           timeout_s=30)
         assert caught.value.status == 502 and caught.value.party in PARTNERS
+        # a network this run has not (it has one; an ensemble's bag names its networks): refused with a code
+        model = scorer.model
+        with pytest.raises(ReasonsRefused, match="malformed request") as caught:
+            explain_network(model, scorer.links, [rows[split[0]].features],
+                            m.id_keys([scored[split[0]].id], run_id="r1"), party=model.node.party,
+                            topology=model.node.topology, network=1, timeout_s=30)
+        assert caught.value.status == 502
+        with pytest.raises(ProtocolError, match="network must be 0 to 63"):
+            m.ExplainOpen(request=1, run_id="r1", keys=m.id_keys(["a"], run_id="r1"), network=64)
     finally:
         for daemon in daemons:
             daemon.close()

@@ -53,6 +53,8 @@ def load_ensemble_node(config: PartyConfig) -> Any:
 class EnsemblePartnerModel:
     """A partner's two parts of an ensemble run: answers each customer's embeddings, then its decision bits."""
 
+    kind = "ensemble"
+
     node: Any
     networks: Any
     trees: Any
@@ -189,3 +191,8 @@ class EnsembleBankModel(FromNode):
         """The bank-only fallback's predictions of ``rows`` (the run's ``networks/fallback.npz``, as ``vsplit
         predict`` scores the customers a partner does not know), or ``None`` without one."""
         return self.networks.score_alone(rows)
+
+    def explain_alone(self, rows: Sequence[Mapping[str, Any]]) -> Any:
+        """The bank-only fallback's explanation of ``rows``, the reason codes of the applicants it scores
+        (:meth:`vsplit.serve.model.BankModel.explain_alone`), or ``None`` without one."""
+        return self.networks.explain_alone(rows)

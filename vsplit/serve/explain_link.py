@@ -70,10 +70,15 @@ def unexplainable(node: Any) -> str | None:
     if len(networks) > 1:
         return (f"it is a bag of {len(networks)} networks (train.networks), whose score is the mean of their "
                 "probabilities: vsplit explain explains one network")
-    party = node.party
+    return without_baseline(node.name, node.party)
+
+
+def without_baseline(name: str, party: Any) -> str | None:
+    """Why party ``name``'s network ``party`` has no reference for its attributions (``None``: it has one): neither
+    a saved baseline nor its training rows."""
     inputs = getattr(party, "inputs", None)
     if getattr(party, "baseline", None) is None and (inputs is None or len(inputs[1]) == 0):
-        return f"{node.name} holds no training rows, the baseline its attributions start from"
+        return f"{name} holds no training rows, the baseline its attributions start from"
     return None
 
 

@@ -28,7 +28,7 @@ import torch
 
 from vsplit.errors import VsplitError
 from vsplit.serve import messages as m
-from vsplit.serve.explain_link import FROM_BANK, fit_baseline, unexplainable, unwrap, wrap
+from vsplit.serve.explain_link import FROM_BANK, fit_baseline, unexplainable, unwrap, without_baseline, wrap
 
 log = logging.getLogger(__name__)
 
@@ -46,7 +46,7 @@ class PartnerExplainer:
         self.me, self.bank = me, bank
         self._models, self._read, self._stamp, self._send = models, read, stamp, send
         self.session, self.share_top_k = session, share_top_k
-        self._prepared: dict[str, tuple[Any, dict[bytes, int], tuple[torch.Tensor, ...]]] = {}
+        self._prepared: dict[tuple[str, int], tuple[Any, dict[bytes, int], tuple[torch.Tensor, ...]]] = {}
         self._open: collections.OrderedDict[int, list[Any]] = collections.OrderedDict()
         self._worker = ThreadPoolExecutor(max_workers=1, thread_name_prefix="vsplit-serve-explain")
         self._lock = threading.Lock()
@@ -92,13 +92,25 @@ class PartnerExplainer:
         model = self._models().get(msg.run_id)
         if model is None:
             raise _Refused(m.VERSION_UNKNOWN)
-        scorecard = getattr(model, "kind", "") == "scorecard"  # reasons: vsplit predict's round (scorecard_reasons)
-        node = getattr(model, "node", None)
-        why = "its model is not a split network" if node is None else None if scorecard else unexplainable(node)
+        kind = getattr(model, "kind", "")
+        scorecard = kind == "scorecard"  # reasons: vsplit predict's round (scorecard_reasons)
+        node, party, why = getattr(model, "node", None), None, None
+        if node is None:
+            why = "its model is not a split network"
+        elif kind == "ensemble":  # one network of its bag (the trees' part needs no exchange)
+            nets = model.networks.node
+            if msg.network >= len(nets.networks):
+                raise _Refused(m.BAD_REQUEST)
+            node, party = nets, nets.networks[msg.network]
+            why = without_baseline(nets.name, party)
+        elif msg.network:
+            raise _Refused(m.BAD_REQUEST)
+        elif not scorecard:
+            party, why = node.party, unexplainable(node)
         if why is not None:
             log.warning("%s: reason codes of run %s refused: %s", self.me, msg.run_id, why)
             raise _Refused(m.NOT_EXPLAINABLE)
-        index, inputs = self._rows(model)
+        index, inputs = self._rows(model, party, network=msg.network)
         raw = np.ascontiguousarray(msg.keys).tobytes()
         rows = [index.get(raw[i * m.KEY_BYTES:(i + 1) * m.KEY_BYTES], -1) for i in range(len(msg.keys))]
         if min(rows) < 0:
@@ -109,9 +121,8 @@ class PartnerExplainer:
 
             machine, allowed = model.reasons_machine(picked[0].numpy()), (PointsAsk,)
         else:
-            fit_baseline(node.party, node.topology)
-            machine = explain_machine(node.party, node.topology, picked, n_rows=len(rows),
-                                      share_top_k=self.share_top_k)
+            fit_baseline(party, node.topology)
+            machine = explain_machine(party, node.topology, picked, n_rows=len(rows), share_top_k=self.share_top_k)
             allowed = FROM_BANK
         # the machine, the next step expected, the next step sent, what the bank may send
         self._open[msg.request] = [machine, 0, 0, allowed]
@@ -137,17 +148,18 @@ class PartnerExplainer:
             self._send(wrap(request, out.message, session=self.session, seq=held[2]))
             held[2] += 1
 
-    def _rows(self, model: Any) -> tuple[dict[bytes, int], tuple[torch.Tensor, ...]]:
-        """The serving table's prepared rows for ``model`` (and each key's first row), prepared once per table."""
+    def _rows(self, model: Any, party: Any, *, network: int = 0) -> tuple[dict[bytes, int], tuple[torch.Tensor, ...]]:
+        """The serving table's rows for ``model`` prepared by ``party`` (network ``network`` of a bag; ``None``: a
+        scorecard's bins), and each key's first row; prepared once per table."""
         stamp = self._stamp()
-        held = self._prepared.get(model.run_id)
+        held = self._prepared.get((model.run_id, network))
         if held is not None and held[0] == stamp:
             return held[1], held[2]
         table = self._read(model)
-        if getattr(model, "kind", "") == "scorecard":  # its bins of its attributes, as batch prediction's
+        if party is None:  # a scorecard: its bins of its attributes, as batch prediction's
             ids, inputs = table[model.node.config.data.id_column].tolist(), (torch.from_numpy(model.codes(table)),)
         else:
-            ids, inputs = model.node.party.prepare(table)
+            ids, inputs = party.prepare(table)
         from vsplit.serve.model import canonical_ids
 
         keys = m.id_keys(canonical_ids(list(ids), casefold=model.casefold), run_id=model.run_id)
@@ -155,7 +167,7 @@ class PartnerExplainer:
         index: dict[bytes, int] = {}
         for i in range(len(keys)):
             index.setdefault(raw[i * m.KEY_BYTES:(i + 1) * m.KEY_BYTES], i)
-        self._prepared[model.run_id] = (stamp, index, tuple(inputs))
+        self._prepared[(model.run_id, network)] = (stamp, index, tuple(inputs))
         return index, tuple(inputs)
 
 

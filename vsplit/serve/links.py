@@ -67,17 +67,18 @@ class PartnerLink:
             self._fail(f"the link failed ({exc})")
         return future
 
-    def explain(self, run_id: str, keys: np.ndarray, inbox: queue.Queue) -> int:
-        """Open an explanation of ``keys`` under model ``run_id`` (:class:`~vsplit.serve.messages.ExplainOpen`);
-        the partner's steps of it go to ``inbox`` as ``(partner, step)`` (``(partner, PartnerDown)`` if the link
-        drops); its request number, for :meth:`explain_step` and :meth:`end_explain`."""
+    def explain(self, run_id: str, keys: np.ndarray, inbox: queue.Queue, *, network: int = 0) -> int:
+        """Open an explanation of ``keys`` under model ``run_id`` (:class:`~vsplit.serve.messages.ExplainOpen`;
+        ``network``: which network of an ensemble's bag); the partner's steps of it go to ``inbox`` as
+        ``(partner, step)`` (``(partner, PartnerDown)`` if the link drops); its request number, for
+        :meth:`explain_step` and :meth:`end_explain`."""
         request = next(self._ids)
         with self._lock:
             if not self.alive:
                 raise PartnerDown(self.name, "its link dropped")
             self._explaining[request] = inbox
         try:
-            self.wire.send(m.ExplainOpen(request=request, run_id=run_id, keys=keys))
+            self.wire.send(m.ExplainOpen(request=request, run_id=run_id, keys=keys, network=network))
         except TransportError as exc:
             self._fail(f"the link failed ({exc})")
         return request

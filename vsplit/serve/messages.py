@@ -45,6 +45,8 @@ VERSION_UNKNOWN, DIGEST_MISMATCH, NOT_SERVED, BAD_REQUEST, INTERNAL, RUN_REFUSED
 UNKNOWN_CUSTOMER, NOT_EXPLAINABLE = 7, 8
 #: the most applicants one explanation carries, and the largest explanation frame an :class:`ExplainStep` wraps
 MAX_EXPLAIN_ROWS, MAX_EXPLAIN_FRAME = 1024, 64 << 20
+#: the most networks a served bag holds (``[ensemble] networks`` allows 1 to 50)
+MAX_NETWORKS = 64
 REFUSALS = {VERSION_UNKNOWN: "the peer does not hold this model version (its run ID)",
             DIGEST_MISMATCH: "the two parties' models of this run do not pair (version digest differs)",
             NOT_SERVED: "the peer does not serve this party", BAD_REQUEST: "the peer refused a malformed request",
@@ -215,14 +217,17 @@ class VersionLoaded(Message):
 @dataclass(frozen=True)
 class ExplainOpen(Message):
     """Bank -> partner (live): explain the customers ``keys`` under model ``run_id`` jointly, as ``vsplit explain``
-    does (:mod:`vsplit.serve.explain_link`); the exchange that follows is request ``request``'s."""
+    does (:mod:`vsplit.serve.explain_link`); the exchange that follows is request ``request``'s. ``network``: which
+    network of an ensemble's bag (0 for a run of one network)."""
 
     request: int
     run_id: str
     keys: np.ndarray
+    network: int = 0
 
     def __post_init__(self) -> None:
         require(self.request >= 0, "request must be non-negative")
+        require(0 <= self.network < MAX_NETWORKS, f"network must be 0 to {MAX_NETWORKS - 1}")
         _keys("keys", self.keys)
         require(1 <= self.keys.shape[0] <= MAX_EXPLAIN_ROWS, f"1 to {MAX_EXPLAIN_ROWS} customers per explanation")
 

@@ -8,7 +8,9 @@ by the model that scored it:
   :mod:`vsplit.serve.explain_partner`), with the bank's ``[explain]`` settings (``steps``, ``chunk``, ``method``);
 - scored by boosted trees: at the bank alone, from the decision bits each partner answered for the score, by the
   path attribution of ``vsplit explain`` (:meth:`~vsplit.serve.boost_model.BoostBankModel.explain`): no message
-  beyond the scoring round's, so a partner learns nothing of an explanation;
+  beyond the scoring round's, so a partner learns nothing of an explanation, and cached mode gives them too;
+- scored by an ensemble: each network of its bag as a split network is (one exchange per network), its second part
+  from the answers that scored it, weighed as ``vsplit explain`` weighs them (:func:`explain_ensemble`);
 - scored by the bank-only fallback: by the bank's own model alone
   (:func:`~vsplit.app.fallback.explain_bank_only`: the logistic regression's exact attributions, or the network's
   integrated gradients), with nothing sent to any partner.
@@ -17,8 +19,8 @@ The attributions become reason codes as ``vsplit explain`` makes them (:func:`~v
 with ``explain.texts``, ``explain.decline_when`` and ``explain.threshold``), ``k`` at most; a partner is one reason,
 ``party:<name>``, named with its top columns only where its own ``explain.share_top_k`` allows. Unlike
 ``reasons.json``, which lists declined applicants only, every applicant asked about gets its reasons, and says whether
-it is declined. Live mode only: in cached mode the partners never learn who is scored, and an explanation would tell
-them (:class:`ReasonsRefused`, 409).
+it is declined. Live mode only, but for boosted trees: in cached mode the partners never learn who is scored, and an
+explanation exchange would tell them (:class:`ReasonsRefused`, 409).
 
 Example:
     >>> parse_reasons({"id": "1", "features": {}, "reasons": 3})
@@ -44,14 +46,12 @@ import numpy as np
 from vsplit.config import PartyConfig
 from vsplit.errors import VsplitError
 from vsplit.serve import messages as m
-from vsplit.serve.explain_link import FROM_PARTNER, fit_baseline, unexplainable, unwrap, wrap
+from vsplit.serve.explain_link import FROM_PARTNER, fit_baseline, unexplainable, unwrap, without_baseline, wrap
 from vsplit.serve.links import PartnerDown
 from vsplit.serve.requests import BadRequest
 from vsplit.serve.scorer import BANK_ONLY, SPLIT, Row, Scored
 from vsplit.serve.wire import serve_session
 
-#: the run kinds ``vsplit explain`` explains but ``/v1/score`` does not, and what each is
-BATCH_ONLY = {"ensemble": "an ensemble of a bag of networks and a second model"}
 #: the run kinds whose reason codes come from the scoring round's own answers (no message more)
 FROM_ANSWERS = ("boosting",)
 #: the body field, and the most reasons one applicant may ask for
@@ -85,21 +85,26 @@ def without_reasons(body: dict[str, Any]) -> dict[str, Any]:
 
 def check_reasons(config: PartyConfig, version: Any) -> None:
     """Refuse a request for reasons before it is scored, when the service cannot give them: cached mode (409), or a
-    model ``vsplit explain`` does not explain (422)."""
+    model ``vsplit explain`` does not explain (422). Boosted trees are explained from the answers that scored the
+    applicant, which tells a partner nothing: cached mode too."""
+    kind = getattr(version, "kind", "")
+    if kind in FROM_ANSWERS:
+        return
     if config.serve.mode != "live":
         raise ReasonsRefused('reason codes need live mode (serve.mode = "live"): in cached mode the partners never '
                              "learn who is scored, and explaining a score would tell them; ask without \"reasons\", "
                              "or run vsplit explain on the applicants", status=409, code="reasons_need_live_mode")
-    kind = getattr(version, "kind", "")
-    if kind == "scorecard" or kind in FROM_ANSWERS:  # vsplit predict's round (scorecard_reasons); the bits scored
+    if kind == "scorecard":  # vsplit predict's round (scorecard_reasons)
         return
-    if kind in BATCH_ONLY:
-        raise ReasonsRefused(f"reasons: model {version.run_id!r} has no reason codes on /v1/score: it is "
-                             f"{BATCH_ONLY[kind]}; vsplit explain gives its applicants' reason codes (per-party "
-                             "contributions)", status=422, code="reasons_unavailable")
     node = getattr(version, "node", None)
-    why = "its model is not a split network" if node is None else unexplainable(node)
-    if why is None and getattr(node.party, "task_width", 1) != 1:
+    if kind == "ensemble":  # each network of its bag, explained in turn
+        nets = version.networks.node
+        why = next(filter(None, (without_baseline(nets.name, p) for p in nets.networks)), None)
+        party = nets.party
+    else:
+        why = "its model is not a split network" if node is None else unexplainable(node)
+        party = getattr(node, "party", None)
+    if why is None and getattr(party, "task_width", 1) != 1:
         why = "it has one score per class (multiclass), which vsplit explain does not attribute"
     if why is not None:
         raise ReasonsRefused(f"reasons: model {version.run_id!r} has no reason codes: {why}", status=422,
@@ -135,9 +140,14 @@ def reasons_for(config: PartyConfig, versions: Mapping[str, Any], links: Mapping
                 for i, answer in zip(picked, card_records(config, version, machine.result), strict=True):
                     out[i] = answer
                 continue
+            answers = {p: np.stack([scored[i].answers[p] for i in picked]) for p in version.partners} \
+                if model == SPLIT else {}
             if model == SPLIT and getattr(version, "kind", "") in FROM_ANSWERS:  # the bits that scored them
-                answers = {p: np.stack([scored[i].answers[p] for i in picked]) for p in version.partners}
-                explanation = version.explain(features, answers, [scored[i].id for i in picked])
+                explanation = version.explain(features, answers, positions(len(picked)))
+            elif model == SPLIT and getattr(version, "kind", "") == "ensemble":
+                keys = m.id_keys([scored[i].id for i in picked], run_id=run_id)
+                explanation = explain_ensemble(version, links, features, keys, answers,
+                                               timeout_s=explain_timeout_s(config))
             elif model == SPLIT:
                 keys = m.id_keys([scored[i].id for i in picked], run_id=run_id)
                 explanation = explain_split(version, links, features, keys,
@@ -165,21 +175,51 @@ def explain_split(version: Any, links: Mapping[str, Any], features: Sequence[Map
     ``keys``: their keyed IDs), explained jointly with every partner of ``version`` over ``links``, as
     ``vsplit explain`` explains them. :class:`PartnerDown` if a partner is not connected or does not answer within
     ``timeout_s``; :class:`ReasonsRefused` (502) if one refuses."""
+    node = version.node
+    return explain_network(version, links, features, keys, party=node.party, topology=node.topology,
+                           timeout_s=timeout_s)
+
+
+def explain_network(version: Any, links: Mapping[str, Any], features: Sequence[Mapping[str, Any]], keys: np.ndarray,
+                    *, party: Any, topology: Any, network: int = 0, timeout_s: float) -> Any:
+    """One network's explanation of ``features`` (the bank's ``party`` of it, network ``network`` of an ensemble's
+    bag) with every partner, with the bank's ``[explain]`` settings; rows named by position (:func:`positions`)."""
     from vsplit.explain.session import explain_machine, explanation_of
     from vsplit.serve.model import _frame
 
-    node = version.node
-    party, topology, ex = node.party, node.topology, node.config.explain
+    ex = version.node.config.explain
     _, inputs = party.prepare(_frame(party, features, id_column=version.id_column))
     fit_baseline(party, topology)
     machine = explain_machine(party, topology, inputs, n_rows=len(features), steps=ex.steps, chunk=ex.chunk,
                               method=ex.method)
-    exchange(version, links, machine, keys, allowed=FROM_PARTNER, timeout_s=timeout_s)
-    return explanation_of(party.name, [str(i) for i in range(len(features))], machine.result)
+    exchange(version, links, machine, keys, allowed=FROM_PARTNER, timeout_s=timeout_s, network=network)
+    return explanation_of(party.name, positions(len(features)), machine.result)
+
+
+def explain_ensemble(version: Any, links: Mapping[str, Any], features: Sequence[Mapping[str, Any]],
+                     keys: np.ndarray, answers: Mapping[str, np.ndarray], *, timeout_s: float) -> Any:
+    """An ensemble's explanation of ``features``, as ``vsplit explain`` of the run makes it: each network of its bag
+    explained jointly with every partner (one exchange a network), weighed ``w / networks``, and the second part's
+    weighed ``1 - w``, explained at the bank from the second part of each partner's scoring ``answers`` (the trees'
+    decision bits, or the scorecard's points): :func:`vsplit.ensemble.weighted_explanation`."""
+    from vsplit.ensemble import weighted_explanation
+
+    nets, weight = version.networks.node, version.node.weight
+    share = weight / len(nets.networks)
+    parts = [(share, explain_network(version, links, features, keys, party=party, topology=nets.topology,
+                                     network=i, timeout_s=timeout_s)) for i, party in enumerate(nets.networks)]
+    second = {p: a[:, version.networks.partners[p][1]:] for p, a in answers.items()}
+    parts.append((1 - weight, version.trees.explain(features, second, positions(len(features)))))
+    return weighted_explanation(parts)
+
+
+def positions(n: int) -> list[str]:
+    """Row names ``0 .. n-1``, zero-padded: their sorted order is the rows' (an ensemble's explanation sorts them)."""
+    return [f"{i:0{len(str(n))}d}" for i in range(n)]
 
 
 def exchange(version: Any, links: Mapping[str, Any], machine: Any, keys: np.ndarray, *,
-             allowed: tuple[type, ...], timeout_s: float) -> None:
+             allowed: tuple[type, ...], timeout_s: float, network: int = 0) -> None:
     """Run the bank's sans-IO ``machine`` with every partner of ``version`` over the serving ``links``, the
     applicants' keyed IDs ``keys`` opening the exchange (:class:`~vsplit.serve.messages.ExplainOpen`) and each
     message wrapped in an :class:`~vsplit.serve.messages.ExplainStep`; a partner may send only the types
@@ -203,7 +243,7 @@ def exchange(version: Any, links: Mapping[str, Any], machine: Any, keys: np.ndar
             link = links.get(partner)
             if link is None or not link.alive:
                 raise PartnerDown(partner, "not connected")
-            opened[partner] = (link, link.explain(version.run_id, keys, inbox))
+            opened[partner] = (link, link.explain(version.run_id, keys, inbox, network=network))
         send(machine.start())
         deadline = time.monotonic() + timeout_s
         while not machine.done:

@@ -173,9 +173,12 @@ class ScorecardBankModel(FromNode):
     def points(self, rows: Sequence[Mapping[str, Any]], embeddings: Mapping[str, np.ndarray]) -> np.ndarray:
         """Each row's score in points: the base points plus the bank's and every partner's points, added in the
         order :class:`~vsplit.scorecard.predict.LabelPoints` adds them."""
-        own = self.table.score(self.codes(rows)) if self.table.names else np.zeros(len(rows))
-        by_party = {self.name: own} | {p: np.asarray(embeddings[p], dtype=np.float64)[:, 0] for p in self.partners}
-        return self.base_points + sum(by_party.values())
+        return self.base_points + sum(self._by_party(self.codes(rows), embeddings).values())
+
+    def _by_party(self, codes: np.ndarray, embeddings: Mapping[str, np.ndarray]) -> dict[str, np.ndarray]:
+        """Each party's points of the rows of ``codes`` (the bank's bins), the bank's first."""
+        own = self.table.score(codes) if self.table.names else np.zeros(len(codes))
+        return {self.name: own} | {p: np.asarray(embeddings[p], dtype=np.float64)[:, 0] for p in self.partners}
 
     def score(self, rows: Sequence[Mapping[str, Any]], embeddings: Mapping[str, np.ndarray]) -> np.ndarray:
         """The probabilities of ``rows`` with each partner's points of them (``vsplit predict``'s)."""
@@ -186,3 +189,18 @@ class ScorecardBankModel(FromNode):
     def score_alone(self, rows: Sequence[Mapping[str, Any]]) -> None:
         """No bank-only model for a scorecard: rows a partner does not know get no score."""
         return None
+
+    def explain(self, rows: Sequence[Mapping[str, Any]], embeddings: Mapping[str, np.ndarray],
+                ids: Sequence[str]) -> Any:
+        """The explanation of ``rows`` (applicants ``ids``) from each partner's points of them, the answers that
+        scored them: ``vsplit explain``'s :func:`~vsplit.explain.points.points_explanation` (the bank's attributes
+        from its points table, each partner as one group; an ensemble's second part)."""
+        from vsplit.explain.points import points_explanation
+        from vsplit.scorecard.predict import ScoredPoints
+
+        codes = self.codes(rows)
+        by_party = self._by_party(codes, embeddings)
+        points = ScoredPoints(score=self.base_points + sum(by_party.values()), by_party=by_party)
+        node = self.node
+        return points_explanation(points, label_party=self.name, ids=ids, own=self.table, own_codes=codes,
+                                  scaling=node.scaling, intercept=node.intercept)
