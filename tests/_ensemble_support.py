@@ -12,7 +12,7 @@ from __future__ import annotations
 import contextlib
 import warnings
 from collections.abc import Iterator
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
@@ -130,6 +130,9 @@ class Served:
     taps: dict
     daemons: dict
     batches: int
+    #: the bank's scorer, and the rows it scored (in ``scored``'s order)
+    scorer: Any = None
+    rows: list = field(default_factory=list)
 
 
 @contextlib.contextmanager
@@ -156,6 +159,6 @@ def served(root: Path, run: str) -> Iterator[Served]:
         yield Served(version=version, scored=scored, served=pd.Series({s.id: s.score for s in scored
                                                                         if s.model == "split"}),
                      expected=batch[batch["status"] == "scored"]["probability"], taps=taps, daemons=daemons,
-                     batches=-(-len(rows) // 64))
+                     batches=-(-len(rows) // 64), scorer=scorer, rows=rows)
     finally:
         close_joined(taps, daemons)

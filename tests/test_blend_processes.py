@@ -119,18 +119,28 @@ def test_served_scores_equal_vsplit_predict_with_one_partner_round_trip_for_both
             assert all(r.values.shape[1] == out.version.networks.partners[p][1] + 1 for r in replies)
 
 
-def test_vsplit_explain_gives_the_blends_contributions_as_the_estimator_explains_them(trained, reference):
-    """``vsplit explain``'s code at every party, in threads over memory channels: the bank's contributions (half the
-    network's, half the scorecard's points as log-odds) add up to the blend's log-odds and equal the estimator's."""
+@pytest.fixture(scope="module")
+def explained(trained) -> dict:
+    """``vsplit explain``'s code at every party on its test table, in threads over memory channels: each party's
+    explain.json."""
     from _serving_support import _channels, _in_threads
 
-    from vsplit.ensemble import log_odds
     from vsplit.explain.process import explain_party
 
-    configs = {p: load_config(trained / p / "party.toml", overrides=SETS[1::2]) for p in NAMES}
     channels = _channels()
-    paths = _in_threads({p: (lambda p=p: explain_party(configs[p], trained / p / "data" / "test.parquet", job="e1",
-                                                       channels=channels[p])) for p in NAMES})
+    with pytest.MonkeyPatch.context() as patch:
+        patch.setenv(SMALL_KEYS_ENV, "1")
+        configs = {p: load_config(trained / p / "party.toml", overrides=SETS[1::2]) for p in NAMES}
+        return _in_threads({p: (lambda p=p: explain_party(configs[p], trained / p / "data" / "test.parquet",
+                                                          job="e1", channels=channels[p])) for p in NAMES})
+
+
+def test_vsplit_explain_gives_the_blends_contributions_as_the_estimator_explains_them(trained, reference, explained):
+    """``vsplit explain`` at every party: the bank's contributions (half the network's, half the scorecard's points
+    as log-odds) add up to the blend's log-odds and equal the estimator's."""
+    from vsplit.ensemble import log_odds
+
+    paths = explained
     got = pd.read_csv(paths["bank"].parent / "explanations.csv", dtype={"customer_id": str}).set_index("customer_id")
     parts = [c for c in got.columns if c not in ("score", "baseline_score", "probability", "baseline_probability")]
     assert {"party:shop", "party:telco"} <= set(parts) and "age" in parts
@@ -142,3 +152,29 @@ def test_vsplit_explain_gives_the_blends_contributions_as_the_estimator_explains
         warnings.simplefilter("ignore", UserWarning)
         expected = reference.explain(views(trained, "test")).table(id_column="customer_id").set_index("customer_id")
     np.testing.assert_allclose(got[parts].to_numpy(), expected.loc[got.index, parts].to_numpy(), atol=1e-4)
+
+
+def test_served_reason_codes_equal_vsplit_explains(trained, explained):
+    """``"reasons"`` asked of the live service: each applicant the blend scored gets ``vsplit explain``'s reason
+    codes of it (the network explained with the partners over the serving links, the scorecard from the points that
+    scored it), within the float32 of the partners' answers."""
+    from _serving_support import explain_reasons
+
+    from vsplit.serve.reasons import reasons_for
+
+    k = 2
+    table = pd.read_csv(explained["bank"].parent / "explanations.csv", dtype={"customer_id": str})
+    expected = explain_reasons(trained / "bank" / "party.toml", table, k)
+    with served(trained, RUN) as out:
+        picked = [i for i, s in enumerate(out.scored) if s.model == "split"][:60]
+        config = out.scorer.config
+        extra = reasons_for(config, out.scorer.versions, out.scorer.links, [out.rows[i] for i in picked],
+                            [out.scored[i] for i in picked], k)
+    assert len(picked) == 60
+    for i, answer in zip(picked, extra, strict=True):
+        want = expected[out.scored[i].id]
+        assert [(r["code"], r["text"]) for r in answer["reasons"]] == [(r["code"], r["text"]) for r in want["reasons"]]
+        np.testing.assert_allclose([r["contribution"] for r in answer["reasons"]],
+                                   [r["contribution"] for r in want["reasons"]], rtol=0, atol=1e-4)
+        assert answer["declined"] == want["declined"]
+    assert {c["code"] for a in extra for c in a["reasons"]} & {"party:shop", "party:telco"}
