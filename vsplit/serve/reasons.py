@@ -129,7 +129,8 @@ def reasons_for(config: PartyConfig, versions: Mapping[str, Any], links: Mapping
             if not picked:
                 continue
             features = [rows[i].features for i in picked]
-            if model == SPLIT and getattr(version, "kind", "") == "scorecard":  # vsplit predict's round
+            kind = getattr(version, "kind", "") if model == SPLIT else BANK_ONLY
+            if kind == "scorecard":  # vsplit predict's round
                 from vsplit.serve.scorecard_reasons import FROM_PARTNER as POINTS
                 from vsplit.serve.scorecard_reasons import reason_records as card_records
                 from vsplit.serve.scorecard_reasons import reasons_machine
@@ -140,20 +141,15 @@ def reasons_for(config: PartyConfig, versions: Mapping[str, Any], links: Mapping
                 for i, answer in zip(picked, card_records(config, version, machine.result), strict=True):
                     out[i] = answer
                 continue
-            answers = {p: np.stack([scored[i].answers[p] for i in picked]) for p in version.partners} \
-                if model == SPLIT else {}
-            if model == SPLIT and getattr(version, "kind", "") in FROM_ANSWERS:  # the bits that scored them
-                explanation = version.explain(features, answers, positions(len(picked)))
-            elif model == SPLIT and getattr(version, "kind", "") == "ensemble":
-                keys = m.id_keys([scored[i].id for i in picked], run_id=run_id)
-                explanation = explain_ensemble(version, links, features, keys, answers,
-                                               timeout_s=explain_timeout_s(config))
-            elif model == SPLIT:
-                keys = m.id_keys([scored[i].id for i in picked], run_id=run_id)
-                explanation = explain_split(version, links, features, keys,
-                                            timeout_s=explain_timeout_s(config))
-            else:
+            keys = m.id_keys([scored[i].id for i in picked], run_id=run_id)
+            if kind in FROM_ANSWERS or kind == "ensemble":  # (a part) from the answers that scored the rows
+                answers = {p: np.stack([scored[i].answers[p] for i in picked]) for p in version.partners}
+                explanation = version.explain(features, answers, positions(len(picked))) if kind in FROM_ANSWERS \
+                    else explain_ensemble(version, links, features, keys, answers, timeout_s=explain_timeout_s(config))
+            elif kind == BANK_ONLY:
                 explanation = version.explain_alone(features)
+            else:
+                explanation = explain_split(version, links, features, keys, timeout_s=explain_timeout_s(config))
             for i, answer in zip(picked, reason_records(config, explanation, k), strict=True):
                 out[i] = answer
     return out
