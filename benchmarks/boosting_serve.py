@@ -120,9 +120,11 @@ def max_diff(served: pd.DataFrame, batch: pd.DataFrame) -> float:
 
 
 def measure(base: str, rows: list[dict], batch: pd.DataFrame, procs: dict[str, subprocess.Popen], *,
-            single_n: int, seconds: float, concurrency: int, diff_of: Any = None) -> dict[str, Any]:
+            single_n: int, seconds: float, concurrency: int, diff_of: Any = None, reasons: int = 0,
+            reasons_n: int = 100) -> dict[str, Any]:
     """One request at a time, then ``concurrency`` clients, against the running service (``diff_of(served,
-    batch)``: how far the served scores are from ``vsplit predict``'s, default :func:`max_diff`)."""
+    batch)``: how far the served scores are from ``vsplit predict``'s, default :func:`max_diff`); with ``reasons``,
+    also ``reasons_n`` requests one at a time asking that many reason codes of applicants the split scores."""
     import serving as s
 
     asyncio.run(s.wait_ready(base))
@@ -131,27 +133,36 @@ def measure(base: str, rows: list[dict], batch: pd.DataFrame, procs: dict[str, s
     loaded = s.run(s.server_view(base, s.load(base, rows, seconds=seconds, concurrency=concurrency,
                                               pids=s.pids(procs))))
     loaded.pop("side")
-    return {"p50_ms": one["p50_ms"], "p99_ms": one["p99_ms"], "requests": one["n"], "concurrency": 1,
-            "mean_ms": one["mean_ms"], "server_p99_le_ms": one["server_p99_le_ms"], "load": loaded,
-            "max_abs_diff_vs_batch": diff}
+    out = {"p50_ms": one["p50_ms"], "p99_ms": one["p99_ms"], "requests": one["n"], "concurrency": 1,
+           "mean_ms": one["mean_ms"], "server_p99_le_ms": one["server_p99_le_ms"], "load": loaded,
+           "max_abs_diff_vs_batch": diff}
+    if reasons:
+        scored = set(batch.loc[batch["status"] == "scored", "customer_id"].astype(str))
+        asked = [{**r, "reasons": reasons} for r in rows if str(r["id"]) in scored]
+        why = s.run(s.single(base, asked, reasons_n))
+        out["reasons"] = {"k": reasons, "p50_ms": why["p50_ms"], "p99_ms": why["p99_ms"], "requests": why["n"],
+                          "over_score_p50": round(why["p50_ms"] / one["p50_ms"], 1)}
+    return out
 
 
 def live_then_cached(root: Path, sets: list[str], base: str, rows: list[dict], batch: pd.DataFrame, *,
-                     single_n: int, seconds: float, concurrency: int, diff_of: Any = None) -> dict[str, Any]:
+                     single_n: int, seconds: float, concurrency: int, diff_of: Any = None,
+                     reasons: tuple[int, int] = (0, 0), reasons_n: int = 100) -> dict[str, Any]:
     """Serve the run of ``sets`` (the partner's daemon from its test table, the bank's HTTP service at ``base``) and
-    :func:`measure` it live, then with the bank restarted in cached mode; ``{"live": ..., "cached": ...}``."""
+    :func:`measure` it live, then with the bank restarted in cached mode; ``{"live": ..., "cached": ...}``
+    (``reasons``: the reason codes asked in each mode, 0 for none)."""
     out: dict[str, Any] = {}
     # the partner serves its table of the customers the bank scores (its test table)
     procs = {"partner": start(root, "partner", sets, 'serve.table="data/test.parquet"'),
              "bank": start(root, "bank", sets)}
     try:
         out["live"] = measure(base, rows, batch, procs, single_n=single_n, seconds=seconds, concurrency=concurrency,
-                              diff_of=diff_of)
+                              diff_of=diff_of, reasons=reasons[0], reasons_n=reasons_n)
         procs["bank"].send_signal(signal.SIGTERM)
         procs["bank"].wait(timeout=60)
         procs["bank"] = start(root, "bank", sets, "serve.mode=cached")
         out["cached"] = measure(base, rows, batch, procs, single_n=single_n, seconds=seconds, concurrency=concurrency,
-                                diff_of=diff_of)
+                                diff_of=diff_of, reasons=reasons[1], reasons_n=reasons_n)
     finally:
         for proc in procs.values():
             proc.kill()

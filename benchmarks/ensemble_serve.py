@@ -16,7 +16,9 @@ TLS on loopback, loaded with benchmarks/serving.py's client in this process, liv
 
 Prints one JSON object (and writes it to ``--out``): per model, ``live`` and ``cached`` (``p50_ms``, ``p99_ms`` of one
 request at a time, ``load``: ``--concurrency`` clients for ``--seconds``, ``max_abs_diff_vs_batch``: served against
-``vsplit predict``), ``train_seconds`` and ``answer_width`` (floats a partner answers per customer); ``ratios``: the
+``vsplit predict``; ``reasons``: 100 requests one at a time asking 3 reason codes of applicants the split scores,
+where the model gives them, :data:`REASONS`, and their p50 over a plain score's), ``train_seconds`` and
+``answer_width`` (floats a partner answers per customer); ``ratios``: the
 ensemble's p50 and p99 over the bag's and over the trees' (live and cached, within this run); ``load_average`` at the
 start and the end. ``--quick``: 1 epoch, 8 trees, 200 single requests, 2 s of load (a smoke run, not the figures).
 """
@@ -41,6 +43,10 @@ from boosting_serve import live_then_cached, request_rows, train_and_predict  # 
 REPO = Path(__file__).resolve().parents[1]
 PRESET, NETWORKS, EPOCHS, TREES, DEPTH = "bank_marketing_no_duration", 5, 4, 40, 5
 MODELS = ("bag", "trees", "ensemble")
+#: the reason codes asked per request, live and cached, of each model: a plain bag gives none (its score is the mean of
+#: its networks' probabilities); the trees' come from the bits that scored the applicant, so cached mode gives them
+#: too; the ensemble's explain each network with the partner, live only
+REASONS = {"bag": (0, 0), "trees": (3, 3), "ensemble": (3, 0)}
 RESULTS = REPO / "benchmarks" / "results-ensemble-serve.json"
 
 
@@ -87,7 +93,7 @@ def split_diff(served: pd.DataFrame, batch: pd.DataFrame) -> float:
 
 
 def one_model(model: str, *, epochs: int, trees: int, single_n: int, seconds: float,
-              concurrency: int) -> dict[str, Any]:
+              concurrency: int, reasons_n: int = 100) -> dict[str, Any]:
     """Train ``model``, serve it live then cached, measure."""
     from vsplit.transport.ports import free_ports
 
@@ -101,7 +107,8 @@ def one_model(model: str, *, epochs: int, trees: int, single_n: int, seconds: fl
         out["train_seconds"] = round(time.perf_counter() - began, 1)
         rows = request_rows(root)
         out.update(live_then_cached(root, sets, f"http://127.0.0.1:{http}", rows, batch, single_n=single_n,
-                                    seconds=seconds, concurrency=concurrency, diff_of=split_diff))
+                                    seconds=seconds, concurrency=concurrency, diff_of=split_diff,
+                                    reasons=REASONS[model], reasons_n=reasons_n))
         out["answer_width"] = answer_width(root, sets)
         out["rows_scored"] = len(rows)
     return out
@@ -126,7 +133,7 @@ def run(quick: bool = False, *, single_n: int | None = None, seconds: float | No
                               "cpus": os.cpu_count()}
     for model in MODELS:
         result[model] = one_model(model, epochs=epochs, trees=trees, single_n=single_n, seconds=seconds,
-                                  concurrency=concurrency)
+                                  concurrency=concurrency, reasons_n=20 if quick else 100)
     result["ratios"] = {f"ensemble_over_{other}": {f"{mode}_{k}": round(result["ensemble"][mode][k]
                                                                         / result[other][mode][k], 2)
                                                    for mode in ("live", "cached") for k in ("p50_ms", "p99_ms")}
@@ -134,7 +141,8 @@ def run(quick: bool = False, *, single_n: int | None = None, seconds: float | No
     result["load_average"]["end"] = [round(v, 2) for v in os.getloadavg()]
     result["settings"] = {"quick": quick, "preset": PRESET, "networks": NETWORKS, "epochs": epochs, "trees": trees,
                           "depth": DEPTH, "key_bits": 2048, "goss": [0.2, 0.1], "single_requests": single_n,
-                          "load_seconds": seconds, "concurrency": concurrency,
+                          "load_seconds": seconds, "concurrency": concurrency, "reasons": REASONS,
+                          "reasons_requests": 20 if quick else 100,
                           "client": "benchmarks/http_client.py (benchmarks/serving.py's load generator), in the "
                                     "benchmark's process"}
     return result

@@ -49,9 +49,9 @@ def walk(tree: Tree, *, own_codes: np.ndarray, decisions: Mapping[int, np.ndarra
     rows = len(own_codes)
     node = np.zeros(rows, dtype=np.int64)
     path = [node]
-    for _ in range(tree.depth):  # a loop over levels and split nodes, not rows
+    for level in tree.by_level():  # a loop over levels and their split nodes, not rows
         after = node.copy()
-        for at, split in tree.splits.items():
+        for at, split in level:
             here = node == at
             if not here.any():
                 continue

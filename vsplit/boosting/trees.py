@@ -67,6 +67,21 @@ class Tree:
                 node = (node - 1) // 2
         return out
 
+    def by_level(self) -> list[list[tuple[int, Split]]]:
+        """The splits level by level (the root's first), each level's by node id: a walk visits each level once.
+
+        Example:
+            >>> s = Split(party=0, column=0, bin=1, missing_left=False)
+            >>> [[at for at, _ in level] for level in Tree(splits={2: s, 0: s, 1: s}).by_level()]
+            [[0], [1, 2]]
+        """
+        levels: list[list[tuple[int, Split]]] = []
+        for at in sorted(self.splits):
+            level = int(at + 1).bit_length() - 1
+            levels += [[] for _ in range(level + 1 - len(levels))]
+            levels[level].append((at, self.splits[at]))
+        return levels
+
     @property
     def depth(self) -> int:
         """Levels of splits (0 for a single leaf)."""
@@ -93,8 +108,8 @@ class BoostModel:
         out = np.full(rows, self.base)
         for tree in self.trees:  # a loop over trees and levels, not rows
             node = np.zeros(rows, dtype=np.int64)
-            for _ in range(tree.depth + 1):
-                for at, split in tree.splits.items():
+            for level in tree.by_level():  # a row moves one level down per level: each level's splits once
+                for at, split in level:
                     here = node == at
                     if not here.any():
                         continue
