@@ -129,8 +129,10 @@ def reasons_for(config: PartyConfig, versions: Mapping[str, Any], links: Mapping
             if not picked:
                 continue
             features = [rows[i].features for i in picked]
-            kind = getattr(version, "kind", "") if model == SPLIT else BANK_ONLY
-            if kind == "scorecard":  # vsplit predict's round
+            kind = getattr(version, "kind", "")
+            if model == BANK_ONLY:
+                explanation = version.explain_alone(features)
+            elif kind == "scorecard":  # vsplit predict's round
                 from vsplit.serve.scorecard_reasons import FROM_PARTNER as POINTS
                 from vsplit.serve.scorecard_reasons import reason_records as card_records
                 from vsplit.serve.scorecard_reasons import reasons_machine
@@ -141,18 +143,21 @@ def reasons_for(config: PartyConfig, versions: Mapping[str, Any], links: Mapping
                 for i, answer in zip(picked, card_records(config, version, machine.result), strict=True):
                     out[i] = answer
                 continue
-            keys = m.id_keys([scored[i].id for i in picked], run_id=run_id)
-            if kind in FROM_ANSWERS or kind == "ensemble":  # (a part) from the answers that scored the rows
-                answers = {p: np.stack([scored[i].answers[p] for i in picked]) for p in version.partners}
-                explanation = version.explain(features, answers, positions(len(picked))) if kind in FROM_ANSWERS \
-                    else explain_ensemble(version, links, features, keys, answers, timeout_s=explain_timeout_s(config))
-            elif kind == BANK_ONLY:
-                explanation = version.explain_alone(features)
+            elif kind in FROM_ANSWERS:  # the answers that scored the rows
+                explanation = version.explain(features, _answers(version, scored, picked), positions(len(picked)))
             else:
-                explanation = explain_split(version, links, features, keys, timeout_s=explain_timeout_s(config))
+                keys = m.id_keys([scored[i].id for i in picked], run_id=run_id)
+                explanation = explain_ensemble(version, links, features, keys, _answers(version, scored, picked),
+                                               timeout_s=explain_timeout_s(config)) if kind == "ensemble" \
+                    else explain_split(version, links, features, keys, timeout_s=explain_timeout_s(config))
             for i, answer in zip(picked, reason_records(config, explanation, k), strict=True):
                 out[i] = answer
     return out
+
+
+def _answers(version: Any, scored: Sequence[Scored], picked: Sequence[int]) -> dict[str, np.ndarray]:
+    """Each partner's answers of the rows ``picked``, as they scored them (in ``picked``'s order)."""
+    return {p: np.stack([scored[i].answers[p] for i in picked]) for p in version.partners}
 
 
 def reason_records(config: PartyConfig, explanation: Any, k: int) -> list[dict[str, Any]]:

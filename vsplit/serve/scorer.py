@@ -64,9 +64,15 @@ class Scored:
     unseen: list[str] = field(default_factory=list)
     #: a scorecard's score in points (``score`` is then its probability); ``None`` for other models
     points: float | None = None
-    #: each partner's answer of this row, kept in this process for reason codes taken from the scoring round (a
-    #: boosting run's decision bits: :mod:`vsplit.serve.reasons`); never part of the answer
-    answers: dict[str, np.ndarray] = field(default_factory=dict, repr=False, compare=False)
+    #: every partner's answers of this row's micro-batch, and the row's place there (:attr:`answers`): kept in this
+    #: process for reason codes taken from the scoring round; never part of the answer
+    batch_answers: dict[str, np.ndarray] = field(default_factory=dict, repr=False, compare=False)
+    row: int = field(default=-1, repr=False, compare=False)
+
+    @property
+    def answers(self) -> dict[str, np.ndarray]:
+        """Each partner's answer of this row (a boosting run's decision bits: :mod:`vsplit.serve.reasons`)."""
+        return {p: v[self.row] for p, v in self.batch_answers.items()}
 
     def as_dict(self) -> dict[str, Any]:
         out: dict[str, Any] = {"id": self.id, "score": self.score, "model": self.model, "version": self.version,
@@ -382,9 +388,8 @@ class Scorer:
                 for j, i in enumerate(rest):
                     scores[i], models[i] = _value(alone[j]), BANK_ONLY
         unseen = version.unseen(features) if hasattr(version, "unseen") else [[] for _ in rows]
-        answers = [{p: v[i] for p, v in embeddings.items()} if models[i] == SPLIT else {} for i in range(len(rows))]
         return [Scored(id=ids[i], score=scores[i], model=models[i], version=run_id, unknown_to=unknown[i],
-                       down=list(down), unseen=unseen[i], points=points[i], answers=answers[i])
+                       down=list(down), unseen=unseen[i], points=points[i], batch_answers=embeddings, row=i)
                 for i in range(len(rows))]
 
     def cover(self, version: BankModel) -> DecoyCover:
